@@ -1,0 +1,217 @@
+"""Devices and the communication model.
+
+A `Cluster` is a list of `Device`s plus a communication model: a transfer of `b` bytes from device `s` to
+device `d` takes ``latency_s + b / bytes_per_s`` (Baechi section 4.1, a linear fit of a micro-benchmark),
+with optional per-pair overrides (`links`). A transfer between an op and itself on one device costs nothing.
+
+`mode` chooses how concurrent transfers interact (Baechi section 3.4):
+
+* ``parallel``: every transfer proceeds independently as soon as it is requested;
+* ``sequential``: each device sends one tensor at a time and receives one tensor at a time; requests are
+  served first-in first-out, so a transfer starts when both the sender's send queue and the receiver's
+  receive queue are free.
+
+A link given only as ``src -> dst`` also serves ``dst -> src`` unless that direction has its own entry
+(transfer rates are bidirectional in the thesis' device model, section 6.2).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from .errors import InvalidCluster
+from .graph import DEVICE_TYPES
+
+MODES = ("parallel", "sequential")
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    type: str = "CPU"
+    memory_bytes: float = math.inf
+    speed: float = 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.type, "memory_bytes": self.memory_bytes, "speed": self.speed}
+
+
+@dataclass(frozen=True)
+class Link:
+    latency_s: float
+    bytes_per_s: float
+
+
+@dataclass
+class Cluster:
+    devices: list[Device]
+    latency_s: float = 0.0
+    bytes_per_s: float = math.inf
+    mode: str = "parallel"
+    links: dict[tuple[str, str], Link] = field(default_factory=dict)
+    name: str = "cluster"
+
+    def __post_init__(self) -> None:
+        if not self.devices:
+            raise InvalidCluster(f"cluster {self.name!r} has no devices")
+        seen: set[str] = set()
+        for d in self.devices:
+            if d.name in seen:
+                raise InvalidCluster(f"cluster {self.name!r}: duplicate device name {d.name!r}")
+            seen.add(d.name)
+            if d.type not in DEVICE_TYPES:
+                raise InvalidCluster(f"device {d.name!r}: type {d.type!r} is not one of {DEVICE_TYPES}")
+            if not (d.speed > 0) or math.isinf(d.speed):
+                raise InvalidCluster(f"device {d.name!r}: speed must be > 0 and finite, got {d.speed!r}")
+            if not (d.memory_bytes >= 0):
+                raise InvalidCluster(f"device {d.name!r}: memory_bytes must be >= 0, got {d.memory_bytes!r}")
+        if self.mode not in MODES:
+            raise InvalidCluster(f"cluster {self.name!r}: comm.mode {self.mode!r} is not one of {MODES}")
+        if self.latency_s < 0 or not (self.bytes_per_s > 0):
+            raise InvalidCluster(f"cluster {self.name!r}: comm needs latency_s >= 0 and bytes_per_s > 0")
+        for (s, d), link in self.links.items():
+            for end in (s, d):
+                if end not in seen:
+                    raise InvalidCluster(f"cluster {self.name!r}: link {s}->{d} names unknown device {end!r}")
+            if link.latency_s < 0 or not (link.bytes_per_s > 0):
+                raise InvalidCluster(f"link {s}->{d}: needs latency_s >= 0 and bytes_per_s > 0")
+        self._pos = {d.name: i for i, d in enumerate(self.devices)}
+        self._build_tables()
+
+    def _build_tables(self) -> None:
+        n = len(self.devices)
+        lat = [[self.latency_s] * n for _ in range(n)]
+        bw = [[self.bytes_per_s] * n for _ in range(n)]
+        explicit = set(self.links)
+        for (s, d), link in self.links.items():
+            i, j = self._pos[s], self._pos[d]
+            lat[i][j], bw[i][j] = link.latency_s, link.bytes_per_s
+            if (d, s) not in explicit:
+                lat[j][i], bw[j][i] = link.latency_s, link.bytes_per_s
+        for i in range(n):
+            lat[i][i], bw[i][i] = 0.0, math.inf
+        self.latency_table = lat
+        self.bandwidth_table = bw
+
+    # ----------------------------------------------------------------- queries
+    def __len__(self) -> int:
+        return len(self.devices)
+
+    @property
+    def names(self) -> list[str]:
+        return [d.name for d in self.devices]
+
+    def device(self, name: str) -> Device:
+        try:
+            return self.devices[self._pos[name]]
+        except KeyError:
+            raise InvalidCluster(f"unknown device {name!r}; cluster {self.name!r} has {self.names}") from None
+
+    def index_of(self, name: str) -> int:
+        try:
+            return self._pos[name]
+        except KeyError:
+            raise InvalidCluster(f"unknown device {name!r}; cluster {self.name!r} has {self.names}") from None
+
+    def transfer_time(self, src: str | int, dst: str | int, nbytes: float) -> float:
+        """Seconds to move `nbytes` from `src` to `dst` (0 on the same device)."""
+        i = src if isinstance(src, int) else self._pos[src]
+        j = dst if isinstance(dst, int) else self._pos[dst]
+        if i == j:
+            return 0.0
+        return self.latency_table[i][j] + nbytes / self.bandwidth_table[i][j]
+
+    def average_transfer_time(self, nbytes: float) -> float:
+        """Mean transfer time over ordered pairs of distinct devices (HEFT-style averages)."""
+        n = len(self.devices)
+        if n < 2:
+            return 0.0
+        tot = sum(self.transfer_time(i, j, nbytes) for i in range(n) for j in range(n) if i != j)
+        return tot / (n * (n - 1))
+
+    def total_memory(self) -> float:
+        return sum(d.memory_bytes for d in self.devices)
+
+    def scaled(self, memory_fraction: float) -> "Cluster":
+        """A copy with every device's memory multiplied by `memory_fraction`."""
+        if not memory_fraction > 0:
+            raise InvalidCluster(f"memory_fraction must be > 0, got {memory_fraction!r}")
+        devs = [Device(d.name, d.type, d.memory_bytes * memory_fraction, d.speed) for d in self.devices]
+        return Cluster(devs, self.latency_s, self.bytes_per_s, self.mode, dict(self.links), self.name)
+
+    def with_memory(self, memory_bytes: Mapping[str, float] | float) -> "Cluster":
+        """A copy with new memory limits (one number for all devices, or per device)."""
+        if isinstance(memory_bytes, Mapping):
+            devs = [Device(d.name, d.type, float(memory_bytes.get(d.name, d.memory_bytes)), d.speed)
+                    for d in self.devices]
+        else:
+            devs = [Device(d.name, d.type, float(memory_bytes), d.speed) for d in self.devices]
+        return Cluster(devs, self.latency_s, self.bytes_per_s, self.mode, dict(self.links), self.name)
+
+    def with_comm(self, latency_s: float, bytes_per_s: float,
+                  links: Mapping[tuple[str, str], Link] | None = None) -> "Cluster":
+        """A copy with a new communication model (e.g. fitted by a micro-benchmark)."""
+        return Cluster(list(self.devices), latency_s, bytes_per_s, self.mode,
+                       dict(links if links is not None else self.links), self.name)
+
+    # ----------------------------------------------------------------- (de)serialisation
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "devices": [d.to_dict() for d in self.devices],
+            "comm": {"latency_s": self.latency_s, "bytes_per_s": self.bytes_per_s, "mode": self.mode},
+            "links": [{"src": s, "dst": d, "latency_s": l.latency_s, "bytes_per_s": l.bytes_per_s}
+                      for (s, d), l in self.links.items()],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], name: str | None = None) -> "Cluster":
+        """Build from the cluster config of docs/formats.md (extra keys such as `_target_` are ignored)."""
+        if not isinstance(data, Mapping):
+            raise InvalidCluster("cluster config must be a mapping with 'devices' and 'comm'")
+        raw = data.get("devices")
+        if not raw:
+            raise InvalidCluster(f"cluster {name or data.get('name')!r}: key 'devices' is missing or empty")
+        devs = []
+        for k, d in enumerate(raw):
+            if not isinstance(d, Mapping) or "name" not in d:
+                raise InvalidCluster(f"cluster devices[{k}] needs a 'name'")
+            unknown = set(d) - {"name", "type", "memory_bytes", "speed"}
+            if unknown:
+                raise InvalidCluster(f"device {d['name']!r}: unknown keys {sorted(unknown)}")
+            mem = d.get("memory_bytes", math.inf)
+            devs.append(Device(str(d["name"]), str(d.get("type", "CPU")),
+                               float(mem) if mem is not None else math.inf, float(d.get("speed", 1.0))))
+        comm = dict(data.get("comm") or {})
+        unknown = set(comm) - {"latency_s", "bytes_per_s", "mode"}
+        if unknown:
+            raise InvalidCluster(f"cluster comm: unknown keys {sorted(unknown)}")
+        links: dict[tuple[str, str], Link] = {}
+        for k, l in enumerate(data.get("links") or []):
+            try:
+                links[(str(l["src"]), str(l["dst"]))] = Link(
+                    float(l.get("latency_s", comm.get("latency_s", 0.0))),
+                    float(l.get("bytes_per_s", comm.get("bytes_per_s", math.inf))))
+            except KeyError as exc:
+                raise InvalidCluster(f"cluster links[{k}] needs {exc.args[0]!r}") from None
+        bps = comm.get("bytes_per_s", math.inf)
+        cl = cls(devs, float(comm.get("latency_s", 0.0)), float(bps) if bps is not None else math.inf,
+                 str(comm.get("mode", "parallel")), links, str(name or data.get("name") or "cluster"))
+        frac = data.get("memory_fraction")
+        if frac is not None and float(frac) != 1.0:
+            cl = cl.scaled(float(frac))
+        return cl
+
+
+def uniform_cluster(n: int, memory_bytes: float = math.inf, *, type: str = "CPU", speed: float = 1.0,
+                    latency_s: float = 0.0, bytes_per_s: float = math.inf, mode: str = "parallel",
+                    prefix: str | None = None, name: str | None = None) -> Cluster:
+    """`n` identical devices named ``<prefix><i>`` (prefix defaults to the lower-case type)."""
+    prefix = prefix if prefix is not None else type.lower()
+    devs = [Device(f"{prefix}{i}", type, memory_bytes, speed) for i in range(n)]
+    return Cluster(devs, latency_s, bytes_per_s, mode, {}, name or f"{prefix}{n}")
+
+
+def device_names(cluster: Cluster) -> Iterable[str]:
+    return (d.name for d in cluster.devices)

@@ -1,0 +1,47 @@
+"""One exception hierarchy for the whole project.
+
+Every message names the op, device, key or value at fault and, where it helps, what to do about it.
+"""
+from __future__ import annotations
+
+
+class LabError(Exception):
+    """Base class of every error this project raises on purpose."""
+
+
+class InvalidGraph(LabError):
+    """The op graph is malformed: a cycle, an unknown endpoint, a missing or negative cost, ..."""
+
+
+class InvalidCluster(LabError):
+    """The cluster description is malformed (duplicate device, non-positive speed, bad link, ...)."""
+
+
+class InvalidPlacement(LabError):
+    """A placement breaks a hard constraint: an op unplaced or placed twice, colocation, device type."""
+
+
+class InvalidSchedule(LabError):
+    """A per-device order is not executable: a missing op, a wrong device, or a dependency deadlock."""
+
+
+class InfeasiblePlacement(LabError):
+    """No assignment satisfies the constraints (typically memory): names the op or unit that does not fit."""
+
+
+class OutOfMemory(InfeasiblePlacement):
+    """A device's memory limit is crossed; carries the op, device, time and bytes."""
+
+    def __init__(self, message: str, *, op: str | None = None, device: str | None = None,
+                 time_s: float | None = None, used_bytes: float | None = None,
+                 limit_bytes: float | None = None):
+        super().__init__(message)
+        self.op = op
+        self.device = device
+        self.time_s = time_s
+        self.used_bytes = used_bytes
+        self.limit_bytes = limit_bytes
+
+
+class ConfigError(LabError):
+    """A configuration key or value is wrong; names the key and the allowed values."""

@@ -1,0 +1,373 @@
+"""The op graph: the training step as a DAG of ops joined by tensor edges.
+
+`OpGraph` keeps its ops and edges in a `networkx.DiGraph` (node and edge attributes as in the graph JSON of
+docs/formats.md) and offers a compiled, integer-indexed view (`OpGraph.index()`) that the simulator and the
+placers use on their hot paths.
+
+Units: bytes and seconds everywhere.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Mapping
+
+import networkx as nx
+
+from .errors import InvalidGraph
+
+FORMAT = "opgraph/1"
+PHASES = ("forward", "backward", "update", "other")
+DEVICE_TYPES = ("CPU", "GPU", "TPU")
+#: Numeric op attributes every op must carry (non-negative, finite).
+COST_KEYS = ("compute_s", "persistent_bytes", "temporary_bytes", "output_bytes")
+#: Op attributes written to JSON, in this order.
+OP_KEYS = ("name", "type", "phase", "compute_s", "persistent_bytes", "temporary_bytes", "output_bytes",
+           "colocation", "device_type", "forward_of")
+
+
+def _check_number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidGraph(f"{what} must be a number, got {value!r}")
+    if math.isnan(value) or math.isinf(value) or value < 0:
+        raise InvalidGraph(f"{what} must be finite and >= 0, got {value!r}")
+    return float(value)
+
+
+@dataclass
+class GraphIndex:
+    """Integer-indexed, read-only view of an `OpGraph` for fast algorithms.
+
+    Ops are numbered 0..n-1 in a deterministic topological order (`topo` is simply range(n) in that
+    numbering). `succ[i]` / `pred[i]` hold (neighbour index, bytes) pairs, control edges with 0 bytes.
+    """
+
+    names: list[str]
+    pos: dict[str, int]
+    succ: list[list[tuple[int, float]]]
+    pred: list[list[tuple[int, float]]]
+    compute_s: list[float]
+    compute_by_type: list[dict[str, float] | None]
+    persistent: list[float]
+    temporary: list[float]
+    output: list[float]
+    colocation: list[str | None]
+    device_type: list[str | None]
+    phase: list[str]
+
+    @property
+    def n(self) -> int:
+        return len(self.names)
+
+    def exec_time(self, i: int, dev_type: str, speed: float) -> float:
+        """Execution time of op i on a device of this type and speed."""
+        by = self.compute_by_type[i]
+        base = by.get(dev_type, self.compute_s[i]) if by else self.compute_s[i]
+        return base / speed
+
+
+class OpGraph:
+    """A training-step DAG. Nodes are op names; attributes follow the graph JSON format.
+
+    Build with `add_op` / `add_edge`, or `OpGraph.from_dict` / `OpGraph.load`. Mutating `self.nx` directly is
+    allowed, but call `invalidate()` afterwards so that the cached index is rebuilt.
+    """
+
+    def __init__(self, name: str = "graph"):
+        self.name = name
+        self.nx = nx.DiGraph()
+        self._index: GraphIndex | None = None
+
+    # ----------------------------------------------------------------- building
+    def add_op(self, name: str, *, compute_s: float = 0.0, persistent_bytes: float = 0,
+               temporary_bytes: float = 0, output_bytes: float = 0, type: str = "Op",
+               phase: str = "forward", colocation: str | None = None, device_type: str | None = None,
+               forward_of: str | None = None, compute_s_by_type: Mapping[str, float] | None = None,
+               **extra: Any) -> None:
+        if name in self.nx:
+            raise InvalidGraph(f"duplicate op name {name!r}")
+        attrs = dict(type=type, phase=phase, compute_s=compute_s, persistent_bytes=persistent_bytes,
+                     temporary_bytes=temporary_bytes, output_bytes=output_bytes, colocation=colocation,
+                     device_type=device_type, forward_of=forward_of)
+        if compute_s_by_type:
+            attrs["compute_s_by_type"] = dict(compute_s_by_type)
+        attrs.update(extra)
+        self.nx.add_node(name, **attrs)
+        self._index = None
+
+    def add_edge(self, src: str, dst: str, bytes: float = 0, control: bool = False) -> None:
+        """Add a tensor (or control) edge. A second tensor between the same pair adds its bytes."""
+        for end, role in ((src, "source"), (dst, "destination")):
+            if end not in self.nx:
+                raise InvalidGraph(f"edge {src!r} -> {dst!r}: unknown {role} op {end!r}")
+        if self.nx.has_edge(src, dst):
+            data = self.nx.edges[src, dst]
+            if not control:
+                data["bytes"] = data["bytes"] + bytes if not data["control"] else bytes
+                data["control"] = False
+        else:
+            self.nx.add_edge(src, dst, bytes=bytes if not control else 0, control=bool(control))
+        self._index = None
+
+    def invalidate(self) -> None:
+        self._index = None
+
+    # ----------------------------------------------------------------- access
+    def __len__(self) -> int:
+        return self.nx.number_of_nodes()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.nx
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.nx.nodes)
+
+    @property
+    def ops(self) -> Iterable[str]:
+        return self.nx.nodes
+
+    def op(self, name: str) -> dict[str, Any]:
+        return self.nx.nodes[name]
+
+    def edges(self) -> Iterable[tuple[str, str, dict[str, Any]]]:
+        return self.nx.edges(data=True)
+
+    def number_of_edges(self) -> int:
+        return self.nx.number_of_edges()
+
+    def successors(self, name: str) -> Iterable[str]:
+        return self.nx.successors(name)
+
+    def predecessors(self, name: str) -> Iterable[str]:
+        return self.nx.predecessors(name)
+
+    def topological_order(self) -> list[str]:
+        """Deterministic topological order (Kahn with insertion-order tie-breaking)."""
+        return list(self.index().names)
+
+    def colocation_groups(self) -> dict[str, list[str]]:
+        """Colocation group name -> member ops (in graph insertion order)."""
+        groups: dict[str, list[str]] = {}
+        for name, attrs in self.nx.nodes(data=True):
+            g = attrs.get("colocation")
+            if g is not None:
+                groups.setdefault(g, []).append(name)
+        return groups
+
+    def total_memory(self) -> float:
+        """Static sum of every op's persistent, temporary and output bytes (an upper bound of need)."""
+        return sum(a["persistent_bytes"] + a["temporary_bytes"] + a["output_bytes"]
+                   for _, a in self.nx.nodes(data=True))
+
+    def index(self) -> GraphIndex:
+        """The compiled integer view, rebuilt lazily after a change. O(V + E)."""
+        if self._index is None:
+            self._index = self._build_index()
+        return self._index
+
+    def _build_index(self) -> GraphIndex:
+        g = self.nx
+        order = _topological_order(g)
+        pos = {name: i for i, name in enumerate(order)}
+        succ: list[list[tuple[int, float]]] = [[] for _ in order]
+        pred: list[list[tuple[int, float]]] = [[] for _ in order]
+        for u, v, d in g.edges(data=True):
+            b = 0.0 if d.get("control") else float(d.get("bytes", 0))
+            succ[pos[u]].append((pos[v], b))
+            pred[pos[v]].append((pos[u], b))
+        nodes = g.nodes
+        attrs = [nodes[n] for n in order]
+        return GraphIndex(
+            names=order, pos=pos, succ=succ, pred=pred,
+            compute_s=[float(a["compute_s"]) for a in attrs],
+            compute_by_type=[a.get("compute_s_by_type") or None for a in attrs],
+            persistent=[float(a["persistent_bytes"]) for a in attrs],
+            temporary=[float(a["temporary_bytes"]) for a in attrs],
+            output=[float(a["output_bytes"]) for a in attrs],
+            colocation=[a.get("colocation") for a in attrs],
+            device_type=[a.get("device_type") for a in attrs],
+            phase=[a.get("phase", "forward") for a in attrs],
+        )
+
+    def copy(self, name: str | None = None) -> "OpGraph":
+        other = OpGraph(name or self.name)
+        other.nx = self.nx.copy()
+        return other
+
+    def subgraph(self, ops: Iterable[str], name: str | None = None) -> "OpGraph":
+        other = OpGraph(name or self.name)
+        other.nx = self.nx.subgraph(list(ops)).copy()
+        return other
+
+    # ----------------------------------------------------------------- validation
+    def validate(self, cluster: Any = None) -> "OpGraph":
+        """Raise `InvalidGraph` naming the culprit if the graph is malformed; return self.
+
+        Checks costs and sizes (present, finite, >= 0), phases, `forward_of` targets, colocation groups whose
+        ops ask for different device types, cycles (naming the ops of one cycle) and, when a cluster is given,
+        ops or groups whose device type no device of the cluster has. O(V + E).
+        """
+        g = self.nx
+        for name, a in g.nodes(data=True):
+            for key in COST_KEYS:
+                if key not in a or a[key] is None:
+                    raise InvalidGraph(f"op {name!r}: missing {key}")
+                _check_number(a[key], f"op {name!r}: {key}")
+            by = a.get("compute_s_by_type")
+            if by:
+                for t, v in by.items():
+                    if t not in DEVICE_TYPES:
+                        raise InvalidGraph(f"op {name!r}: compute_s_by_type has unknown device type {t!r}; "
+                                           f"expected one of {DEVICE_TYPES}")
+                    _check_number(v, f"op {name!r}: compute_s_by_type[{t}]")
+            if a.get("phase", "forward") not in PHASES:
+                raise InvalidGraph(f"op {name!r}: phase {a.get('phase')!r} is not one of {PHASES}")
+            dt = a.get("device_type")
+            if dt is not None and dt not in DEVICE_TYPES:
+                raise InvalidGraph(f"op {name!r}: device_type {dt!r} is not one of {DEVICE_TYPES}")
+            fw = a.get("forward_of")
+            if fw is not None and fw not in g:
+                raise InvalidGraph(f"op {name!r}: forward_of names unknown op {fw!r}")
+        for u, v, d in g.edges(data=True):
+            _check_number(d.get("bytes"), f"edge {u!r} -> {v!r}: bytes")
+        # colocation groups: one device type at most
+        want: dict[str, tuple[str, str]] = {}
+        for name, a in g.nodes(data=True):
+            grp, dt = a.get("colocation"), a.get("device_type")
+            if grp is None or dt is None:
+                continue
+            if grp in want and want[grp][0] != dt:
+                other_op, other_dt = want[grp][1], want[grp][0]
+                raise InvalidGraph(f"colocation group {grp!r}: op {other_op!r} asks for {other_dt} but op "
+                                   f"{name!r} asks for {dt}")
+            want.setdefault(grp, (dt, name))
+        if not nx.is_directed_acyclic_graph(g):
+            cycle = nx.find_cycle(g)
+            ops = [u for u, _ in cycle]
+            raise InvalidGraph(f"graph {self.name!r} has a cycle through ops {ops}")
+        if cluster is not None:
+            types = {d.type for d in cluster.devices}
+            for name, a in g.nodes(data=True):
+                dt = a.get("device_type")
+                if dt is not None and dt not in types:
+                    raise InvalidGraph(f"op {name!r} needs device type {dt} but cluster "
+                                       f"{getattr(cluster, 'name', '')!r} only has {sorted(types)}")
+        return self
+
+    # ----------------------------------------------------------------- (de)serialisation
+    def to_dict(self) -> dict[str, Any]:
+        ops = []
+        for name, a in self.nx.nodes(data=True):
+            rec = {"name": name}
+            for k in OP_KEYS[1:]:
+                rec[k] = a.get(k)
+            if a.get("compute_s_by_type"):
+                rec["compute_s_by_type"] = dict(a["compute_s_by_type"])
+            for k, v in a.items():  # keep extra attributes (e.g. "members", "module")
+                if k not in rec:
+                    rec[k] = v
+            ops.append(rec)
+        edges = [{"src": u, "dst": v, "bytes": d.get("bytes", 0), "control": bool(d.get("control", False))}
+                 for u, v, d in self.nx.edges(data=True)]
+        return {"format": FORMAT, "name": self.name, "ops": ops, "edges": edges}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, validate: bool = True) -> "OpGraph":
+        if not isinstance(data, Mapping):
+            raise InvalidGraph("graph JSON must be an object with keys 'format', 'name', 'ops', 'edges'")
+        fmt = data.get("format", FORMAT)
+        if fmt != FORMAT:
+            raise InvalidGraph(f"unsupported graph format {fmt!r}; expected {FORMAT!r}")
+        for key in ("ops", "edges"):
+            if not isinstance(data.get(key), list):
+                raise InvalidGraph(f"graph JSON: key {key!r} must be a list")
+        g = cls(str(data.get("name", "graph")))
+        for k, rec in enumerate(data["ops"]):
+            if not isinstance(rec, Mapping) or "name" not in rec:
+                raise InvalidGraph(f"graph JSON: ops[{k}] has no 'name'")
+            rec = dict(rec)
+            name = rec.pop("name")
+            if not isinstance(name, str) or not name:
+                raise InvalidGraph(f"graph JSON: ops[{k}] has an invalid name {name!r}")
+            if name in g.nx:
+                raise InvalidGraph(f"duplicate op name {name!r} (ops[{k}])")
+            for key in COST_KEYS:
+                if key not in rec:
+                    raise InvalidGraph(f"op {name!r}: missing {key}")
+            rec.setdefault("type", "Op")
+            rec.setdefault("phase", "forward")
+            for key in ("colocation", "device_type", "forward_of"):
+                rec.setdefault(key, None)
+            if rec.get("compute_s_by_type") is None:
+                rec.pop("compute_s_by_type", None)
+            g.nx.add_node(name, **rec)
+        for k, e in enumerate(data["edges"]):
+            if not isinstance(e, Mapping) or "src" not in e or "dst" not in e:
+                raise InvalidGraph(f"graph JSON: edges[{k}] needs 'src' and 'dst'")
+            if "bytes" not in e and not e.get("control"):
+                raise InvalidGraph(f"edge {e['src']!r} -> {e['dst']!r}: missing bytes")
+            b = e.get("bytes", 0)
+            _check_number(b, f"edge {e['src']!r} -> {e['dst']!r}: bytes")
+            g.add_edge(e["src"], e["dst"], bytes=b, control=bool(e.get("control", False)))
+        if validate:
+            g.validate()
+        return g
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the graph JSON atomically (temporary file, then rename)."""
+        atomic_write_json(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, validate: bool = True) -> "OpGraph":
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            raise InvalidGraph(f"graph file {os.fspath(path)!r} does not exist") from None
+        except json.JSONDecodeError as exc:
+            raise InvalidGraph(f"graph file {os.fspath(path)!r} is not valid JSON: {exc}") from None
+        return cls.from_dict(data, validate=validate)
+
+    def __repr__(self) -> str:
+        return f"OpGraph({self.name!r}, ops={len(self)}, edges={self.number_of_edges()})"
+
+
+def _topological_order(g: nx.DiGraph) -> list[str]:
+    """Kahn's algorithm, ties broken by node insertion order; raises InvalidGraph on a cycle. O(V + E)."""
+    indeg = {n: d for n, d in g.in_degree()}
+    order_of = {n: i for i, n in enumerate(g.nodes)}
+    import heapq
+    heap = [(order_of[n], n) for n, d in indeg.items() if d == 0]
+    heapq.heapify(heap)
+    out: list[str] = []
+    succ = g.succ
+    while heap:
+        _, n = heapq.heappop(heap)
+        out.append(n)
+        for m in succ[n]:
+            indeg[m] -= 1
+            if indeg[m] == 0:
+                heapq.heappush(heap, (order_of[m], m))
+    if len(out) != len(indeg):
+        cycle = nx.find_cycle(g.subgraph([n for n, d in indeg.items() if d > 0]))
+        raise InvalidGraph(f"graph has a cycle through ops {[u for u, _ in cycle]}")
+    return out
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = None) -> None:
+    """Write JSON to a temporary file in the same folder and rename it into place."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=indent)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,1 @@
+"""Placers: assign every op of a graph to a device."""

@@ -1,0 +1,1 @@
+"""Schedulers: per-device execution orders."""

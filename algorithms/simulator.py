@@ -1,0 +1,418 @@
+"""Discrete-event execution simulator with dynamic memory (Baechi section 4.2, thesis sections 2.4-2.5, 3.2).
+
+Model
+-----
+* Each device runs the ops placed on it one at a time, non-preemptively. An op becomes *executable* on its
+  device when every input has arrived there; it starts when its device is free and the scheduling rule picks it.
+* A producer's output crosses to another device once per destination device, however many consumers it has
+  there (the send/receive pair of thesis 2.4), and is then cached on that device. The bytes sent for the pair
+  (producer, device) are the largest edge size from the producer to a consumer on that device (every out-edge
+  of an op carries its output tensor in the thesis' model; a control edge alone costs only the latency).
+* Transfers follow the cluster's communication model ``latency + bytes / bandwidth``. In ``parallel`` mode a
+  transfer starts when requested; in ``sequential`` mode (Baechi 3.4) each device sends one tensor at a time
+  and receives one at a time, first-in first-out: a transfer starts at
+  ``max(request, sender's send queue free, receiver's receive queue free)``.
+* Time advances event by event. All events at time t (op completions, arrivals) are processed before any
+  device decides what to run at t, which is the thesis' rule (3.2) that the device with the lowest local time
+  decides next and never decides without knowing what is executable at that moment.
+* Dynamic memory per device: persistent bytes of every op placed there are held for the whole step;
+  temporary bytes are held while the op runs; an op's output is allocated when the op starts and held on the
+  producer's device until its last local consumer has finished and every outgoing transfer has completed; on a
+  receiving device the copy is held from its arrival until the last consumer there has finished. The first
+  time a device's usage exceeds its memory the simulator records an out-of-memory event naming the op, the
+  device, the time and the bytes; it goes on simulating so that the peak is still reported.
+
+Orders
+------
+The order in which a device runs its executable ops comes from either a static per-device list
+(``schedule``: the device runs exactly that sequence) or a `DispatchPolicy` consulted at each decision
+(``policy``: FIFO, PCT and MSR are policies; see `algorithms.schedulers`). The order actually executed is
+returned, so running a policy once yields a static schedule that replays to the same result.
+
+Complexity: O((V + E) log V) with a static order or a heap policy; a dynamic policy adds the cost of its
+`choose` over the executable ops at each decision.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .cluster import Cluster
+from .errors import InvalidSchedule
+from .graph import OpGraph
+from .placement import Placement, Schedule, check_schedule
+
+_FINISH, _ARRIVE = 0, 1
+
+
+@dataclass
+class OOMEvent:
+    op: str
+    device: str
+    time_s: float
+    used_bytes: float
+    limit_bytes: float
+
+    def message(self) -> str:
+        return (f"out of memory on device {self.device!r} at t={self.time_s:.6g}s while allocating for op "
+                f"{self.op!r}: {self.used_bytes:.6g} bytes needed, limit {self.limit_bytes:.6g}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "device": self.device, "time_s": self.time_s, "used_bytes": self.used_bytes,
+                "limit_bytes": self.limit_bytes}
+
+
+@dataclass
+class SimResult:
+    """What one simulated training step did."""
+
+    names: list[str]
+    devices: list[str]
+    start: list[float]
+    end: list[float]
+    device_of: list[int]
+    order: Schedule
+    makespan: float
+    busy_s: dict[str, float]
+    peak_memory: dict[str, float]
+    memory_limit: dict[str, float]
+    memory_timeline: dict[str, list[tuple[float, float]]]
+    traffic_bytes: float
+    cut_edge_bytes: float
+    transfers: list[tuple[str, str, str, float, float, float]]
+    oom: OOMEvent | None = None
+    decisions: list[tuple[float, str, int]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.oom is None
+
+    def timeline(self, coarse_map: Mapping[str, list[str]] | None = None,
+                 weights: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+        """Per-op [start, end] records. With a coarse map, each coarse op's span is shared out among its
+        original members one after another, in proportion to `weights` (e.g. their compute times; equal
+        shares where all weights are zero)."""
+        out = []
+        for i, name in enumerate(self.names):
+            dev = self.devices[self.device_of[i]]
+            s, e = self.start[i], self.end[i]
+            if coarse_map is None:
+                out.append({"op": name, "device": dev, "start_s": s, "end_s": e})
+                continue
+            members = coarse_map[name]
+            ws = [float(weights.get(m, 0.0)) if weights else 0.0 for m in members]
+            tot = sum(ws)
+            if tot <= 0:
+                ws, tot = [1.0] * len(members), float(len(members))
+            t = s
+            for m, w in zip(members, ws):
+                nxt = t + (e - s) * w / tot
+                out.append({"op": m, "device": dev, "start_s": t, "end_s": nxt})
+                t = nxt
+        out.sort(key=lambda r: (r["start_s"], r["device"]))
+        return out
+
+    def utilization(self) -> dict[str, float]:
+        if self.makespan <= 0:
+            return {d: 0.0 for d in self.devices}
+        return {d: self.busy_s[d] / self.makespan for d in self.devices}
+
+
+class DispatchPolicy:
+    """Which executable op a free device runs next.
+
+    A policy with ``dynamic = False`` gives each op a key when it becomes executable (smallest key runs
+    first) and the simulator keeps a heap per device. A policy with ``dynamic = True`` is asked at each
+    decision through `choose` with the list of executable ops of that device and the simulator state.
+    """
+
+    dynamic = False
+
+    def prepare(self, graph: OpGraph, cluster: Cluster, device_of: list[int]) -> None:
+        """Called once before the simulation (precompute ranks here)."""
+
+    def key(self, op: int, ready_time: float, seq: int) -> tuple:
+        return (seq,)
+
+    def choose(self, device: int, candidates: list[int], state: "SimState") -> int:
+        """Return the position in `candidates` of the op to run (dynamic policies only)."""
+        raise NotImplementedError
+
+
+@dataclass
+class SimState:
+    """Read-only view of the simulation offered to dynamic policies."""
+
+    now: float
+    device_of: list[int]
+    busy_until: list[float]
+    unfinished_preds: list[int]
+    ready: list[list[int]]
+
+    def device_idle(self, device: int) -> bool:
+        return self.busy_until[device] <= self.now and not self.ready[device]
+
+
+class FifoPolicy(DispatchPolicy):
+    """Run executable ops in the order they became executable (thesis 5.2)."""
+
+
+def simulate(graph: OpGraph, cluster: Cluster, placement: Placement | Mapping[str, str],
+             schedule: Schedule | None = None, policy: DispatchPolicy | None = None, *,
+             record_memory: bool = True, record_decisions: bool = False) -> SimResult:
+    """Simulate one training step of `graph` placed by `placement` on `cluster`.
+
+    Give either `schedule` (a static per-device order, checked first) or `policy`; with neither, executable
+    ops run first-in first-out. Raises `InvalidSchedule` when a static order deadlocks (naming the device,
+    the op it waits on and the missing input).
+    """
+    assign = placement.assignment if isinstance(placement, Placement) else placement
+    idx = graph.index()
+    n = idx.n
+    names = idx.names
+    devs = cluster.devices
+    nd = len(devs)
+    dpos = {d.name: k for k, d in enumerate(devs)}
+    try:
+        dev_of = [dpos[assign[name]] for name in names]
+    except KeyError as exc:
+        key = exc.args[0]
+        if key in dpos or key in assign:
+            raise InvalidSchedule(f"op {key!r} is placed on unknown device {assign.get(key)!r}") from None
+        raise InvalidSchedule(f"op {key!r} is not placed") from None
+
+    # per-op execution time on its device
+    dur = [0.0] * n
+    for i in range(n):
+        d = devs[dev_of[i]]
+        dur[i] = idx.exec_time(i, d.type, d.speed)
+
+    # static order or policy
+    static = schedule is not None
+    if static:
+        check_schedule(graph, assign, schedule)
+        seq_of = [[idx.pos[o] for o in schedule.get(d.name, [])] for d in devs]
+        ptr = [0] * nd
+    else:
+        policy = policy or FifoPolicy()
+        policy.prepare(graph, cluster, dev_of)
+        dynamic = policy.dynamic
+    ready: list[list] = [[] for _ in range(nd)]   # heap entries (key, i) or plain list for dynamic
+    is_ready = [False] * n
+
+    # input bookkeeping: which (producer -> device) arrivals each op waits for
+    succ, pred = idx.succ, idx.pred
+    # remote consumers grouped per (producer, device): bytes and consumers
+    remote: list[dict[int, list]] = [dict() for _ in range(n)]
+    local_cons = [0] * n
+    cut_edge_bytes = 0.0
+    for i in range(n):
+        di = dev_of[i]
+        for j, b in succ[i]:
+            dj = dev_of[j]
+            if dj == di:
+                local_cons[i] += 1
+            else:
+                cut_edge_bytes += b
+                ent = remote[i].get(dj)
+                if ent is None:
+                    remote[i][dj] = [b, [j]]
+                else:
+                    if b > ent[0]:
+                        ent[0] = b
+                    ent[1].append(j)
+    # one arrival per predecessor (a DiGraph has at most one edge per pair)
+    missing = [len(pred[i]) for i in range(n)]
+    unfinished_preds = [len(pred[i]) for i in range(n)]
+
+    # memory
+    limit = [d.memory_bytes for d in devs]
+    mem = [0.0] * nd
+    peak = [0.0] * nd
+    mtl: list[list[tuple[float, float]]] = [[(0.0, 0.0)] for _ in range(nd)]
+    oom: list[OOMEvent | None] = [None]
+    persist = idx.persistent
+    temp = idx.temporary
+    outb = idx.output
+
+    def alloc(d: int, nbytes: float, t: float, op: int) -> None:
+        m = mem[d] + nbytes
+        mem[d] = m
+        if m > peak[d]:
+            peak[d] = m
+        if record_memory:
+            mtl[d].append((t, m))
+        if m > limit[d] and oom[0] is None:
+            oom[0] = OOMEvent(names[op], devs[d].name, t, m, limit[d])
+
+    def free(d: int, nbytes: float, t: float) -> None:
+        if nbytes:
+            mem[d] -= nbytes
+            if record_memory:
+                mtl[d].append((t, mem[d]))
+
+    for i in range(n):
+        if persist[i]:
+            alloc(dev_of[i], persist[i], 0.0, i)
+
+    # output reference counts: home copy waits for local consumers + remote sends
+    home_ref = [local_cons[i] + len(remote[i]) for i in range(n)]
+    recv_ref: dict[tuple[int, int], int] = {}
+
+    start = [math.nan] * n
+    end = [math.nan] * n
+    busy_until = [0.0] * nd
+    busy_s = [0.0] * nd
+    running = [False] * nd
+    send_free = [0.0] * nd
+    recv_free = [0.0] * nd
+    seqno = [0]
+    events: list[tuple] = []
+    transfers: list[tuple[str, str, str, float, float, float]] = []
+    traffic = [0.0]
+    decisions: list[tuple[float, str, int]] = []
+    order_out: list[list[str]] = [[] for _ in range(nd)]
+    lat, bw = cluster.latency_table, cluster.bandwidth_table
+    sequential = cluster.mode == "sequential"
+    done = [0]
+
+    def make_ready(j: int, t: float) -> None:
+        is_ready[j] = True
+        d = dev_of[j]
+        if static:
+            return
+        seqno[0] += 1
+        if dynamic:
+            ready[d].append(j)
+        else:
+            heapq.heappush(ready[d], (policy.key(j, t, seqno[0]), seqno[0], j))
+
+    def input_arrived(j: int, t: float) -> None:
+        missing[j] -= 1
+        if missing[j] == 0:
+            make_ready(j, t)
+
+    for i in range(n):
+        if missing[i] == 0:
+            make_ready(i, 0.0)
+
+    def dispatch(t: float) -> None:
+        for d in range(nd):
+            if running[d] or busy_until[d] > t:
+                continue
+            if static:
+                p = ptr[d]
+                seq = seq_of[d]
+                if p >= len(seq) or not is_ready[seq[p]]:
+                    continue
+                i = seq[p]
+                ptr[d] = p + 1
+                if record_decisions:
+                    decisions.append((t, devs[d].name, 1))
+            else:
+                r = ready[d]
+                if not r:
+                    continue
+                if record_decisions:
+                    decisions.append((t, devs[d].name, len(r)))
+                if dynamic:
+                    state = SimState(t, dev_of, busy_until, unfinished_preds, ready)
+                    k = policy.choose(d, r, state)
+                    i = r[k]
+                    r[k] = r[-1]
+                    r.pop()
+                else:
+                    i = heapq.heappop(r)[2]
+            start[i] = t
+            e = t + dur[i]
+            end[i] = e
+            busy_until[d] = e
+            busy_s[d] += dur[i]
+            running[d] = True
+            order_out[d].append(names[i])
+            if temp[i] or outb[i]:
+                alloc(d, temp[i] + outb[i], t, i)
+            heapq.heappush(events, (e, _FINISH, i, 0))
+
+    def release_home(i: int, t: float) -> None:
+        home_ref[i] -= 1
+        if home_ref[i] == 0:
+            free(dev_of[i], outb[i], t)
+
+    dispatch(0.0)
+    while events:
+        t = events[0][0]
+        while events and events[0][0] == t:
+            _, kind, a, b = heapq.heappop(events)
+            if kind == _FINISH:
+                i = a
+                d = dev_of[i]
+                running[d] = False
+                done[0] += 1
+                if temp[i]:
+                    free(d, temp[i], t)
+                # inputs this op consumed
+                for j, _ in pred[i]:
+                    dj = dev_of[j]
+                    if dj == d:
+                        release_home(j, t)
+                    else:
+                        key = (j, d)
+                        recv_ref[key] -= 1
+                        if recv_ref[key] == 0:
+                            free(d, outb[j], t)
+                if home_ref[i] == 0:
+                    free(d, outb[i], t)
+                for j, _ in succ[i]:
+                    unfinished_preds[j] -= 1
+                    if dev_of[j] == d:
+                        input_arrived(j, t)
+                for dj, (nbytes, cons) in remote[i].items():
+                    dt = lat[d][dj] + nbytes / bw[d][dj]
+                    if sequential:
+                        s0 = max(t, send_free[d], recv_free[dj])
+                        send_free[d] = recv_free[dj] = s0 + dt
+                    else:
+                        s0 = t
+                    traffic[0] += nbytes
+                    transfers.append((names[i], devs[d].name, devs[dj].name, s0, s0 + dt, nbytes))
+                    heapq.heappush(events, (s0 + dt, _ARRIVE, i, dj))
+            else:
+                i, dj = a, b
+                recv_ref[(i, dj)] = len(remote[i][dj][1])
+                alloc(dj, outb[i], t, i)
+                release_home(i, t)
+                for j in remote[i][dj][1]:
+                    input_arrived(j, t)
+        dispatch(t)
+
+    if done[0] < n:
+        _raise_deadlock(names, devs, dev_of, pred, missing, start, static, seq_of if static else None,
+                        ptr if static else None)
+
+    makespan = max((e for e in end), default=0.0)
+    if transfers:
+        makespan = max(makespan, max(tr[4] for tr in transfers))
+    return SimResult(
+        names=list(names), devices=[d.name for d in devs], start=start, end=end, device_of=dev_of,
+        order={devs[d].name: order_out[d] for d in range(nd)}, makespan=makespan if n else 0.0,
+        busy_s={devs[d].name: busy_s[d] for d in range(nd)},
+        peak_memory={devs[d].name: peak[d] for d in range(nd)},
+        memory_limit={devs[d].name: limit[d] for d in range(nd)},
+        memory_timeline={devs[d].name: mtl[d] for d in range(nd)},
+        traffic_bytes=traffic[0], cut_edge_bytes=cut_edge_bytes, transfers=transfers, oom=oom[0],
+        decisions=decisions)
+
+
+def _raise_deadlock(names, devs, dev_of, pred, missing, start, static, seq_of, ptr) -> None:
+    for d in range(len(devs)):
+        if static and ptr[d] < len(seq_of[d]):
+            i = seq_of[d][ptr[d]]
+            waiting = [names[j] for j, _ in pred[i] if math.isnan(start[j])]
+            raise InvalidSchedule(
+                f"schedule deadlocks: device {devs[d].name!r} waits to run op {names[i]!r}, whose input(s) "
+                f"{waiting[:3]} never run because they are ordered after a blocked op on their device")
+    stuck = [names[i] for i in range(len(names)) if math.isnan(start[i])]
+    raise InvalidSchedule(f"simulation stopped with {len(stuck)} ops never run, e.g. {stuck[:3]}")

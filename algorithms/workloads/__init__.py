@@ -1,0 +1,1 @@
+"""Workloads: synthetic graphs and devices."""

@@ -1,0 +1,1 @@
+"""Framework adapters (torch/, tensorflow/): model zoo, capture, profiler, runtime."""
