@@ -416,3 +416,46 @@ def _raise_deadlock(names, devs, dev_of, pred, missing, start, static, seq_of, p
                 f"{waiting[:3]} never run because they are ordered after a blocked op on their device")
     stuck = [names[i] for i in range(len(names)) if math.isnan(start[i])]
     raise InvalidSchedule(f"simulation stopped with {len(stuck)} ops never run, e.g. {stuck[:3]}")
+
+
+def sim_result_to_dict(r: SimResult) -> dict[str, Any]:
+    """JSON-ready form of a SimResult (for caches and artifacts)."""
+    return {
+        "names": r.names, "devices": r.devices, "start": r.start, "end": r.end, "device_of": r.device_of,
+        "order": r.order, "makespan": r.makespan, "busy_s": r.busy_s, "peak_memory": r.peak_memory,
+        "memory_limit": {k: (None if math.isinf(v) else v) for k, v in r.memory_limit.items()},
+        "memory_timeline": {d: [list(p) for p in v]
+                                                            for d, v in r.memory_timeline.items()},
+        "traffic_bytes": r.traffic_bytes, "cut_edge_bytes": r.cut_edge_bytes,
+        "transfers": [list(t) for t in r.transfers], "oom": r.oom.to_dict() if r.oom else None,
+        "decisions": [list(d) for d in r.decisions],
+    }
+
+
+def sim_result_from_dict(d: Mapping[str, Any]) -> SimResult:
+    return SimResult(
+        names=list(d["names"]), devices=list(d["devices"]), start=list(d["start"]), end=list(d["end"]),
+        device_of=list(d["device_of"]), order={k: list(v) for k, v in d["order"].items()},
+        makespan=d["makespan"], busy_s=dict(d["busy_s"]), peak_memory=dict(d["peak_memory"]),
+        memory_limit={k: (math.inf if v is None else v) for k, v in d["memory_limit"].items()},
+        memory_timeline={k: [tuple(p) for p in v] for k, v in d["memory_timeline"].items()},
+        traffic_bytes=d["traffic_bytes"], cut_edge_bytes=d["cut_edge_bytes"],
+        transfers=[tuple(t) for t in d["transfers"]], oom=OOMEvent(**d["oom"]) if d["oom"] else None,
+        decisions=[tuple(x) for x in d["decisions"]])
+
+
+class RankPolicy(DispatchPolicy):
+    """Run the executable op with the smallest rank first (e.g. the position in a placer's own order).
+
+    Unlike a static order, it never deadlocks: a device runs the best-ranked op that is executable now."""
+
+    def __init__(self, rank: Mapping[str, float]):
+        self.rank = rank
+        self._r: list[float] = []
+
+    def prepare(self, graph: OpGraph, cluster: Cluster, device_of: list[int]) -> None:
+        names = graph.index().names
+        self._r = [float(self.rank.get(n, math.inf)) for n in names]
+
+    def key(self, op: int, ready_time: float, seq: int) -> tuple:
+        return (self._r[op], seq)

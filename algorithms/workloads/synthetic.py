@@ -32,9 +32,7 @@ Complexity: O(levels^2 * width^2) edge trials without a level limit, O(levels * 
 """
 from __future__ import annotations
 
-import math
 import random
-from dataclasses import dataclass
 from typing import Sequence
 
 from ..cluster import Cluster, Device, Link
@@ -85,7 +83,7 @@ def level_dag(*, levels: int = 20, min_nodes_per_level: int = 2, max_nodes_per_l
             out_size[nm] = ten * tensor_unit_bytes
             g.add_op(nm, type="Synthetic", phase="forward", compute_s=ops * compute_unit_s,
                      persistent_bytes=mem * memory_unit_bytes, temporary_bytes=0,
-                     output_bytes=out_size[nm], device_type=dt)
+                     output_bytes=out_size[nm], device_type=dt, level=lv)
             level_of[nm] = lv
             cur.append(nm)
         lo = 0 if edge_level_limit <= 0 else max(0, lv - edge_level_limit)

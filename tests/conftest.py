@@ -1,0 +1,40 @@
+"""Shared fixtures: run `python -m orchestrator` in a scratch folder with its own MLflow store and cache."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Lab:
+    def __init__(self, cwd: Path):
+        self.cwd = cwd
+        self.db = cwd / "mlflow.db"
+        self.env = dict(os.environ, LAB_CACHE_DIR=str(cwd / "cache"), PYTHONPATH=str(ROOT),
+                        HYDRA_FULL_ERROR="0", MLFLOW_TRACKING_URI=f"sqlite:///{cwd}/mlflow.db")
+
+    def run(self, *args: str, check: bool = True, timeout: int = 600) -> subprocess.CompletedProcess:
+        p = subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=self.cwd, env=self.env,
+                           capture_output=True, text=True, timeout=timeout)
+        if check and p.returncode != 0:
+            raise AssertionError(f"orchestrator {args} exited {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+        return p
+
+    def outputs(self) -> list[Path]:
+        return sorted(p.parent for p in (self.cwd / "outputs").rglob("result.json"))
+
+    def runs(self, experiment: str = "lab"):
+        import mlflow
+
+        mlflow.set_tracking_uri(f"sqlite:///{self.db}")
+        return mlflow.search_runs(experiment_names=[experiment], output_format="list")
+
+
+@pytest.fixture
+def lab(tmp_path) -> Lab:
+    return Lab(tmp_path)
