@@ -1,0 +1,164 @@
+"""The PyTorch backend: model zoo, capture (torch.fx / make_fx), profiler, communication benchmark, runtime.
+
+    backend = TorchBackend(granularity="operator", device="auto", threads=None)
+    model = backend.build(model_cfg)                 # conf/model/<name>.yaml as a plain dict
+    graph = backend.capture(model)                   # OpGraph of forward + loss + backward + update
+    graph = backend.profile(model, graph, warmup=5, steps=10, batch_size=None)
+    fit = backend.comm_benchmark(cluster, sizes, repeats)
+    result = backend.run(model, graph, placement, schedule, cluster, warmup=5, steps=20)
+
+See capture.py, profiler.py, comm.py and runtime.py for what each step does and costs.
+"""
+from __future__ import annotations
+
+import logging
+import statistics
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from algorithms.cluster import Cluster
+from algorithms.errors import ConfigError, InvalidGraph
+from algorithms.graph import OpGraph
+
+from ..base import Backend, CommFit, RunResult
+from .capture import GRANULARITIES, build_graph, trace_program
+from .comm import comm_benchmark as _comm_benchmark
+from .models import TorchModel, build_model
+from .profiler import profile_graph
+from .runtime import DEVICE_CHOICES, PlacedExecutor, compare_outputs, map_devices, reference_step, set_threads
+
+log = logging.getLogger(__name__)
+
+
+class TorchBackend(Backend):
+    """PyTorch backend (conf/backend/torch.yaml).
+
+    granularity: "operator" (one op per aten op) or "module" (ops grouped per module call, see capture.py);
+    device: "auto" (CUDA when present, else CPU), "cpu" or "cuda" (profiling device and how GPU-type cluster
+    devices are mapped); threads: intra-op threads in total (None: PyTorch's current setting), split among the
+    CPU worker threads at run time; check_correctness: compare the first placed step with a single-device step
+    (loss and gradients within rtol/atol) and record the outcome in RunResult.extra.
+    """
+
+    name = "torch"
+
+    def __init__(self, granularity: str = "operator", device: str = "auto", threads: int | None = None,
+                 check_correctness: bool = True, rtol: float = 1e-4, atol: float = 1e-5, name: str = "torch"):
+        if granularity not in GRANULARITIES:
+            raise ConfigError(f"backend.granularity {granularity!r} is not one of {GRANULARITIES}")
+        if device not in DEVICE_CHOICES:
+            raise ConfigError(f"backend.device {device!r} is not one of {DEVICE_CHOICES}")
+        self.name = name
+        self.granularity = granularity
+        self.device = device
+        self.threads = int(threads) if threads else None
+        self.check_correctness = bool(check_correctness)
+        self.rtol, self.atol = float(rtol), float(atol)
+
+    # ------------------------------------------------------------------ helpers
+    def compute_device(self) -> torch.device:
+        """The device a single-device profile runs on."""
+        if self.device == "cuda" or (self.device == "auto" and torch.cuda.is_available()):
+            if not torch.cuda.is_available():
+                raise ConfigError("backend.device=cuda but no CUDA device is available")
+            return torch.device("cuda", 0)
+        return torch.device("cpu")
+
+    def _threads(self):
+        class _Ctx:
+            def __enter__(ctx):
+                ctx.prev = torch.get_num_threads()
+                if self.threads:
+                    torch.set_num_threads(self.threads)
+
+            def __exit__(ctx, *exc):
+                torch.set_num_threads(ctx.prev)
+        return _Ctx()
+
+    # ------------------------------------------------------------------ the contract
+    def build(self, model_cfg: Mapping[str, Any]) -> TorchModel:
+        return build_model(model_cfg)
+
+    def capture(self, model: TorchModel) -> OpGraph:
+        with self._threads():
+            prog = trace_program(model, self.granularity, model.batch_size, device=self.compute_device())
+        return build_graph(prog).validate()
+
+    def profile(self, model: TorchModel, graph: OpGraph, *, warmup: int = 5, steps: int = 10,
+                batch_size: int | None = None) -> OpGraph:
+        with self._threads():
+            return profile_graph(model, graph, granularity=self.granularity, device=self.compute_device(),
+                                 warmup=int(warmup), steps=int(steps), batch_size=batch_size)
+
+    def comm_benchmark(self, cluster: Cluster, sizes: list[int] | None = None, repeats: int = 5) -> CommFit:
+        return _comm_benchmark(cluster, sizes, int(repeats), prefer=self.device)
+
+    def run(self, model: TorchModel, graph: OpGraph, placement: Mapping[str, str],
+            schedule: Mapping[str, list[str]] | None, cluster: Cluster, *, warmup: int = 5, steps: int = 20,
+            check_correctness: bool | None = None) -> RunResult:
+        """Execute `warmup + steps` placed training steps from the model's initial parameters (the model
+        itself is not modified); see runtime.py. `schedule` None means capture (topological) order."""
+        if steps < 1:
+            raise ConfigError(f"runtime.steps must be >= 1, got {steps}")
+        assign = dict(getattr(placement, "assignment", placement))
+        devices = map_devices(cluster, self.device)
+        trace_dev = next((d.torch_device for d in devices if d.is_cuda), torch.device("cpu"))
+        prog = trace_program(model, self.granularity, model.batch_size, device=trace_dev)
+        extra_ops = [op for op in graph.ops if op not in prog.op_nodes]
+        if extra_ops or len(graph) != len(prog.op_nodes):
+            raise InvalidGraph(f"graph {graph.name!r} does not match the {self.granularity}-level capture of "
+                               f"{model.name!r} (e.g. {extra_ops[:3]}); run with the backend that captured it")
+        if schedule is None:
+            schedule = {d.name: [] for d in devices}
+            for op in prog.op_nodes:
+                schedule[assign[op]].append(op)
+        check = self.check_correctness if check_correctness is None else check_correctness
+        params = [p.detach().to(trace_dev) for p in model.module.parameters()]
+        flat = prog.flat_inputs(model, params=params)
+        flat = [t.to(trace_dev) for t in flat]
+        n_cpu = sum(1 for d in devices if not d.is_cuda)
+        prev_threads, per_worker = set_threads(n_cpu, self.threads)
+        check_info: dict[str, Any] = {}
+        try:
+            ex = PlacedExecutor(prog, assign, schedule, devices, flat[:prog.n_params],
+                                flat[prog.n_params:prog.n_params * (1 + prog.n_state)],
+                                flat[prog.n_params * (1 + prog.n_state):])
+            try:
+                for d in devices:
+                    if d.is_cuda and not d.shared:
+                        torch.cuda.reset_peak_memory_stats(d.torch_device)
+                times, losses = [], []
+                for k in range(warmup + steps):
+                    dt, outs = ex.step()
+                    losses.append(float(outs[0]))
+                    if k == 0 and check:
+                        torch.set_num_threads(max(1, self.threads or prev_threads))
+                        ref = reference_step(prog, flat)
+                        torch.set_num_threads(per_worker)
+                        check_info = compare_outputs(outs, ref, prog, self.rtol, self.atol)
+                        if not check_info["correct"]:
+                            log.warning("placed step differs from the single-device step: %s", check_info)
+                    if k >= warmup:
+                        times.append(dt)
+                peaks = {}
+                for i, d in enumerate(devices):
+                    if d.is_cuda and not d.shared:
+                        peaks[d.name] = float(torch.cuda.max_memory_allocated(d.torch_device))
+                    else:
+                        peaks[d.name] = float(ex.peak[i])
+                traffic = ex.traffic
+            finally:
+                ex.close()
+        finally:
+            torch.set_num_threads(prev_threads)
+        extra = {"losses": losses, "threads_per_worker": per_worker,
+                 "physical_devices": {d.name: str(d.torch_device) for d in devices}, **check_info}
+        measured = statistics.median(times)
+        log.info("ran %s on %s: median step %.4g s over %d steps, traffic %.3g B/step", model.name,
+                 cluster.name, measured, len(times), traffic)
+        return RunResult(measured_step_s=measured, step_times_s=times, peak_memory_bytes=peaks,
+                         traffic_bytes=traffic, loss=losses[0], extra=extra)
+
+
+__all__ = ["TorchBackend", "TorchModel", "build_model"]

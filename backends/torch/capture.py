@@ -1,0 +1,588 @@
+"""Capture a PyTorch training step as an `OpGraph`, and keep it executable op by op.
+
+How
+---
+The training step (forward, loss, backward with ``torch.autograd.grad``, functional optimizer update) is one
+Python function of (parameters, optimizer state, inputs). ``torch.fx.experimental.proxy_tensor.make_fx``
+traces it into a graph of aten ops (real tensors, so the trace also checks that the step runs). Each traced
+node is tagged through ``torch.fx.traceback``'s preserved node metadata (``node.meta["custom"]``):
+
+* forward nodes with the module scope that produced them, maintained by forward pre/post hooks on every
+  submodule (the module path with "/" separators, e.g. ``enc/l0``, plus the call number of that module, since
+  unrolled LSTM cells and attention are called once per time step);
+* backward nodes with the autograd sequence number of the forward node whose gradient they compute (pre-hooks
+  on the autograd graph's nodes, the mechanism AOTAutograd uses to pair forward and backward nodes); the
+  forward node that created autograd node k is the first forward fx node whose ``meta["seq_nr"]`` is k;
+* update nodes with the parameter they update.
+
+Grouping (the granularity knob)
+-------------------------------
+``operator``: one op per aten node (``operator.getitem`` nodes join their producer). ``module``: one op per
+maximal run of consecutive traced nodes sharing a key (forward: scope and call; backward: the forward op they
+differentiate; update: the parameter). A run of consecutive nodes of a topological order contracts without
+creating a cycle, so both groupings give DAGs. Parameters (with their optimizer state) become ``Variable`` ops
+holding persistent memory, colocated with their update ops (TensorFlow's colocation of a variable and its
+apply op); every model input becomes an ``Input`` op.
+
+Names: forward ops ``<scope>[/c<call>]/<aten>`` (operator) or ``<scope>[/c<call>]`` (module); backward ops
+``gradients/<name of their forward op>``; update ops ``<param path>/update[/<aten>]``; variables
+``<param path>`` (e.g. ``enc/l0/weight_ih``); inputs ``data/in<k>``. Duplicates get ``_<k>`` suffixes.
+
+Cost: tracing runs one real training step; building the graph is O(N + U) for N traced nodes and U uses.
+"""
+from __future__ import annotations
+
+import logging
+import operator
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+import torch.fx as fx
+import torch.fx.traceback as fx_traceback
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from algorithms.errors import ConfigError, InvalidGraph
+from algorithms.graph import OpGraph
+
+from .models.common import TorchModel
+
+log = logging.getLogger(__name__)
+
+GRANULARITIES = ("operator", "module")
+ROOT_SCOPE = "main"
+
+
+class Ref:
+    """A reference to the value of traced node `nid` inside an argument template."""
+
+    __slots__ = ("nid",)
+
+    def __init__(self, nid: int):
+        self.nid = nid
+
+    def __repr__(self) -> str:
+        return f"Ref({self.nid})"
+
+
+@dataclass
+class NodeRec:
+    """One traced node, compiled for execution. `kind`: placeholder | const | call."""
+
+    nid: int
+    name: str
+    kind: str
+    target: Any
+    args: Any
+    kwargs: Any
+    inputs: list[int]
+    index: int = -1            # placeholder position or -1
+    tag: dict[str, Any] = field(default_factory=dict)
+    # measured on a real execution (bytes)
+    nbytes: float = 0.0        # tensor bytes of the value (what a transfer moves)
+    alloc_bytes: float = 0.0   # bytes of storage newly allocated (views allocate nothing)
+
+
+@dataclass
+class Program:
+    """A captured training step: traced nodes, their grouping into ops, and the step's interface.
+
+    Flat inputs: ``params (P) + states (P * n_state) + inputs (I)``; outputs: ``loss, grads (P),
+    new params (P), new states (P * n_state)``.
+    """
+
+    model_name: str
+    batch_size: int
+    granularity: str
+    nodes: list[NodeRec]
+    op_nodes: dict[str, list[int]]           # op name -> node ids in execution order
+    op_of: dict[int, str]                    # node id -> op (consts have none)
+    op_attrs: dict[str, dict[str, Any]]      # op name -> OpGraph attributes
+    param_names: list[str]
+    n_state: int
+    n_inputs: int
+    outputs: list[int]
+    gm: fx.GraphModule = field(repr=False, default=None)
+    consts: dict[int, torch.Tensor] = field(default_factory=dict, repr=False)
+
+    @property
+    def n_params(self) -> int:
+        return len(self.param_names)
+
+    def flat_inputs(self, model: TorchModel, params: Sequence[torch.Tensor] | None = None,
+                    states: Sequence[torch.Tensor] | None = None, batch: Sequence[torch.Tensor] | None = None
+                    ) -> list[torch.Tensor]:
+        """The flat input list of one step from the model's current parameters (fresh optimizer state)."""
+        if params is None:
+            params = [p.detach() for p in model.module.parameters()]
+        if states is None:
+            states = initial_states(model, params)
+        if batch is None:
+            batch = model.make_batch(self.batch_size)
+        return [*params, *states, *batch]
+
+    def split_outputs(self, outs: Sequence[Any]) -> dict[str, Any]:
+        """{"loss", "grads", "params", "states"} from the flat output list."""
+        P = self.n_params
+        return {"loss": outs[0], "grads": list(outs[1:1 + P]), "params": list(outs[1 + P:1 + 2 * P]),
+                "states": list(outs[1 + 2 * P:])}
+
+    def node_ids(self, op: str) -> list[int]:
+        return self.op_nodes[op]
+
+
+# ---------------------------------------------------------------------------- tracing
+def n_state_of(model: TorchModel) -> int:
+    return 1 if model.optimizer == "rmsprop" else 0
+
+
+def initial_states(model: TorchModel, params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Fresh optimizer state (RMSProp's square averages start at zero; SGD has none)."""
+    return [torch.zeros_like(p) for p in params] if model.optimizer == "rmsprop" else []
+
+
+def _set_tag(tag: dict[str, Any]) -> None:
+    fx_traceback.current_meta["custom"] = dict(tag)
+
+
+@contextmanager
+def _scope_hooks(module: torch.nn.Module) -> Iterator[None]:
+    """Forward pre/post hooks that keep the current module scope (path + call number) in the trace tag."""
+    stack: list[tuple[str, int]] = []
+    calls: dict[str, int] = defaultdict(int)
+    handles = []
+
+    def tag_top():
+        scope, call = stack[-1] if stack else (ROOT_SCOPE, 0)
+        _set_tag({"phase": "forward", "scope": scope, "call": call})
+
+    for path, mod in module.named_modules():
+        scope = path.replace(".", "/") if path else ROOT_SCOPE
+
+        def pre(mod, args, scope=scope):
+            stack.append((scope, calls[scope]))
+            calls[scope] += 1
+            tag_top()
+
+        def post(mod, args, out):
+            stack.pop()
+            tag_top()
+
+        handles.append(mod.register_forward_pre_hook(pre))
+        handles.append(mod.register_forward_hook(post))
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _tag_backward(root: Any) -> None:
+    """Pre-hooks on every autograd node reachable from `root` that tag the nodes its backward creates."""
+    seen, todo = set(), [root]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        seq = node._sequence_nr()
+
+        def prehook(grad_outputs, seq=seq):
+            _set_tag({"phase": "backward", "fwd_seq": seq})
+
+        node.register_prehook(prehook)
+        todo.extend(fn for fn, _ in node.next_functions)
+
+
+def _step_function(model: TorchModel, names: list[str], n_state: int) -> Callable[..., tuple]:
+    """The training step as a pure function of the flat inputs."""
+    module = model.module
+    P = len(names)
+    lr, alpha, eps = model.lr, model.rms_alpha, model.rms_eps
+
+    def step(*flat):
+        params = flat[:P]
+        states = flat[P:P + P * n_state]
+        inputs = flat[P + P * n_state:]
+        leaves = {}
+        for i, (n, p) in enumerate(zip(names, params)):
+            _set_tag({"phase": "forward", "var": i})
+            leaves[n] = p.detach().requires_grad_(True)
+        _set_tag({"phase": "forward", "scope": ROOT_SCOPE, "call": 0})
+        loss = torch.func.functional_call(module, leaves, tuple(inputs))
+        _tag_backward(loss.grad_fn)
+        _set_tag({"phase": "backward", "fwd_seq": loss.grad_fn._sequence_nr()})
+        grads = torch.autograd.grad(loss, list(leaves.values()), torch.ones_like(loss))
+        new_params, new_states = [], []
+        with torch.no_grad():
+            for i, (p, g) in enumerate(zip(params, grads)):
+                _set_tag({"phase": "update", "param": i})
+                if n_state:
+                    sq = states[i] * alpha + (1 - alpha) * g * g
+                    new_params.append(p - lr * g / (sq.sqrt() + eps))
+                    new_states.append(sq)
+                else:
+                    new_params.append(p - lr * g)
+        _set_tag({"phase": "forward", "scope": "loss", "call": 0})
+        return (loss.detach(), *grads, *new_params, *new_states)
+
+    return step
+
+
+def trace_program(model: TorchModel, granularity: str = "operator", batch_size: int | None = None,
+                  device: torch.device | str = "cpu") -> Program:
+    """Trace the model's training step at `batch_size` and group it into ops. Cached on the model handle."""
+    if granularity not in GRANULARITIES:
+        raise ConfigError(f"backend.granularity {granularity!r} is not one of {GRANULARITIES}")
+    b = int(batch_size or model.batch_size)
+    key = ("program", granularity, b, str(device))
+    if key in model.cache:
+        return model.cache[key]
+    names = [n for n, _ in model.module.named_parameters()]
+    n_state = n_state_of(model)
+    dev = torch.device(device)
+    module = model.module.to(dev)
+    params = [p.detach().clone() for p in module.parameters()]
+    flat = [*params, *initial_states(model, params), *(t.to(dev) for t in model.make_batch(b))]
+    step = _step_function(model, names, n_state)
+    saved_meta = dict(fx_traceback.current_meta)
+    try:
+        with fx_traceback.preserve_node_meta(), _scope_hooks(module):
+            gm = make_fx(step)(*flat)
+    finally:
+        fx_traceback.current_meta.clear()
+        fx_traceback.current_meta.update(saved_meta)
+    prog = _compile(gm, model, names, n_state, len(flat) - len(params) * (1 + n_state), b, granularity)
+    _measure_sizes(prog, flat)
+    model.cache[key] = prog
+    log.info("captured %s at batch %d: %d traced nodes, %d ops (%s granularity)", model.name, b,
+             len(prog.nodes), len(prog.op_nodes), granularity)
+    return prog
+
+
+# ---------------------------------------------------------------------------- grouping
+def _aten_name(target: Any) -> str:
+    if target is operator.getitem:
+        return "getitem"
+    name = getattr(target, "__name__", None) or str(target)
+    return name.split(".")[0]
+
+
+def _compile(gm: fx.GraphModule, model: TorchModel, names: list[str], n_state: int, n_inputs: int,
+             batch_size: int, granularity: str) -> Program:
+    P = len(names)
+    nid_of: dict[fx.Node, int] = {}
+    recs: list[NodeRec] = []
+    outputs: list[int] = []
+    consts: dict[int, torch.Tensor] = {}
+    n_ph = 0
+
+    def template(a):
+        if isinstance(a, fx.Node):
+            return Ref(nid_of[a])
+        if isinstance(a, (list, tuple)):
+            t = [template(x) for x in a]
+            return t if isinstance(a, list) else tuple(t)
+        if isinstance(a, dict):
+            return {k: template(v) for k, v in a.items()}
+        return a
+
+    for node in gm.graph.nodes:
+        if node.op == "output":
+            outputs = [nid_of[a] for a in node.args[0]]
+            continue
+        nid = len(recs)
+        inputs = list(dict.fromkeys(nid_of[a] for a in node.all_input_nodes))
+        tag = dict(node.meta.get("custom") or {})
+        if node.op == "placeholder":
+            rec = NodeRec(nid, node.name, "placeholder", None, (), {}, [], index=n_ph, tag=tag)
+            n_ph += 1
+        elif node.op == "get_attr":
+            rec = NodeRec(nid, node.name, "const", None, (), {}, [], tag=tag)
+            consts[nid] = getattr(gm, node.target)
+        elif node.op == "call_function":
+            rec = NodeRec(nid, node.name, "call", node.target, template(node.args), template(node.kwargs),
+                          inputs, tag=tag)
+            rec.tag["seq_nr"] = node.meta.get("seq_nr")
+        else:
+            raise InvalidGraph(f"captured step of {model.name!r} has an fx node of kind {node.op!r} "
+                               f"({node.name}); only placeholders, constants and functions are supported")
+        nid_of[node] = nid
+        recs.append(rec)
+
+    param_scope = [n.rsplit(".", 1) for n in names]
+    param_path = [n.replace(".", "/") for n in names]
+    # forward node that created each autograd sequence number
+    creator: dict[int, int] = {}
+    for r in recs:
+        if r.kind == "call" and r.tag.get("phase") == "forward" and r.tag.get("seq_nr") is not None:
+            creator.setdefault(r.tag["seq_nr"], r.nid)
+
+    calls_per_scope: dict[str, set[int]] = defaultdict(set)
+    for r in recs:
+        if r.tag.get("phase") == "forward" and "scope" in r.tag:
+            calls_per_scope[r.tag["scope"]].add(r.tag.get("call", 0))
+
+    def fwd_base(r: NodeRec) -> str:
+        scope = r.tag.get("scope", ROOT_SCOPE)
+        many = len(calls_per_scope.get(scope, ())) > 1
+        return f"{scope}/c{r.tag.get('call', 0)}" if many else scope
+
+    op_nodes: dict[str, list[int]] = {}
+    op_of: dict[int, str] = {}
+    op_attrs: dict[str, dict[str, Any]] = {}
+    used_names: dict[str, int] = {}
+
+    def fresh(base: str) -> str:
+        k = used_names.get(base, 0)
+        used_names[base] = k + 1
+        return base if k == 0 else f"{base}_{k}"
+
+    def new_op(base: str, attrs: dict[str, Any]) -> str:
+        name = fresh(base)
+        op_nodes[name] = []
+        op_attrs[name] = attrs
+        return name
+
+    # variables and inputs
+    for r in recs:
+        if r.kind != "placeholder":
+            continue
+        k = r.index
+        if k < P:
+            name = new_op(param_path[k], dict(type="Variable", phase="forward", colocation=f"var:{names[k]}",
+                                              module=param_scope[k][0].replace(".", "/") if len(param_scope[k]) > 1 else ROOT_SCOPE,
+                                              param=names[k]))
+            op_nodes[name].append(r.nid)
+            op_of[r.nid] = name
+        elif k < P + P * n_state:
+            i = (k - P) % P
+            owner = op_of[next(x.nid for x in recs if x.kind == "placeholder" and x.index == i)]
+            op_nodes[owner].append(r.nid)
+            op_of[r.nid] = owner
+        else:
+            name = new_op(f"data/in{k - P - P * n_state}", dict(type="Input", phase="other"))
+            op_nodes[name].append(r.nid)
+            op_of[r.nid] = name
+
+    update_type = "ApplyRMSProp" if n_state else "ApplySGD"
+    fwd_op_of_node: dict[int, str] = {}
+    prev_key: Any = None
+    cur_op: str | None = None
+    for r in recs:
+        if r.kind != "call":
+            continue
+        if r.target is operator.getitem and r.inputs and r.inputs[0] in op_of:
+            src = op_of[r.inputs[0]]
+            op_nodes[src].append(r.nid)
+            op_of[r.nid] = src
+            if r.inputs[0] in fwd_op_of_node:
+                fwd_op_of_node[r.nid] = fwd_op_of_node[r.inputs[0]]
+            continue
+        if "var" in r.tag:  # the detach that makes a parameter a leaf belongs to its Variable op
+            owner = op_of[next(x.nid for x in recs if x.kind == "placeholder" and x.index == r.tag["var"])]
+            op_nodes[owner].append(r.nid)
+            op_of[r.nid] = owner
+            continue
+        phase = r.tag.get("phase", "forward")
+        aten = _aten_name(r.target)
+        if phase == "update":
+            i = int(r.tag["param"])
+            key = ("update", i)
+            attrs = dict(type=update_type, phase="update", colocation=f"var:{names[i]}", param=names[i])
+            base = f"{param_path[i]}/update"
+        elif phase == "backward":
+            fw = creator.get(r.tag.get("fwd_seq"))
+            fw_op = fwd_op_of_node.get(fw) if fw is not None else None
+            key = ("backward", fw_op)
+            base = f"gradients/{fw_op}" if fw_op else f"gradients/{ROOT_SCOPE}"
+            attrs = dict(type="Gradient", phase="backward", forward_of=fw_op)
+        else:
+            key = ("forward", r.tag.get("scope", ROOT_SCOPE), r.tag.get("call", 0))
+            base = fwd_base(r)
+            attrs = dict(type=aten, phase="forward", module=r.tag.get("scope", ROOT_SCOPE))
+        if granularity == "operator":
+            if phase == "backward":
+                attrs["type"] = aten
+                base = f"gradients/{fwd_base(recs[fw]) if fw is not None else ROOT_SCOPE}/{aten}"
+            elif phase == "update":
+                attrs["type"] = aten
+                base = f"{base}/{aten}"
+            else:
+                base = f"{base}/{aten}"
+            cur_op = new_op(base, attrs)
+        elif key != prev_key or cur_op is None:
+            if phase == "forward":
+                attrs["type"] = "Module"
+            cur_op = new_op(base, attrs)
+        prev_key = key
+        op_nodes[cur_op].append(r.nid)
+        op_of[r.nid] = cur_op
+        if phase == "forward":
+            fwd_op_of_node[r.nid] = cur_op
+    # operator granularity: backward ops point at the forward op of their forward node
+    if granularity == "operator":
+        for r in recs:
+            if r.kind == "call" and r.tag.get("phase") == "backward" and r.nid in op_of:
+                fw = creator.get(r.tag.get("fwd_seq"))
+                op_attrs[op_of[r.nid]]["forward_of"] = op_of.get(fw) if fw is not None else None
+    for name, attrs in op_attrs.items():
+        attrs.setdefault("forward_of", None)
+        attrs["n_nodes"] = len(op_nodes[name])
+        if attrs.get("forward_of") == name:
+            attrs["forward_of"] = None
+    return Program(model.name, batch_size, granularity, recs, op_nodes, op_of, op_attrs, names, n_state,
+                   n_inputs, outputs, gm, consts)
+
+
+# ---------------------------------------------------------------------------- execution helpers
+def resolve(a: Any, get: Callable[[int], Any]) -> Any:
+    """Replace every `Ref` in an argument template by `get(nid)`."""
+    if isinstance(a, Ref):
+        return get(a.nid)
+    if isinstance(a, list):
+        return [resolve(x, get) for x in a]
+    if isinstance(a, tuple):
+        return tuple(resolve(x, get) for x in a)
+    if isinstance(a, dict):
+        return {k: resolve(v, get) for k, v in a.items()}
+    return a
+
+
+def tensors_of(v: Any) -> list[torch.Tensor]:
+    if isinstance(v, torch.Tensor):
+        return [v]
+    if isinstance(v, (list, tuple)):
+        return [t for x in v for t in tensors_of(x)]
+    return []
+
+
+def value_nbytes(v: Any) -> float:
+    """Bytes a transfer of this value moves (numel x element size of every tensor in it)."""
+    return float(sum(t.numel() * t.element_size() for t in tensors_of(v)))
+
+
+def run_program(prog: Program, flat: Sequence[torch.Tensor], *, on_op: Callable[[str, float], None] | None = None,
+                order: Sequence[str] | None = None, free: bool = True) -> list[Any]:
+    """Execute the captured step op by op on one device (the flat inputs' device); return the flat outputs.
+
+    `order` is an op order (default: the capture order, which is topological); tensors are freed after their
+    last use. `on_op(op, seconds)` is called after each op when given (the profiler times ops with it).
+    O(N + U) Python work plus the ops' own cost.
+    """
+    import time
+
+    env: dict[int, Any] = {}
+    for r in prog.nodes:
+        if r.kind == "placeholder":
+            env[r.nid] = flat[r.index]
+    dev = flat[0].device if flat else torch.device("cpu")
+    for nid, c in prog.consts.items():
+        env[nid] = c.to(dev)
+    order = list(order) if order is not None else list(prog.op_nodes)
+    keep = set(prog.outputs)
+    last: dict[int, int] = {}
+    if free:
+        step_of: dict[int, int] = {}
+        k = 0
+        for op in order:
+            for nid in prog.op_nodes[op]:
+                step_of[nid] = k
+                k += 1
+        for r in prog.nodes:
+            if r.kind == "call":
+                for i in r.inputs:
+                    last[i] = max(last.get(i, -1), step_of[r.nid])
+    frees: dict[int, list[int]] = defaultdict(list)
+    for i, k in last.items():
+        if i not in keep and prog.nodes[i].kind == "call":
+            frees[k].append(i)
+    k = 0
+    get = env.__getitem__
+    for op in order:
+        t0 = time.perf_counter() if on_op else 0.0
+        for nid in prog.op_nodes[op]:
+            r = prog.nodes[nid]
+            if r.kind == "call":
+                env[nid] = r.target(*resolve(r.args, get), **resolve(r.kwargs, get))
+            for i in frees.get(k, ()):
+                env.pop(i, None)
+            k += 1
+        if on_op:
+            on_op(op, time.perf_counter() - t0)
+    return [env[i] for i in prog.outputs]
+
+
+def _measure_sizes(prog: Program, flat: Sequence[torch.Tensor]) -> None:
+    """Fill every node's `nbytes` and `alloc_bytes` from one real execution (no freeing). O(N)."""
+    env: dict[int, Any] = {}
+    for r in prog.nodes:
+        if r.kind == "placeholder":
+            env[r.nid] = flat[r.index]
+        elif r.kind == "const":
+            env[r.nid] = prog.consts[r.nid].to(flat[0].device)
+    get = env.__getitem__
+    for r in prog.nodes:
+        if r.kind == "call":
+            env[r.nid] = r.target(*resolve(r.args, get), **resolve(r.kwargs, get))
+        v = env[r.nid]
+        r.nbytes = value_nbytes(v)
+        if r.kind == "placeholder":
+            r.alloc_bytes = r.nbytes
+            continue
+        if r.target is operator.getitem:
+            r.alloc_bytes = 0.0
+            continue
+        seen_in = {t.untyped_storage().data_ptr() for i in r.inputs for t in tensors_of(env[i])}
+        alloc, seen = 0.0, set()
+        for t in tensors_of(v):
+            ptr = t.untyped_storage().data_ptr()
+            if ptr in seen_in or ptr in seen:
+                continue
+            seen.add(ptr)
+            alloc += t.untyped_storage().nbytes()
+        r.alloc_bytes = alloc
+
+
+# ---------------------------------------------------------------------------- OpGraph
+def build_graph(prog: Program, name: str | None = None) -> OpGraph:
+    """The OpGraph of a program with sizes from its measured nodes (compute_s left at 0).
+
+    persistent_bytes: a Variable op's parameter and optimizer state; output_bytes: storage allocated by an op's
+    nodes whose values are used outside the op or returned; temporary_bytes: storage allocated by nodes used
+    only inside the op; edge bytes: the tensors crossing from one op to another (each tensor once per
+    consumer op). O(N + U).
+    """
+    g = OpGraph(name or f"{prog.model_name}-b{prog.batch_size}")
+    used_outside: set[int] = set(prog.outputs)
+    edges: dict[tuple[str, str], float] = defaultdict(float)
+    for r in prog.nodes:
+        if r.kind != "call":
+            continue
+        dst = prog.op_of[r.nid]
+        for i in dict.fromkeys(r.inputs):
+            src = prog.op_of.get(i)
+            if src is None or src == dst:
+                continue
+            used_outside.add(i)
+            edges[(src, dst, i)] += prog.nodes[i].nbytes
+    for op, nids in prog.op_nodes.items():
+        attrs = dict(prog.op_attrs[op])
+        persistent = output = temporary = 0.0
+        for nid in nids:
+            r = prog.nodes[nid]
+            if r.kind == "placeholder":
+                persistent += r.nbytes
+            elif nid in used_outside:
+                output += r.alloc_bytes
+            else:
+                temporary += r.alloc_bytes
+        if attrs.get("type") == "Variable":
+            output = 0.0
+        g.add_op(op, compute_s=0.0, persistent_bytes=persistent, temporary_bytes=temporary,
+                 output_bytes=output, **attrs)
+    for (src, dst, _), b in edges.items():
+        g.add_edge(src, dst, bytes=b)
+    return g

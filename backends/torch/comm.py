@@ -1,0 +1,103 @@
+"""Communication micro-benchmark: time real copies between device pairs and fit latency + bytes / bandwidth.
+
+Baechi 4.1 builds its communication cost function by linear regression over a micro-benchmark of transfers of
+various sizes; Celeritas 4.2.1 uses the same linear fit ``t = k d + b``. Here each ordered pair of distinct
+cluster devices copies tensors of every size in `sizes` `repeats` times through the runtime's own copy path
+(a destination copy engine: queue hand-off, ``clone()`` on CPU, an asynchronous copy on CUDA), so the fit
+includes what the runtime pays per transfer. One warm-up copy per pair and size is discarded. Least squares
+over the samples gives the global fit and one fit per pair; a negative intercept is clipped to zero, and a
+non-positive slope means bandwidth too high to measure (reported as 1e15 bytes/s).
+
+Cost: pairs x sizes x (repeats + 1) copies.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from algorithms.cluster import Cluster
+
+from ..base import CommFit
+from .runtime import CopyEngine, PhysDevice, map_devices
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SIZES = (1024, 16384, 262144, 1048576, 4194304, 16777216)
+MAX_BYTES_PER_S = 1e15
+
+
+def fit_linear(samples: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares (latency_s, bytes_per_s) of ``t = latency + bytes / bandwidth`` over (bytes, s) pairs."""
+    if not samples:
+        raise ValueError("no samples to fit")
+    x = np.array([b for b, _ in samples], dtype=float)
+    y = np.array([t for _, t in samples], dtype=float)
+    if np.ptp(x) == 0:
+        return max(0.0, float(y.mean())), MAX_BYTES_PER_S
+    A = np.stack([np.ones_like(x), x], axis=1)
+    (a, k), *_ = np.linalg.lstsq(A, y, rcond=None)
+    if a < 0:  # refit through the origin
+        a, k = 0.0, float((x @ y) / (x @ x))
+    bw = 1.0 / k if k > 1.0 / MAX_BYTES_PER_S else MAX_BYTES_PER_S
+    return float(a), float(bw)
+
+
+def _time_copy(engine: CopyEngine, value: torch.Tensor, src: PhysDevice) -> float:
+    done = threading.Event()
+    box: list = []
+
+    def finished(out, ev):
+        box.append((out, ev))
+        done.set()
+
+    ready = None
+    if src.is_cuda:
+        torch.cuda.synchronize(src.torch_device)
+    t0 = time.perf_counter()
+    engine.submit(value, src, ready, finished)
+    done.wait()
+    out, ev = box[0]
+    if isinstance(ev, BaseException):
+        raise ev
+    if ev is not None:
+        ev.synchronize()
+    return time.perf_counter() - t0
+
+
+def comm_benchmark(cluster: Cluster, sizes: Sequence[int] | None = None, repeats: int = 5,
+                   prefer: str = "auto") -> CommFit:
+    """Fit the communication model of `cluster`'s devices as the runtime maps them (see module docstring)."""
+    sizes = [int(s) for s in (sizes or DEFAULT_SIZES)]
+    devs = map_devices(cluster, prefer)
+    if len(devs) < 2:
+        return CommFit(0.0, MAX_BYTES_PER_S)
+    engines = {d.name: CopyEngine(d) for d in devs}
+    samples: list[tuple[str, str, float, float]] = []
+    try:
+        for s in devs:
+            for d in devs:
+                if s.name == d.name:
+                    continue
+                for size in sizes:
+                    t = torch.empty(max(1, size // 4), dtype=torch.float32, device=s.torch_device).fill_(1.0)
+                    _time_copy(engines[d.name], t, s)  # warm-up
+                    for _ in range(repeats):
+                        samples.append((s.name, d.name, float(t.numel() * 4), _time_copy(engines[d.name], t, s)))
+    finally:
+        for e in engines.values():
+            e.close()
+    lat, bw = fit_linear([(b, t) for _, _, b, t in samples])
+    links = {}
+    for s in devs:
+        for d in devs:
+            if s.name != d.name:
+                links[(s.name, d.name)] = fit_linear([(b, t) for a, c, b, t in samples
+                                                      if a == s.name and c == d.name])
+    log.info("comm benchmark on %s: latency %.3g s, bandwidth %.3g B/s (%d samples)", cluster.name, lat, bw,
+             len(samples))
+    return CommFit(lat, bw, links, samples)

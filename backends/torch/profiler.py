@@ -1,0 +1,118 @@
+"""Measure every op of a captured training step: compute time and memory (Baechi 4.1 and 4.3).
+
+The captured program is executed op by op on one device for `warmup` unmeasured steps (bootstrap effects,
+Baechi 4.3) and `steps` measured ones; an op's compute time is the median of its measured times. On CUDA each
+op is bracketed by synchronisations, and its temporary memory is the allocator's peak during the op minus the
+memory held before it and minus its outputs (``torch.cuda.max_memory_allocated``); on the CPU memory comes from
+the real tensors: persistent = parameters and optimizer state, output = storage an op allocates for values used
+by other ops, temporary = storage allocated for values used only inside the op.
+
+`batch_size` profiles at another batch size than the model's (Celeritas 4.2.1, the Standard Evaluation): the
+step is traced again at that size (the op names do not depend on it) and the measured costs are written onto
+the ops of the given graph, together with the edge sizes at that batch size.
+
+Cost: (warmup + steps) training steps plus O(V + E) bookkeeping.
+"""
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections import defaultdict
+
+import torch
+
+from algorithms.errors import InvalidGraph
+from algorithms.graph import OpGraph
+
+from .capture import Program, build_graph, resolve, trace_program
+from .models.common import TorchModel
+
+log = logging.getLogger(__name__)
+
+
+def _time_ops_cpu(prog: Program, flat, warmup: int, steps: int) -> dict[str, list[float]]:
+    from .capture import run_program
+
+    times: dict[str, list[float]] = defaultdict(list)
+    for k in range(warmup + steps):
+        rec = (lambda op, s: times[op].append(s)) if k >= warmup else None
+        run_program(prog, flat, on_op=rec)
+    return times
+
+
+def _time_ops_cuda(prog: Program, flat, warmup: int, steps: int, device: torch.device
+                   ) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Per-op times with synchronisation around each op, and per-op temporary bytes from the allocator."""
+    times: dict[str, list[float]] = defaultdict(list)
+    temp: dict[str, float] = {}
+    keep = set(prog.outputs)
+    for k in range(warmup + steps):
+        env = {r.nid: flat[r.index] for r in prog.nodes if r.kind == "placeholder"}
+        env.update({nid: c.to(device) for nid, c in prog.consts.items()})
+        get = env.__getitem__
+        last: dict[int, str] = {}
+        for op, nids in prog.op_nodes.items():
+            for nid in nids:
+                for i in prog.nodes[nid].inputs:
+                    last[i] = op
+        free_after: dict[str, list[int]] = defaultdict(list)
+        for i, op in last.items():
+            if i not in keep and prog.nodes[i].kind == "call":
+                free_after[op].append(i)
+        for op, nids in prog.op_nodes.items():
+            torch.cuda.synchronize(device)
+            before = torch.cuda.memory_allocated(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            t0 = time.perf_counter()
+            out_alloc = 0.0
+            for nid in nids:
+                r = prog.nodes[nid]
+                if r.kind == "call":
+                    env[nid] = r.target(*resolve(r.args, get), **resolve(r.kwargs, get))
+                    out_alloc += r.alloc_bytes
+            torch.cuda.synchronize(device)
+            if k >= warmup:
+                times[op].append(time.perf_counter() - t0)
+                peak = torch.cuda.max_memory_allocated(device)
+                temp[op] = max(temp.get(op, 0.0), max(0.0, peak - before - out_alloc))
+            for i in free_after.get(op, ()):
+                env.pop(i, None)
+    return times, temp
+
+
+def profile_graph(model: TorchModel, graph: OpGraph, *, granularity: str, device: torch.device,
+                  warmup: int = 5, steps: int = 10, batch_size: int | None = None) -> OpGraph:
+    """A copy of `graph` with measured compute_s and memory of every op at `batch_size` on `device`."""
+    if steps < 1:
+        raise ValueError(f"profiler.steps must be >= 1, got {steps}")
+    b = int(batch_size or model.batch_size)
+    prog = trace_program(model, granularity, b, device=device)
+    measured = build_graph(prog)
+    missing = [op for op in graph.ops if op not in measured]
+    if missing:
+        raise InvalidGraph(f"graph {graph.name!r} has ops the {granularity}-level capture of {model.name!r} at "
+                           f"batch {b} does not, e.g. {missing[:3]}; capture and profile with the same backend "
+                           f"settings")
+    flat = [t.to(device) for t in prog.flat_inputs(model)]
+    if device.type == "cuda":
+        times, temp = _time_ops_cuda(prog, flat, warmup, steps, device)
+    else:
+        times, temp = _time_ops_cpu(prog, flat, warmup, steps), {}
+    out = graph.copy(graph.name if batch_size is None else f"{graph.name}@b{b}")
+    for op in out.ops:
+        a, m = out.op(op), measured.op(op)
+        a["compute_s"] = statistics.median(times[op]) if times.get(op) else 0.0
+        a["persistent_bytes"] = m["persistent_bytes"]
+        a["output_bytes"] = m["output_bytes"]
+        a["temporary_bytes"] = temp.get(op, m["temporary_bytes"])
+        a["profiled_on"] = device.type
+        a["profiled_batch"] = b
+    for u, v, d in out.edges():
+        if measured.nx.has_edge(u, v):
+            d["bytes"] = measured.nx.edges[u, v]["bytes"]
+    out.invalidate()
+    total = sum(out.op(o)["compute_s"] for o in out.ops)
+    log.info("profiled %s at batch %d on %s: %d ops, sum of op times %.4g s", model.name, b, device, len(out),
+             total)
+    return out

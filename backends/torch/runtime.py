@@ -1,0 +1,476 @@
+"""Execute a placed, scheduled training step for real and measure it.
+
+Devices
+-------
+`map_devices` maps the cluster's devices to physical ones: GPU-type devices go to ``cuda:i`` when there are at
+least as many GPUs, otherwise several of them share a GPU as virtual devices (one CUDA stream each; memory capped
+per virtual device by the runtime's own accounting); CPU-type devices (and GPU-type ones when no GPU exists) are
+virtual CPU devices, one worker thread each, with the intra-op threads split among them.
+
+Execution
+---------
+Every device has a worker thread that runs its ops in the schedule's order, node by node (the captured aten
+ops). A value needed on another device is copied there once per step and destination by that destination's
+copy engine (a thread with a FIFO queue, Baechi 4.2's per-device transfer queue): a real ``clone()`` into the
+receiving side on the CPU, an asynchronous ``to(device, non_blocking=True)`` on a copy stream ordered by CUDA
+events on GPUs. Values are dropped from a device after their last local use, so that the accounted memory
+follows the execution. Parameters and optimizer state live on their Variable op's device between steps.
+
+Before running, the schedule is checked op by op (every op once, on its device) and for deadlock by a static
+replay over the op dependencies (O(V + E)); a step then cannot hang.
+
+Measured: wall-clock step time (warm-up steps discarded, median of the rest), peak memory per device
+(allocator peaks on dedicated GPUs, live-tensor accounting otherwise), bytes copied between devices per step.
+Correctness: the first placed step can be compared with a single-device execution of the same program.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import queue
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+from algorithms.cluster import Cluster
+from algorithms.errors import ConfigError, InvalidPlacement, InvalidSchedule, OutOfMemory
+
+from .capture import Program, resolve, run_program, tensors_of, value_nbytes
+
+log = logging.getLogger(__name__)
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+
+
+@dataclass
+class PhysDevice:
+    """A cluster device bound to a physical device (and a CUDA stream when it is a GPU)."""
+
+    name: str
+    torch_device: torch.device
+    memory_limit: float = math.inf
+    shared: bool = False              # several cluster devices on this physical device
+    stream: Any = None
+    copy_stream: Any = None
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.torch_device.type == "cuda"
+
+
+def map_devices(cluster: Cluster, prefer: str = "auto") -> list[PhysDevice]:
+    """Bind each cluster device to a physical device (see the module docstring). O(devices)."""
+    if prefer not in DEVICE_CHOICES:
+        raise ConfigError(f"backend.device {prefer!r} is not one of {DEVICE_CHOICES}")
+    n_cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if prefer == "cuda" and n_cuda == 0:
+        raise ConfigError("backend.device=cuda but no CUDA device is available; use device=auto or cpu")
+    use_cuda = n_cuda > 0 and prefer != "cpu"
+    gpus = [d for d in cluster.devices if d.type == "GPU" or (prefer == "cuda" and d.type != "TPU")]
+    out: list[PhysDevice] = []
+    if gpus and not use_cuda:
+        log.warning("cluster %r has GPU devices but no GPU is used here: they run as virtual CPU devices",
+                    cluster.name)
+    gpu_index = {d.name: k for k, d in enumerate(gpus)}
+    per_cuda: dict[int, int] = defaultdict(int)
+    for d in cluster.devices:
+        if use_cuda and d.name in gpu_index:
+            per_cuda[gpu_index[d.name] % n_cuda] += 1
+    for d in cluster.devices:
+        if use_cuda and d.name in gpu_index:
+            i = gpu_index[d.name] % n_cuda
+            dev = torch.device("cuda", i)
+            out.append(PhysDevice(d.name, dev, d.memory_bytes, per_cuda[i] > 1,
+                                  torch.cuda.Stream(dev), torch.cuda.Stream(dev)))
+        else:
+            out.append(PhysDevice(d.name, torch.device("cpu"), d.memory_bytes, True))
+    return out
+
+
+def copy_value(value: Any, src: PhysDevice, dst: PhysDevice, ready: Any = None) -> tuple[Any, Any]:
+    """A real copy of `value` (a tensor or a tuple/list of them) from `src` to `dst`.
+
+    Returns (copy, cuda event that marks its completion or None). CPU to CPU: ``clone()``. With a GPU involved
+    the copy is issued on a copy stream after waiting for `ready` (the producer's event), asynchronously."""
+    if not (src.is_cuda or dst.is_cuda):
+        return _map_tensors(value, lambda t: t.clone()), None
+    stream = dst.copy_stream if dst.is_cuda else src.copy_stream
+    with torch.cuda.stream(stream):
+        if ready is not None:
+            stream.wait_event(ready)
+
+        def move(t: torch.Tensor) -> torch.Tensor:
+            if t.device == dst.torch_device:
+                c = t.clone()
+            else:
+                c = t.to(dst.torch_device, non_blocking=dst.is_cuda)
+            if t.is_cuda:
+                t.record_stream(stream)
+            return c
+
+        out = _map_tensors(value, move)
+        ev = torch.cuda.Event()
+        ev.record(stream)
+    if not dst.is_cuda:
+        ev.synchronize()
+        return out, None
+    return out, ev
+
+
+def _map_tensors(v: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    if isinstance(v, torch.Tensor):
+        return fn(v)
+    if isinstance(v, (list, tuple)):
+        t = [_map_tensors(x, fn) for x in v]
+        return t if isinstance(v, list) else tuple(t)
+    return v
+
+
+class CopyEngine:
+    """One destination device's transfer queue: a thread that performs copies first-in first-out."""
+
+    def __init__(self, dst: PhysDevice):
+        self.dst = dst
+        self.q: queue.Queue = queue.Queue()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._loop, name=f"copy-{dst.name}", daemon=True)
+        self.thread.start()
+
+    def submit(self, value: Any, src: PhysDevice, ready: Any, done: Callable[[Any, Any], None]) -> None:
+        self.q.put((value, src, ready, done))
+
+    def _loop(self) -> None:
+        while True:
+            job = self.q.get()
+            if job is None:
+                return
+            value, src, ready, done = job
+            try:
+                out, ev = copy_value(value, src, self.dst, ready)
+                done(out, ev)
+            except BaseException as exc:  # reported to the step by `done` never being called
+                self.error = exc
+                log.exception("copy to %s failed", self.dst.name)
+                done(None, exc)
+
+    def close(self) -> None:
+        self.q.put(None)
+        self.thread.join(timeout=10)
+
+
+class _Abort(Exception):
+    pass
+
+
+class PlacedExecutor:
+    """A captured program bound to a placement, a schedule and physical devices; `step()` runs one step.
+
+    Setup is O(N + U) for N traced nodes and U uses; a step costs the ops plus O(N) Python work.
+    """
+
+    def __init__(self, prog: Program, placement: Mapping[str, str], schedule: Mapping[str, Sequence[str]],
+                 devices: Sequence[PhysDevice], params: Sequence[torch.Tensor], states: Sequence[torch.Tensor],
+                 batch: Sequence[torch.Tensor]):
+        self.prog = prog
+        self.devices = list(devices)
+        self.pos = {d.name: i for i, d in enumerate(self.devices)}
+        for op in prog.op_nodes:
+            if op not in placement:
+                raise InvalidPlacement(f"op {op!r} is not placed")
+            if placement[op] not in self.pos:
+                raise InvalidPlacement(f"op {op!r} is placed on unknown device {placement[op]!r}; devices: "
+                                       f"{list(self.pos)}")
+        self.order: list[list[str]] = [[] for _ in self.devices]
+        seen: set[str] = set()
+        for dev, ops in schedule.items():
+            if dev not in self.pos:
+                raise InvalidSchedule(f"schedule names unknown device {dev!r}; devices: {list(self.pos)}")
+            for op in ops:
+                if op not in prog.op_nodes:
+                    raise InvalidSchedule(f"schedule of {dev!r} names op {op!r}, which the graph lacks")
+                if op in seen:
+                    raise InvalidSchedule(f"op {op!r} is scheduled twice")
+                if placement[op] != dev:
+                    raise InvalidSchedule(f"op {op!r} is scheduled on {dev!r} but placed on {placement[op]!r}")
+                seen.add(op)
+                self.order[self.pos[dev]].append(op)
+        missing = [op for op in prog.op_nodes if op not in seen]
+        if missing:
+            raise InvalidSchedule(f"op {missing[0]!r} is missing from the schedule of device "
+                                  f"{placement[missing[0]]!r} ({len(missing)} ops missing)")
+        self.node_dev: dict[int, int] = {nid: self.pos[placement[op]] for nid, op in prog.op_of.items()}
+        self._check_deadlock(placement)
+        nodes = prog.nodes
+        keep = set(prog.outputs)
+        # remote destinations of every value, and when each device drops what it holds
+        self.sends: dict[int, list[int]] = defaultdict(list)
+        self.frees: list[dict[int, list[int]]] = [defaultdict(list) for _ in self.devices]
+        self.drop_now: set[int] = set()
+        local_use: set[tuple[int, int]] = set()
+        for d, ops in enumerate(self.order):
+            last: dict[int, int] = {}
+            for op in ops:
+                for nid in prog.op_nodes[op]:
+                    r = nodes[nid]
+                    if r.kind != "call":
+                        continue
+                    for i in r.inputs:
+                        if nodes[i].kind == "const":
+                            continue
+                        last[i] = nid
+                        if self.node_dev[i] != d and d not in self.sends[i]:
+                            self.sends[i].append(d)
+                        if self.node_dev[i] == d:
+                            local_use.add((i, d))
+            for i, nid in last.items():
+                if i not in keep or self.node_dev[i] != d:
+                    self.frees[d][nid].append(i)
+        for r in nodes:
+            if r.kind == "call" and r.nid not in keep and (r.nid, self.node_dev[r.nid]) not in local_use:
+                self.drop_now.add(r.nid)
+        self.placeholder_dev = {r.nid: self.node_dev[r.nid] for r in nodes if r.kind == "placeholder"}
+        self.consts = [{nid: c.to(d.torch_device) for nid, c in prog.consts.items()} for d in self.devices]
+        # factory ops were traced with the trace device baked into their `device` argument: retarget them
+        self.kwargs: list[dict[int, dict]] = [dict() for _ in self.devices]
+        for r in nodes:
+            if r.kind == "call" and isinstance(r.kwargs, dict) and isinstance(r.kwargs.get("device"), torch.device):
+                d = self.node_dev[r.nid]
+                self.kwargs[d][r.nid] = {**r.kwargs, "device": self.devices[d].torch_device}
+        # persistent values (parameters, optimizer state, inputs) on their devices
+        flat = [*params, *states, *batch]
+        self.store: dict[int, torch.Tensor] = {}
+        for r in nodes:
+            if r.kind == "placeholder":
+                self.store[r.nid] = flat[r.index].detach().to(self.devices[self.node_dev[r.nid]].torch_device)
+        self.engines = [CopyEngine(d) for d in self.devices]
+        self.pool = ThreadPoolExecutor(max_workers=len(self.devices), thread_name_prefix="worker")
+        self.peak = [0.0] * len(self.devices)
+        self.traffic = 0.0
+
+    # ------------------------------------------------------------------ checks
+    def _check_deadlock(self, placement: Mapping[str, str]) -> None:
+        """Replay the per-device orders over op dependencies; raise InvalidSchedule if some device is stuck."""
+        prog = self.prog
+        preds: dict[str, set[str]] = {op: set() for op in prog.op_nodes}
+        for op, nids in prog.op_nodes.items():
+            for nid in nids:
+                for i in prog.nodes[nid].inputs:
+                    src = prog.op_of.get(i)
+                    if src is not None and src != op:
+                        preds[op].add(src)
+        done: set[str] = set()
+        ptr = [0] * len(self.order)
+        progress = True
+        while progress:
+            progress = False
+            for d, ops in enumerate(self.order):
+                while ptr[d] < len(ops) and preds[ops[ptr[d]]] <= done:
+                    done.add(ops[ptr[d]])
+                    ptr[d] += 1
+                    progress = True
+        if len(done) < len(prog.op_nodes):
+            stuck = [(self.devices[d].name, ops[ptr[d]], sorted(preds[ops[ptr[d]]] - done)[:3])
+                     for d, ops in enumerate(self.order) if ptr[d] < len(ops)]
+            desc = "; ".join(f"device {dv!r} waits at op {op!r} for {w}" for dv, op, w in stuck)
+            raise InvalidSchedule(f"schedule deadlocks: {desc}")
+
+    # ------------------------------------------------------------------ one step
+    def step(self) -> tuple[float, list[Any]]:
+        """Run one training step; return (seconds, flat outputs). Parameters are updated in `store`."""
+        prog, devs = self.prog, self.devices
+        n = len(devs)
+        envs: list[dict[int, Any]] = [dict() for _ in range(n)]
+        cuda_ready: list[dict[int, Any]] = [dict() for _ in range(n)]
+        arrived: list[dict[int, threading.Event]] = [dict() for _ in range(n)]
+        for i, dests in self.sends.items():
+            for d in dests:
+                arrived[d][i] = threading.Event()
+        live = [0.0] * n
+        lock = threading.Lock()
+        abort = threading.Event()
+        errors: list[BaseException] = []
+        traffic = [0.0]
+
+        def account(d: int, delta: float, what: str) -> None:
+            with lock:
+                live[d] += delta
+                if live[d] > self.peak[d]:
+                    self.peak[d] = live[d]
+                over = live[d] > devs[d].memory_limit
+            if over and delta > 0:
+                raise OutOfMemory(f"out of memory on device {devs[d].name!r} at {what}: "
+                                  f"{live[d]:.6g} bytes live, limit {devs[d].memory_limit:.6g}",
+                                  op=what, device=devs[d].name, used_bytes=live[d],
+                                  limit_bytes=devs[d].memory_limit)
+
+        def send(i: int, val: Any, src: int, ready: Any) -> None:
+            nb = prog.nodes[i].nbytes
+            for d in self.sends.get(i, ()):
+                def done(out, ev, d=d, i=i, nb=nb):
+                    if isinstance(ev, BaseException):
+                        errors.append(ev)
+                        abort.set()
+                        return
+                    envs[d][i] = out
+                    if ev is not None:
+                        cuda_ready[d][i] = ev
+                    with lock:
+                        traffic[0] += nb
+                    try:
+                        account(d, nb, f"copy of {prog.op_of[i]!r}")
+                    except OutOfMemory as exc:
+                        errors.append(exc)
+                        abort.set()
+                    arrived[d][i].set()
+                self.engines[d].submit(val, devs[src], ready, done)
+
+        def worker(d: int) -> None:
+            dev = devs[d]
+            env = envs[d]
+            consts = self.consts[d]
+            frees = self.frees[d]
+            kw_over = self.kwargs[d]
+            ctx = torch.cuda.stream(dev.stream) if dev.is_cuda else nullcontext()
+
+            def get(i: int) -> Any:
+                v = env.get(i)
+                if v is not None:
+                    return v
+                if i in consts:
+                    return consts[i]
+                if self.node_dev.get(i) == d:
+                    raise InvalidSchedule(f"device {dev.name!r} needs the value of op {prog.op_of[i]!r} "
+                                          f"before running it")
+                ev = arrived[d][i]
+                while not ev.wait(0.05):
+                    if abort.is_set():
+                        raise _Abort()
+                if abort.is_set():
+                    raise _Abort()
+                if i in cuda_ready[d]:
+                    dev.stream.wait_event(cuda_ready[d][i])
+                return env[i]
+
+            with ctx:
+                for op in self.order[d]:
+                    if abort.is_set():
+                        raise _Abort()
+                    for nid in prog.op_nodes[op]:
+                        r = prog.nodes[nid]
+                        if r.kind != "call":
+                            continue
+                        val = r.target(*resolve(r.args, get), **resolve(kw_over.get(nid, r.kwargs), get))
+                        env[nid] = val
+                        account(d, r.alloc_bytes, repr(op))
+                        if nid in self.sends:
+                            ready = None
+                            if dev.is_cuda:
+                                ready = torch.cuda.Event()
+                                ready.record(dev.stream)
+                            send(nid, val, d, ready)
+                        if nid in self.drop_now:
+                            env.pop(nid, None)
+                            account(d, -r.alloc_bytes, repr(op))
+                        for i in frees.get(nid, ()):
+                            if env.pop(i, None) is not None:
+                                if self.node_dev[i] != d:
+                                    freed = prog.nodes[i].nbytes        # a received copy
+                                elif prog.nodes[i].kind == "placeholder":
+                                    freed = 0.0                         # persistent: stays in the store
+                                else:
+                                    freed = prog.nodes[i].alloc_bytes
+                                account(d, -freed, repr(op))
+
+        for d in range(n):
+            if devs[d].is_cuda:
+                devs[d].stream.wait_stream(torch.cuda.current_stream(devs[d].torch_device))
+        t0 = time.perf_counter()
+        for i, d in self.placeholder_dev.items():
+            envs[d][i] = self.store[i]
+            account(d, prog.nodes[i].nbytes, "parameters and inputs")
+        for i, d in self.placeholder_dev.items():
+            if i in self.sends:
+                ready = None
+                if devs[d].is_cuda:
+                    ready = torch.cuda.Event()
+                    ready.record(torch.cuda.current_stream(devs[d].torch_device))
+                send(i, self.store[i], d, ready)
+        futures = [self.pool.submit(worker, d) for d in range(n)]
+        for f in futures:
+            try:
+                f.result()
+            except _Abort:
+                pass
+            except BaseException as exc:
+                errors.append(exc)
+                abort.set()
+        if errors:
+            raise errors[0]
+        for d in devs:
+            if d.is_cuda:
+                d.stream.synchronize()
+        elapsed = time.perf_counter() - t0
+        outs = []
+        for i in prog.outputs:
+            d = self.node_dev[i]
+            outs.append(envs[d][i])
+        # new parameters and optimizer state replace the old ones on their Variable's device
+        P, S = prog.n_params, prog.n_params * prog.n_state
+        ph = {r.index: r.nid for r in prog.nodes if r.kind == "placeholder"}
+        for k in range(P + S):
+            out_nid = prog.outputs[1 + P + k]
+            val = envs[self.node_dev[out_nid]][out_nid]
+            target_dev = devs[self.placeholder_dev[ph[k]]]
+            if self.node_dev[out_nid] != self.placeholder_dev[ph[k]]:
+                val, ev = copy_value(val, devs[self.node_dev[out_nid]], target_dev)
+                if ev is not None:
+                    ev.synchronize()
+            self.store[ph[k]] = val
+        self.traffic = traffic[0]
+        return elapsed, outs
+
+    def close(self) -> None:
+        for e in self.engines:
+            e.close()
+        self.pool.shutdown(wait=True)
+
+
+def set_threads(n_cpu_workers: int, threads: int | None) -> tuple[int, int]:
+    """Split the intra-op threads among the CPU workers; returns (previous, per-worker) thread counts."""
+    prev = torch.get_num_threads()
+    total = threads or prev
+    per = max(1, total // max(1, n_cpu_workers))
+    torch.set_num_threads(per)
+    return prev, per
+
+
+def compare_outputs(a: Sequence[Any], b: Sequence[Any], prog: Program, rtol: float = 1e-4,
+                    atol: float = 1e-6) -> dict[str, Any]:
+    """Loss and gradient agreement between two flat output lists (e.g. placed vs single device)."""
+    sa, sb = prog.split_outputs(a), prog.split_outputs(b)
+    loss_a, loss_b = float(sa["loss"]), float(sb["loss"])
+    worst, worst_name, ok = 0.0, None, math.isclose(loss_a, loss_b, rel_tol=rtol, abs_tol=atol)
+    for name, ga, gb in zip(prog.param_names, sa["grads"], sb["grads"]):
+        ga, gb = ga.detach().cpu(), gb.detach().cpu()
+        diff = float((ga - gb).abs().max()) if ga.numel() else 0.0
+        if diff > worst:
+            worst, worst_name = diff, name
+        if not torch.allclose(ga, gb, rtol=rtol, atol=atol):
+            ok = False
+    return {"correct": ok, "loss": loss_a, "reference_loss": loss_b, "max_grad_abs_diff": worst,
+            "worst_param": worst_name}
+
+
+def reference_step(prog: Program, flat: Sequence[torch.Tensor]) -> list[Any]:
+    """The same step on one device, op by op in capture order (the single-device reference)."""
+    return run_program(prog, flat)
+
+
+__all__ = ["PhysDevice", "map_devices", "copy_value", "CopyEngine", "PlacedExecutor", "set_threads",
+           "compare_outputs", "reference_step"]
