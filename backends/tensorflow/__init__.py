@@ -1,0 +1,91 @@
+"""The TensorFlow backend (`backend=tensorflow`): model zoo in `tf.compat.v1` graph mode, capture with
+colocation groups, step-stats profiler, communication micro-benchmark, placed execution.
+
+Used by the orchestrator as::
+
+    backend = instantiate(cfg.backend)                     # conf/backend/tensorflow.yaml
+    model = backend.build(model_cfg)                       # plain dict of conf/model/<name>.yaml
+    graph = backend.capture(model)
+    graph = backend.profile(model, graph, warmup=5, steps=10, batch_size=None)
+    fit = backend.comm_benchmark(cluster, sizes, repeats)
+    result = backend.run(model, graph, placement, schedule, cluster, warmup=5, steps=20)
+
+See models.py, capture.py, profiler.py, comm.py and runtime.py for what each step does and where it comes from.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")   # TensorFlow's C++ info/warning lines, unless set
+
+from algorithms.cluster import Cluster
+from algorithms.errors import ConfigError
+from algorithms.graph import OpGraph
+
+from backends.base import Backend, CommFit, RunResult
+
+from .capture import capture as _capture
+from .comm import comm_benchmark as _comm_benchmark
+from .models import TFModel, build_model
+from .profiler import profile as _profile
+from .runtime import run_placed
+
+__all__ = ["TFBackend", "TFModel"]
+
+
+class TFBackend(Backend):
+    """TensorFlow 2 (tf.compat.v1 graph mode) backend.
+
+    Hyper-parameters: `inter_op_threads` / `intra_op_threads` (session thread pools; 0 lets TensorFlow
+    choose), `graph_rewrites` (False keeps Grappler and constant folding off so the ops that run are the ones
+    captured and placed), `profile_statistic` (mean as Baechi 5.1, or median, over profiled steps),
+    `check_correctness` (run compares its loss after one step with a single-device run), `loss_rtol` (the
+    tolerance of that comparison). `name` is accepted so that conf/backend/tensorflow.yaml can carry the
+    backend's name beside its `_target_`.
+    """
+
+    name = "tensorflow"
+
+    def __init__(self, inter_op_threads: int = 0, intra_op_threads: int = 0, graph_rewrites: bool = False,
+                 profile_statistic: str = "mean", check_correctness: bool = True, loss_rtol: float = 1e-4,
+                 name: str = "tensorflow"):
+        if name != "tensorflow":
+            raise ConfigError(f"backend.name={name!r} does not match TFBackend ('tensorflow')")
+        if int(inter_op_threads) < 0 or int(intra_op_threads) < 0:
+            raise ConfigError("backend.inter_op_threads and backend.intra_op_threads must be >= 0")
+        if profile_statistic not in ("mean", "median"):
+            raise ConfigError(f"backend.profile_statistic={profile_statistic!r} is not one of ['mean', 'median']")
+        self.inter_op_threads = int(inter_op_threads)
+        self.intra_op_threads = int(intra_op_threads)
+        self.graph_rewrites = bool(graph_rewrites)
+        self.profile_statistic = profile_statistic
+        self.check_correctness = bool(check_correctness)
+        self.loss_rtol = float(loss_rtol)
+
+    def build(self, model_cfg: Mapping[str, Any]) -> TFModel:
+        """Build the model of `model_cfg` (families linreg, mlp, inception_v3, gnmt, transformer, gpt)."""
+        return build_model(model_cfg)
+
+    def capture(self, model: TFModel) -> OpGraph:
+        return _capture(model)
+
+    def profile(self, model: TFModel, graph: OpGraph, *, warmup: int = 5, steps: int = 10,
+                batch_size: int | None = None) -> OpGraph:
+        return _profile(model, graph, warmup=warmup, steps=steps, batch_size=batch_size,
+                        statistic=self.profile_statistic, inter_op_threads=self.inter_op_threads,
+                        intra_op_threads=self.intra_op_threads)
+
+    def comm_benchmark(self, cluster: Cluster, sizes: list[int] | None = None, repeats: int = 5) -> CommFit:
+        return _comm_benchmark(cluster, sizes, repeats, inter_op_threads=self.inter_op_threads,
+                               intra_op_threads=self.intra_op_threads)
+
+    def run(self, model: TFModel, graph: OpGraph, placement: Mapping[str, str], schedule: Mapping[str, list[str]],
+            cluster: Cluster, *, warmup: int = 5, steps: int = 20) -> RunResult:
+        """Run placed training steps; the schedule is advisory for TensorFlow (its executor picks the order
+        among ready ops). `RunResult.loss` is the loss of the second step, i.e. after one placed update;
+        `extra` holds the per-step losses and, with `check_correctness`, the single-device reference."""
+        return run_placed(model, graph, placement, schedule, cluster, warmup=warmup, steps=steps,
+                          inter_op_threads=self.inter_op_threads, intra_op_threads=self.intra_op_threads,
+                          graph_rewrites=self.graph_rewrites, check_correctness=self.check_correctness,
+                          rtol=self.loss_rtol)

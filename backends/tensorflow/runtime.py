@@ -1,0 +1,183 @@
+"""Placed execution of a TensorFlow training graph on a cluster's devices, with measurements.
+
+`run_placed` rebuilds the model (same config, same op names, same seeded initial weights and data), pins every
+op named in the placement to its device with ``op._set_device``, and runs training steps in a session whose
+devices are the cluster's (see `session.py`). Ops a step does not run (initialisers) follow their colocation
+group, or the variable whose handle they read; TensorFlow places whatever is left. Colocation is kept: the
+``_class`` attributes stay on the ops, and a placement that splits a group is refused up front by
+`check_placement` (TensorFlow would refuse it too).
+
+The schedule is advisory: TensorFlow's executor runs any op whose inputs are ready, in its own order, so the
+per-device orders of `schedule` are not enforced (they are only checked for consistency with the placement).
+
+Measurements:
+
+* step time: wall-clock time of ``session.run([train_op, loss])``; the first `warmup` steps are discarded and
+  the mean of the next `steps` is reported (Celeritas 6.3 discards 5 and averages 50).
+* peak memory per device: the persistent bytes of the ops placed there (variables, optimizer slots, constants:
+  held for the whole step) plus the peak of the allocation records of that device's ops in one extra traced
+  step (not timed). Virtual CPU devices share one host allocator, so the allocator's own counters cannot tell
+  them apart; the records can.
+* traffic: bytes of the cross-device tensor edges, counted once per (producer, destination device) with the
+  largest tensor sent there, as TensorFlow's send/receive pairs move them (and as the simulator counts them).
+* correctness: the losses of the first steps; with `reference_losses` they are compared with the same steps on
+  a single device.
+
+Complexity: O(V + E) to place, plus the cost of the steps.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import time
+from typing import Any, Mapping
+
+import tensorflow as tf
+
+from algorithms.cluster import Cluster
+from algorithms.errors import ConfigError, InvalidPlacement
+from algorithms.graph import OpGraph
+from algorithms.placement import check_placement, check_schedule
+
+from backends.base import RunResult
+
+from .capture import colocation_roots
+from .models import TFModel, build_model
+from .profiler import allocation_peaks
+from .session import canonical_device, cluster_session_config, device_map
+
+log = logging.getLogger(__name__)
+v1 = tf.compat.v1
+
+
+def apply_placement(model: TFModel, placement: Mapping[str, str], devmap: Mapping[str, str]) -> int:
+    """Pin each op of `model.graph` to its device; return how many ops the placement named. O(V + E)."""
+    graph = model.graph
+    ops = graph.get_operations()
+    names = {op.name for op in ops}
+    unknown = [n for n in placement if n not in names]
+    if unknown:
+        raise InvalidPlacement(f"placement names ops that model {model.name!r} does not have, e.g. {unknown[:3]}; "
+                               f"was the graph captured from another config?")
+    roots = colocation_roots(graph)
+    group_dev: dict[str, str] = {}
+    for op_name, dev in placement.items():
+        r = roots.get(op_name)
+        if r is not None:
+            group_dev.setdefault(r, dev)
+    placed = 0
+    for op in ops:
+        dev = placement.get(op.name)
+        if dev is None:
+            r = roots.get(op.name)
+            dev = group_dev.get(r) if r is not None else None
+        if dev is None:
+            for t in op.inputs:
+                if t.dtype.base_dtype == tf.resource and t.op.name in placement:
+                    dev = placement[t.op.name]
+                    break
+        if dev is None:
+            continue
+        if dev not in devmap:
+            raise InvalidPlacement(f"op {op.name!r} is placed on {dev!r}, which is not a device of the cluster "
+                                   f"{sorted(devmap)}")
+        op._set_device(devmap[dev])
+        placed += op.name in placement
+    return placed
+
+
+def traffic_bytes(graph: OpGraph, placement: Mapping[str, str]) -> float:
+    """Bytes crossing devices: per (producer, destination device) the largest tensor edge to that device."""
+    sent: dict[tuple[str, str], float] = {}
+    for u, v, d in graph.edges():
+        du, dv = placement[u], placement[v]
+        if du != dv and not d.get("control"):
+            key = (u, dv)
+            sent[key] = max(sent.get(key, 0.0), float(d.get("bytes", 0)))
+    return float(sum(sent.values()))
+
+
+def reference_losses(model: TFModel, n_steps: int = 2, *, device: str = "/device:CPU:0",
+                     config: Any = None) -> list[float]:
+    """Losses of the first `n_steps` training steps with every op on one device (a fresh build)."""
+    ref = build_model(model.cfg, model.batch_size)
+    for op in ref.graph.get_operations():
+        op._set_device(device)
+    with v1.Session(graph=ref.graph, config=config) as sess:
+        sess.run(ref.init_op)
+        return [float(sess.run([ref.train_op, ref.loss])[1]) for _ in range(n_steps)]
+
+
+def run_placed(model: TFModel, graph: OpGraph, placement: Mapping[str, str], schedule: Mapping[str, list[str]],
+               cluster: Cluster, *, warmup: int = 5, steps: int = 50, inter_op_threads: int = 0,
+               intra_op_threads: int = 0, graph_rewrites: bool = False, check_correctness: bool = True,
+               rtol: float = 1e-4) -> RunResult:
+    """Run `model` placed by `placement` on `cluster` and measure it (module docstring)."""
+    if warmup < 0 or steps < 1:
+        raise ConfigError(f"runtime needs warmup >= 0 and steps >= 1, got warmup={warmup}, steps={steps}")
+    assign = dict(placement.assignment if hasattr(placement, "assignment") else placement)
+    check_placement(graph, cluster, assign)
+    if schedule:
+        check_schedule(graph, assign, {d: list(o) for d, o in schedule.items()})
+    devmap = device_map(cluster)
+    config = cluster_session_config(cluster, inter_op_threads=inter_op_threads, intra_op_threads=intra_op_threads,
+                                    graph_rewrites=graph_rewrites)
+    placed_model = build_model(model.cfg, model.batch_size)
+    n_placed = apply_placement(placed_model, assign, devmap)
+    back = {canonical_device(tfdev): name for name, tfdev in devmap.items()}
+    times: list[float] = []
+    losses: list[float] = []
+    with v1.Session(graph=placed_model.graph, config=config) as sess:
+        sess.run(placed_model.init_op)
+        fetches = [placed_model.train_op, placed_model.loss]
+        for _ in range(warmup + steps):
+            t0 = time.perf_counter()
+            _, loss = sess.run(fetches)
+            times.append(time.perf_counter() - t0)
+            losses.append(float(loss))
+        md = v1.RunMetadata()
+        sess.run(fetches, options=v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE), run_metadata=md)
+    # where TensorFlow actually ran each op
+    misplaced = []
+    for ds in md.step_stats.dev_stats:
+        if "/stream:" in ds.device or "memcpy" in ds.device.lower():
+            continue
+        dev = back.get(canonical_device(ds.device))
+        for ns in ds.node_stats:
+            want = assign.get(ns.node_name)
+            if want is not None and dev is not None and want != dev:
+                misplaced.append(ns.node_name)
+    if misplaced:
+        log.warning("%d ops ran on another device than placed, e.g. %s", len(misplaced), misplaced[:3])
+    peaks_dyn = allocation_peaks(md.step_stats, back)
+    persistent: dict[str, float] = {d.name: 0.0 for d in cluster.devices}
+    for name, a in graph.nx.nodes(data=True):
+        persistent[assign[name]] += float(a["persistent_bytes"])
+    peaks = {d.name: persistent[d.name] + peaks_dyn.get(d.name, 0.0) for d in cluster.devices}
+    measured = times[warmup:warmup + steps]
+    extra: dict[str, Any] = {
+        "losses": losses, "warmup": warmup, "steps": steps, "ops_placed": n_placed,
+        "misplaced_ops": len(misplaced), "step_time_median_s": statistics.median(measured),
+        "step_time_stdev_s": statistics.stdev(measured) if len(measured) > 1 else 0.0,
+        "schedule_enforced": False, "traffic_source": "graph edges x placement",
+        "devices": {name: tfdev for name, tfdev in devmap.items()},
+    }
+    loss = losses[1] if len(losses) > 1 else losses[0]
+    if check_correctness:
+        first = cluster.devices[0]
+        ref_config = v1.ConfigProto()
+        ref_config.CopyFrom(config)
+        ref_config.allow_soft_placement = True   # ops without a kernel for the first device may move
+        ref = reference_losses(model, min(2, len(losses)), device=devmap[first.name], config=ref_config)
+        ref_loss = ref[-1]
+        err = abs(loss - ref_loss)
+        extra.update(reference_loss=ref_loss, loss_abs_error=err,
+                     loss_match=bool(err <= rtol * max(1.0, abs(ref_loss))) and math.isfinite(loss))
+        if not extra["loss_match"]:
+            log.warning("placed loss %.8g differs from the single-device loss %.8g", loss, ref_loss)
+    result = RunResult(measured_step_s=float(statistics.fmean(measured)), step_times_s=measured,
+                       peak_memory_bytes=peaks, traffic_bytes=traffic_bytes(graph, assign), loss=loss, extra=extra)
+    log.info("ran %s on %d devices: step %.4g s (mean of %d after %d warm-up), traffic %.4g bytes",
+             model.name, len(set(assign.values())), result.measured_step_s, steps, warmup, result.traffic_bytes)
+    return result
