@@ -1,0 +1,160 @@
+"""Iterated Critical Path partitioning (thesis, seed 004, section 4.5)."""
+from __future__ import annotations
+
+import heapq
+import logging
+
+from ...base import Placer
+from ...cluster import Cluster
+from ...graph import OpGraph
+from ...placement import Placement
+from .common import AssignState, Unit, build_units, operations_source_rank
+
+log = logging.getLogger(__name__)
+
+
+class IteratedCriticalPathPlacer(Placer):
+    """Iterated Critical Path (thesis 4.5): extract the critical path, place its pieces, delete its edges, repeat.
+
+    One iteration:
+
+    1. (a) Operations source rank (eq. 4.3) of every node over the *remaining* edges, with a path predecessor
+       per node (the predecessor giving the maximum; ties: lowest topological index). (b) Among the sinks of the
+       remaining graph take the one ending the longest path, i.e. the maximum of ``source rank + #ops`` (the
+       thesis says "maximum operations source rank"; adding the sink's own #ops makes the chosen path the true
+       critical path, and is the choice made here). (c) Follow the path predecessors back to a source. The
+       path is cut into subpaths: a node that is already assigned (itself or through its colocation group) is
+       left out and ends the current subpath, and a node whose device constraint contradicts the subpath's
+       starts a new one. (d) The path's edges are removed; nodes left without out-edges become sinks.
+    2. Each subpath, together with the colocation groups of its nodes, goes to the feasible device with the
+       minimum ``exec_min(d) = #ops(d) / speed(d)`` so far (eq. 4.5; ties: lowest device index, which is why the
+       thesis observed the first critical path landing on a slow device, 7.2). A subpath that fits on no device
+       is split in halves until the pieces fit; a single unit that fits nowhere raises `InfeasiblePlacement`.
+    3. Repeat until every node is assigned. A sink that is assigned and has no remaining in-edge can start no
+       useful path and is dropped; every iteration removes at least one edge or assigns at least one node.
+
+    Ranks are maintained incrementally: after removing a path's edges only the nodes whose source rank can
+    drop (descendants of the path, processed in topological order until ranks stop changing) are recomputed,
+    and the sinks sit in a lazy max-heap.
+
+    Complexity: O(P * (L + R log V)) for P paths of length L with R rank updates each; the thesis' from-scratch
+    recomputation is O(P * (V + E)). Memory O(V + E).
+    """
+
+    name = "icp"
+
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        idx = graph.index()
+        n = idx.n
+        units, unit_of = build_units(graph, cluster)
+        st = AssignState(graph, cluster, units, unit_of)
+        ops = idx.compute_s
+        rsucc = [{j for j, _ in idx.succ[i]} for i in range(n)]
+        rpred = [{p for p, _ in idx.pred[i]} for i in range(n)]
+        src, par = operations_source_rank(idx, with_parent=True)
+        cand: list[tuple[float, int]] = []
+
+        def push_sink(v: int) -> None:
+            heapq.heappush(cand, (-(src[v] + ops[v]), v))
+
+        for v in range(n):
+            if not rsucc[v]:
+                push_sink(v)
+
+        def assign_pieces(piece: list[Unit]) -> None:
+            piece = [u for u in piece if not st.assigned(u)]
+            if not piece:
+                return
+            want = next((u.device_type for u in piece if u.device_type is not None), None)
+            size = sum(u.size for u in piece)
+            best = -1
+            for d in range(st.nd):
+                if (want is None or st.types[d] == want) and st.fits(size, d):
+                    if best < 0 or st.load[d] < st.load[best]:
+                        best = d
+            if best >= 0:
+                for u in piece:
+                    st.assign(u, best)
+            elif len(piece) == 1:
+                raise st.infeasible(piece[0], "iterated critical path: ")
+            else:
+                half = len(piece) // 2
+                assign_pieces(piece[:half])
+                assign_pieces(piece[half:])
+
+        left = n
+        paths = 0
+        while left > 0:
+            while True:
+                if not cand:
+                    raise AssertionError("iterated critical path: no sink left while ops remain unassigned")
+                negval, v = heapq.heappop(cand)
+                if rsucc[v] or -negval != src[v] + ops[v]:
+                    continue                      # stale entry
+                if st.dev_of[v] >= 0 and not rpred[v]:
+                    continue                      # nothing left to do from this sink
+                break
+            paths += 1
+            path = [v]
+            while par[path[-1]] >= 0:
+                path.append(par[path[-1]])
+            path.reverse()
+            # subpaths
+            pieces: list[list[Unit]] = []
+            cur: list[Unit] = []
+            cur_ids: set[int] = set()
+            cur_type = None
+            for x in path:
+                u = units[unit_of[x]]
+                if st.assigned(u):
+                    if cur:
+                        pieces.append(cur)
+                    cur, cur_ids, cur_type = [], set(), None
+                    continue
+                if u.id in cur_ids:
+                    continue
+                t = u.device_type
+                if t is not None and cur_type is not None and t != cur_type:
+                    pieces.append(cur)
+                    cur, cur_ids, cur_type = [], set(), None
+                cur.append(u)
+                cur_ids.add(u.id)
+                if cur_type is None:
+                    cur_type = t
+            if cur:
+                pieces.append(cur)
+            for piece in pieces:
+                before = sum(len(u.members) for u in piece if not st.assigned(u))
+                assign_pieces(piece)
+                left -= before
+            # remove the path's edges and update ranks downstream
+            work: list[int] = []
+            queued: set[int] = set()
+            for a, b in zip(path, path[1:]):
+                rsucc[a].discard(b)
+                rpred[b].discard(a)
+                if not rsucc[a]:
+                    push_sink(a)
+                if b not in queued:
+                    queued.add(b)
+                    heapq.heappush(work, b)
+            while work:
+                x = heapq.heappop(work)
+                queued.discard(x)
+                best, bp = 0.0, -1
+                for p in rpred[x]:
+                    val = src[p] + ops[p]
+                    if bp < 0 or val > best or (val == best and p < bp):
+                        best, bp = val, p
+                par[x] = bp
+                if best != src[x]:
+                    src[x] = best
+                    for y in rsucc[x]:
+                        if y not in queued:
+                            queued.add(y)
+                            heapq.heappush(work, y)
+                    if not rsucc[x]:
+                        push_sink(x)
+            push_sink(v)                          # its popped entry may still be current
+        log.debug("ICP extracted %d paths", paths)
+        return st.placement(paths=paths)

@@ -1,0 +1,211 @@
+"""MITE partitioning (thesis, seed 004, section 4.7, equations 4.6 to 4.16)."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...base import Placer
+from ...cluster import Cluster
+from ...graph import OpGraph
+from ...placement import Placement
+from .common import AssignState, Unit, build_units, operations_rank, unit_order
+
+log = logging.getLogger(__name__)
+
+#: Eq. 4.11: the traffic factor of a device that adds no traffic while another feasible device would.
+ZERO_TRAFFIC = 0.000001
+
+
+@dataclass
+class MiteFactors:
+    """The factors of eq. 4.6 for one unit over its feasible devices `devices` (arrays aligned with them)."""
+
+    devices: np.ndarray
+    traffic_temp: np.ndarray     # eq. 4.7 / 4.10 (seconds of transfer)
+    traffic: np.ndarray          # eq. 4.11
+    exec_temp: np.ndarray        # eq. 4.12 (seconds)
+    exec: np.ndarray             # eq. 4.13
+    memory: np.ndarray           # eq. 4.14
+    importance: float            # eq. 4.16
+    boost: np.ndarray            # eq. 4.15
+
+    @property
+    def heu(self) -> np.ndarray:
+        """Eq. 4.6: traffic x execution time x memory x importance speed boost."""
+        return self.traffic * self.exec * self.memory * self.boost
+
+    @property
+    def traffic_exec(self) -> np.ndarray:
+        """The product DFS partitioning minimises (4.8)."""
+        return self.traffic * self.exec
+
+
+class MiteScorer:
+    """Incremental evaluation of MITE's factors while units are assigned (shared by MITE and DFS).
+
+    Keeps, for every op, the set of devices that already hold one of its successors (for ``cond_pred`` of
+    eq. 4.8) and the per-pair transfer time model ``latency + bytes / rate`` as numpy rows, so that one unit is
+    scored against all devices with O(deg(unit)) vector operations of length |D|.
+    """
+
+    def __init__(self, st: AssignState):
+        self.st = st
+        self.idx = st.idx
+        cl = st.cluster
+        self.lat = np.array(cl.latency_table, dtype=float)
+        self.bw = np.array(cl.bandwidth_table, dtype=float)
+        self.speed = np.array(st.speed, dtype=float)
+        self.cap = np.array(st.cap, dtype=float)
+        self.succ_devs: list[set[int]] = [set() for _ in range(self.idx.n)]
+        self.orank = operations_rank(self.idx)
+        self.omax = max(self.orank, default=0.0)
+        self.m_min = 1.0           # m~ of eq. 4.14: minimal non-zero memory portion, initialised to 1
+        self.type_arr = st.types
+
+    def _row(self, src_dev: int, nbytes: float) -> np.ndarray:
+        """Transfer time from src_dev to every device (0 to itself)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = self.lat[src_dev] + nbytes / self.bw[src_dev]
+        r[src_dev] = 0.0
+        return r
+
+    def _col(self, dst_dev: int, nbytes: float) -> np.ndarray:
+        """Transfer time from every device to dst_dev (0 from itself)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c = self.lat[:, dst_dev] + nbytes / self.bw[:, dst_dev]
+        c[dst_dev] = 0.0
+        return c
+
+    def traffic_temp(self, unit: Unit) -> np.ndarray:
+        """Eq. 4.7 summed over the unit (eq. 4.10), for every device d_x.
+
+        Predecessor side: an assigned predecessor p outside the unit on a device other than d_x adds
+        ``weight / rate(d(p), d_x)`` unless p already has another successor on d_x (``cond_pred``, eq. 4.8).
+        A predecessor feeding several members is counted once (one send/receive pair, 2.4), with its largest
+        edge. Successor side: for each member, each device holding one of its assigned successors adds one
+        transfer ``weight / rate(d_x, d_j)`` (``cond_succ``, eq. 4.9: further successors on the same device need
+        no further pair). Transfer time follows the cluster's model, ``latency + bytes / rate``. Unassigned
+        neighbours add nothing (the thesis' best-case assumption).
+        """
+        st, idx = self.st, self.idx
+        dev_of = st.dev_of
+        tot = np.zeros(st.nd)
+        members = set(unit.members)
+        preds: dict[int, float] = {}
+        for i in unit.members:
+            for p, b in idx.pred[i]:
+                if p in members or dev_of[p] < 0:
+                    continue
+                if b > preds.get(p, -1.0):
+                    preds[p] = b
+            dests: dict[int, float] = {}
+            for j, b in idx.succ[i]:
+                dj = dev_of[j]
+                if dj < 0 or j in members:
+                    continue
+                if b > dests.get(dj, -1.0):
+                    dests[dj] = b
+            for dj, b in dests.items():
+                tot += self._col(dj, b)
+        for p, b in preds.items():
+            row = self._row(dev_of[p], b)
+            sd = self.succ_devs[p]
+            if sd:
+                row[list(sd)] = 0.0
+            tot += row
+        return tot
+
+    def importance(self, unit: Unit) -> float:
+        """Eq. 4.16: operations rank over the maximum operations rank (mean over a group's members); 0 when
+        every rank is 0 (a graph without operations: the small-number case the thesis leaves open)."""
+        if self.omax <= 0:
+            return 0.0
+        return sum(self.orank[i] for i in unit.members) / (self.omax * len(unit.members))
+
+    def factors(self, unit: Unit, devices: list[int]) -> MiteFactors:
+        st = self.st
+        dv = np.asarray(devices, dtype=int)
+        # traffic, eq. 4.7 - 4.11
+        tt = self.traffic_temp(unit)[dv]
+        t_hat = float(tt.max()) if len(tt) else 0.0
+        if t_hat == 0.0:
+            traffic = np.ones(len(dv))
+        else:
+            traffic = np.where(tt == 0.0, ZERO_TRAFFIC, tt / t_hat)
+        # execution time, eq. 4.12 - 4.13 (e^ over the feasible devices; any positive constant gives the
+        # same argmin, only e^ = 0 matters)
+        load = np.array([st.load[d] for d in devices], dtype=float)
+        et = load + np.array([st.exec_on(unit, d) for d in devices], dtype=float)
+        e_hat = float(et.max()) if len(et) else 0.0
+        ex = np.ones(len(dv)) if e_hat == 0.0 else et / e_hat
+        # memory, eq. 4.14
+        mem = self.memory_factor()[dv]
+        # importance speed boost, eq. 4.15 - 4.16 (f^ = fastest feasible device)
+        imp = self.importance(unit)
+        sp = self.speed[dv]
+        f_hat = float(sp.max()) if len(sp) else 1.0
+        boost = 1.0 - imp * sp / f_hat
+        return MiteFactors(dv, tt, traffic, et, ex, mem, imp, boost)
+
+    def memory_factor(self) -> np.ndarray:
+        """Eq. 4.14 for every device: used / size, or m~ / 10 for a device with nothing used yet, where m~ is the
+        smallest non-zero portion over all devices (1 while there is none). A device of unlimited memory has
+        portion 0."""
+        st = self.st
+        used = np.array(st.used, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            portion = np.where(self.cap > 0, used / self.cap, 0.0)
+        portion = np.nan_to_num(portion, nan=0.0, posinf=0.0)
+        nz = portion[portion > 0]
+        m_min = float(nz.min()) if len(nz) else 1.0
+        self.m_min = m_min
+        return np.where(portion == 0.0, m_min / 10.0, portion)
+
+    def assign(self, unit: Unit, d: int) -> None:
+        self.st.assign(unit, d)
+        idx = self.idx
+        for i in unit.members:
+            for p, _ in idx.pred[i]:
+                self.succ_devs[p].add(d)
+
+
+class MITEPlacer(Placer):
+    """MITE (thesis 4.7): each unit to the feasible device minimising Memory x Importance speed boost x
+    Traffic x Execution time (eq. 4.6).
+
+    Colocation groups are assigned first, then the lone ops, each in topological order of its first member.
+    For a unit a and a feasible device d_x:
+
+    * traffic (eq. 4.7 to 4.11): transfer time the assignment would add towards already assigned neighbours,
+      with send/receive aggregation (``cond_pred``, ``cond_succ``), summed over a group's members (4.10),
+      divided by the maximum t^ over the feasible devices; 0.000001 for a device adding none while t^ > 0, and
+      1.0 everywhere when t^ = 0;
+    * execution time (eq. 4.12, 4.13): ``(#ops(d_x) + #ops(a)) / speed(d_x)`` (computed as the device's
+      accumulated execution time plus the unit's time on d_x, which honours per-type costs), divided by its
+      maximum e^ over the feasible devices, 1.0 when e^ = 0;
+    * memory (eq. 4.14): the used portion of d_x's memory (sum of size_est), m~/10 on an empty device;
+    * importance speed boost (eq. 4.15, 4.16): ``1 - importance(a) * speed(d_x) / f^`` with f^ the fastest
+      feasible device's speed and importance the operations rank over the maximum operations rank (mean over
+      a group's members).
+
+    Ties (e.g. two products of 0 for the most important op on two equally fast devices) go to the lowest device
+    index. See `MiteScorer.traffic_temp` for the reading of eq. 4.9 (one transfer per destination device).
+
+    Complexity: O(V + E + U * D + (V + E) * D) with numpy vectors of length D.
+    """
+
+    name = "mite"
+
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        units, unit_of = build_units(graph, cluster)
+        st = AssignState(graph, cluster, units, unit_of)
+        sc = MiteScorer(st)
+        for u in unit_order(units, groups_first=True):
+            cands = st.feasible(u)
+            if not cands:
+                raise st.infeasible(u, "MITE: ")
+            f = sc.factors(u, cands)
+            sc.assign(u, cands[int(np.argmin(f.heu))])
+        return st.placement(units=len(units))

@@ -1,0 +1,124 @@
+"""Pictures of a simulated step (thesis, seed 004, Figures 7.9 and 7.10).
+
+Pure functions: they take an `algorithms.simulator.SimResult` or plain lists and write a PNG (to a temporary
+file first, then renamed into place). Matplotlib runs on the Agg backend; nothing here touches MLflow.
+
+* `device_utilization_png`: Figure 7.9, one row per device, one bar per executed op (its length is the op's
+  duration), white gaps where the device idles.
+* `executable_ops_png`: Figure 7.10, the number of executable ops a device had before each scheduling
+  decision (the simulator's decision log, `simulate(..., record_decisions=True)` with a dispatch policy; the
+  schedulers in `algorithms.schedulers.thesis` return it from `run`).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Iterable, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+_PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C",
+            "#CCB974", "#64B5CD"]
+
+
+def _save(fig, path: str | os.PathLike, dpi: int) -> str:
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=folder)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    finally:
+        plt.close(fig)
+    return path
+
+
+def _time_scale(t_max: float) -> tuple[float, str]:
+    if t_max <= 0 or t_max >= 1:
+        return 1.0, "s"
+    if t_max >= 1e-3:
+        return 1e3, "ms"
+    return 1e6, "µs"
+
+
+def device_utilization_png(sim_result, path: str | os.PathLike, *, title: str | None = None,
+                           devices: Sequence[str] | None = None, dpi: int = 120) -> str:
+    """Figure 7.9: a row per device (top to bottom in cluster order), a bar per executed op, idle gaps white.
+
+    `devices` restricts or reorders the rows (default: every device of the result). Bars alternate colours so
+    that adjacent ops stay distinguishable; a thin edge marks each op's boundary. Returns the path written.
+    """
+    devs = list(devices) if devices is not None else list(sim_result.devices)
+    row = {d: k for k, d in enumerate(devs)}
+    spans: list[list[tuple[float, float]]] = [[] for _ in devs]
+    for i in range(len(sim_result.names)):
+        d = sim_result.devices[sim_result.device_of[i]]
+        k = row.get(d)
+        if k is None:
+            continue
+        s, e = sim_result.start[i], sim_result.end[i]
+        if s != s or e != e:   # NaN: never ran
+            continue
+        spans[k].append((s, e - s))
+    t_max = max(float(sim_result.makespan), max((s + w for sp in spans for s, w in sp), default=0.0))
+    scale, unit = _time_scale(t_max)
+    height = max(2.0, 0.35 * len(devs) + 1.2)
+    fig, ax = plt.subplots(figsize=(10, height))
+    for k, sp in enumerate(spans):
+        sp.sort()
+        colors = [_PALETTE[j % 2 + 2 * (k % 2)] for j in range(len(sp))]
+        if sp:
+            ax.broken_barh([(s * scale, w * scale) for s, w in sp], (k - 0.4, 0.8), facecolors=colors,
+                           edgecolor="black", linewidth=0.2)
+        busy = sum(w for _, w in sp)
+        util = busy / t_max if t_max > 0 else 0.0
+        ax.text(t_max * scale * 1.005, k, f"{100 * util:.0f}%", va="center", fontsize=7)
+    ax.set_yticks(range(len(devs)))
+    ax.set_yticklabels(devs, fontsize=8)
+    ax.set_ylim(len(devs) - 0.5, -0.5)
+    ax.set_xlim(0, t_max * scale * 1.06 if t_max > 0 else 1)
+    ax.set_xlabel(f"time ({unit})")
+    ax.set_ylabel("device")
+    ax.set_title(title or f"Device utilization (makespan {t_max * scale:.4g} {unit})", fontsize=10)
+    ax.grid(axis="x", linewidth=0.3, alpha=0.5)
+    return _save(fig, path, dpi)
+
+
+def executable_ops_png(decisions: Iterable[Sequence], path: str | os.PathLike, *, title: str | None = None,
+                       devices: Sequence[str] | None = None, dpi: int = 120) -> str:
+    """Figure 7.10: for each device, the number of executable ops before each of its scheduling decisions.
+
+    `decisions` holds (time_s, device, n_executable) triples in decision order (`SimResult.decisions`). One line
+    per device, x = the device's decision number, y = executable ops; the legend gives each device's mean.
+    Returns the path written.
+    """
+    per: dict[str, list[int]] = {}
+    for rec in decisions:
+        _, dev, cnt = rec[0], rec[1], rec[2]
+        per.setdefault(str(dev), []).append(int(cnt))
+    devs = list(devices) if devices is not None else list(per)
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for k, d in enumerate(devs):
+        ys = per.get(d, [])
+        if not ys:
+            continue
+        mean = sum(ys) / len(ys)
+        ax.plot(range(1, len(ys) + 1), ys, drawstyle="steps-mid", linewidth=0.8,
+                color=_PALETTE[k % len(_PALETTE)], label=f"{d} (mean {mean:.1f})")
+    ax.set_xlabel("scheduling decision on the device")
+    ax.set_ylabel("executable ops")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title or "Executable ops before each scheduling decision", fontsize=10)
+    if any(per.get(d) for d in devs):
+        ax.legend(fontsize=7, ncol=2 if len(devs) > 6 else 1, loc="upper right")
+    ax.grid(linewidth=0.3, alpha=0.5)
+    return _save(fig, path, dpi)
