@@ -79,3 +79,14 @@ def test_two_processes_compute_one_entry_once(tmp_path):
         p.join(60)
     assert [q.get(timeout=5), q.get(timeout=5)] == [{"v": 42}, {"v": 42}]
     assert counter.read_text() == "x"
+
+
+def test_code_version_follows_a_plugins_imports_only():
+    from orchestrator.cache import code_version, module_closure
+
+    files = {p.name for p in module_closure(("algorithms.placers.baseline",))}
+    assert {"baseline.py", "placement.py", "graph.py", "base.py"} <= files
+    assert "simulator.py" not in files  # the baseline placers do not import the simulator
+    a = code_version("place", ("algorithms.placers.baseline.SinglePlacer",))
+    b = code_version("place", ("algorithms.schedulers.baseline.TopologicalScheduler",))
+    assert a != b and a == code_version("place", ("algorithms.placers.baseline.ExpertPlacer",))
