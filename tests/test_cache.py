@@ -84,9 +84,12 @@ def test_two_processes_compute_one_entry_once(tmp_path):
 def test_code_version_follows_a_plugins_imports_only():
     from orchestrator.cache import code_version, module_closure
 
-    files = {p.name for p in module_closure(("algorithms.placers.baseline",))}
+    paths = module_closure(("algorithms.placers.baseline",))
+    files = {p.name for p in paths}
     assert {"baseline.py", "placement.py", "graph.py", "base.py"} <= files
-    assert "simulator.py" not in files  # the baseline placers do not import the simulator
+    # no other placer family is part of the baseline placers' code version
+    assert {p.name for p in paths if p.parent.name == "placers"} == {"__init__.py", "baseline.py"}
+    assert not any(p.parent.parent.name == "placers" for p in paths)
     a = code_version("place", ("algorithms.placers.baseline.SinglePlacer",))
     b = code_version("place", ("algorithms.schedulers.baseline.TopologicalScheduler",))
     assert a != b and a == code_version("place", ("algorithms.placers.baseline.ExpertPlacer",))
