@@ -38,7 +38,8 @@ DEFAULT_SIZES = (1024, 16384, 262144, 1048576, 4194304, 16777216)
 
 
 def fit_linear(points: Iterable[tuple[float, float]]) -> tuple[float, float]:
-    """(latency_s, bytes_per_s) of ``t = a + bytes * b`` fitted by non-negative least squares. O(n)."""
+    """(latency_s, bytes_per_s) of ``t = a + bytes * b`` fitted by non-negative least squares; a size term
+    below a nanosecond at the largest size gives ``bytes_per_s = inf``. O(n)."""
     pts = [(float(b), float(t)) for b, t in points]
     if not pts:
         raise ConfigError("communication fit needs at least one sample")
@@ -47,7 +48,8 @@ def fit_linear(points: Iterable[tuple[float, float]]) -> tuple[float, float]:
     scale = max(1.0, float(x.max()))
     coef, _ = nnls(np.column_stack([np.ones_like(x), x / scale]), y)
     latency, slope = float(coef[0]), float(coef[1]) / scale
-    return latency, (1.0 / slope if slope > 0 else math.inf)
+    # under a nanosecond across the largest transfer is no size dependence at all (round-off of the fit)
+    return latency, (1.0 / slope if slope * scale > 1e-9 else math.inf)
 
 
 def comm_benchmark(cluster: Cluster, sizes: Sequence[int] | None = None, repeats: int = 5, *,
