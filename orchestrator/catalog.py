@@ -1,0 +1,73 @@
+"""List every registered algorithm and component with its one-line description.
+
+    python -m orchestrator.catalog [GROUP ...]
+
+Reads the project's conf/ groups and those of installed plugin packages (entry-point group
+`placement_lab.plugins`). For a config with a `_target_`, the description is the first line of the class
+docstring; otherwise the YAML's first comment line.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+from pathlib import Path
+
+import yaml
+
+from .plugins import plugin_conf_dirs
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+GROUPS = ("model", "backend", "cluster", "profiler", "optimizer", "placer", "scheduler", "pipeline", "runtime",
+          "experiment")
+
+
+def _describe(path: Path) -> tuple[str, str]:
+    text = path.read_text()
+    comment = next((ln.lstrip("# ").strip() for ln in text.splitlines()
+                    if ln.startswith("#") and not ln.startswith("# @package")), "")
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        data = {}
+    target = data.get("_target_") if isinstance(data, dict) else None
+    if target:
+        mod, _, cls = target.rpartition(".")
+        try:
+            obj = getattr(importlib.import_module(mod), cls)
+            doc = (obj.__doc__ or "").strip().splitlines()
+            return target, doc[0] if doc else comment
+        except Exception as exc:  # still list it, with why it cannot be loaded
+            return target, f"(cannot import: {exc})"
+    return "", comment
+
+
+def catalog(groups: tuple[str, ...] = GROUPS) -> dict[str, list[tuple[str, str, str, str]]]:
+    """{group: [(name, source, target, description)]} for every config file found."""
+    roots = [("project", CONF)] + [(f"plugin:{n}", d) for n, d in plugin_conf_dirs()]
+    out: dict[str, list[tuple[str, str, str, str]]] = {}
+    for group in groups:
+        rows = []
+        for source, root in roots:
+            for p in sorted((root / group).glob("*.yaml")):
+                target, desc = _describe(p)
+                rows.append((p.stem, source, target, desc))
+        if rows:
+            out[group] = rows
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m orchestrator.catalog", description=__doc__.splitlines()[0])
+    ap.add_argument("groups", nargs="*", default=list(GROUPS), help=f"groups to list (default: {' '.join(GROUPS)})")
+    args = ap.parse_args(argv)
+    for group, rows in catalog(tuple(args.groups)).items():
+        print(f"{group}:")
+        width = max(len(r[0]) for r in rows)
+        for name, source, _target, desc in rows:
+            tag = "" if source == "project" else f" [{source}]"
+            print(f"  {name:<{width}}  {desc}{tag}")
+        print()
+
+
+if __name__ == "__main__":
+    main()
