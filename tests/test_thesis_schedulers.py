@@ -226,3 +226,32 @@ def test_schedulers_work_on_thesis_placements_of_a_training_graph():
         order = S().order(g, cl, pl)
         spans[S.name] = makespan(g, cl, pl, order)
     assert all(v > 0 for v in spans.values())
+
+
+def _other_placers():
+    out = []
+    try:
+        from algorithms.placers.baechi import METFPlacer, MSCTPlacer, MTOPOPlacer
+        out += [METFPlacer, MSCTPlacer, MTOPOPlacer]
+    except ImportError:
+        pass
+    try:
+        from algorithms.placers.celeritas import CeleritasPlacer, OrderPlacePlacer
+        out += [CeleritasPlacer, OrderPlacePlacer]
+    except ImportError:
+        pass
+    return out
+
+
+@pytest.mark.parametrize("placer", _other_placers(), ids=lambda p: getattr(p, "name", p.__name__))
+def test_schedulers_on_baechi_and_celeritas_placements(placer):
+    """The thesis' schedulers order any placement, including the other seeds' placers'."""
+    from algorithms.workloads.synthetic import level_dag
+    g = level_dag(levels=10, colocated_fraction=0.2, training=True, memory_unit_bytes=1e3, seed=5)
+    cl = uniform_cluster(4, memory_bytes=1e12, latency_s=1e-5, bytes_per_s=1e9)
+    pl = placer().place(g, cl)
+    for S in SCHEDULERS:
+        res = S().run(g, cl, pl)
+        order = S().order(g, cl, pl)
+        check_schedule(g, pl, order)
+        assert simulate(g, cl, pl, schedule=order).makespan == res.makespan
