@@ -1,0 +1,182 @@
+"""PyTorch backend, placed execution: random placements, expert and single-device placements, and every placer
+configured under conf/placer give the same loss and gradients as a single-device step; bad schedules and
+memory caps are reported."""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from hydra.utils import instantiate  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from algorithms.cluster import Cluster, uniform_cluster  # noqa: E402
+from algorithms.errors import InvalidSchedule, LabError, OutOfMemory  # noqa: E402
+from algorithms.placement import Placement, check_placement, topological_schedule  # noqa: E402
+from algorithms.placers.baseline import ExpertPlacer, SinglePlacer  # noqa: E402
+from algorithms.schedulers.baseline import PlacerOrderScheduler  # noqa: E402
+from algorithms.simulator import simulate  # noqa: E402
+from backends.torch import TorchBackend  # noqa: E402
+from backends.torch.config import CONF_DIR, load_model_cfg  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+PLACER_FILES = sorted(glob.glob(os.path.join(CONF_DIR, "placer", "*.yaml")))
+
+
+@pytest.fixture(autouse=True)
+def _few_threads():
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(prev)
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_setup(name, granularity, overrides):
+    return _build(name, granularity, **dict(overrides))
+
+
+def _setup(name, granularity="operator", **overrides):
+    """Backend, model and profiled graph (shared between tests: runs never modify the model)."""
+    return _cached_setup(name, granularity, tuple(sorted(overrides.items())))
+
+
+def _build(name, granularity, **overrides):
+    backend = TorchBackend(granularity=granularity, device="cpu")
+    model = backend.build(load_model_cfg(name, overrides))
+    graph = backend.profile(model, backend.capture(model), warmup=0, steps=1)
+    return backend, model, graph
+
+
+def random_placement(graph, cluster, seed):
+    """Every colocation group on one random device, every other op anywhere."""
+    rng = random.Random(seed)
+    group_dev, out = {}, {}
+    for op in graph.topological_order():
+        grp = graph.op(op)["colocation"]
+        if grp is not None and grp in group_dev:
+            out[op] = group_dev[grp]
+            continue
+        out[op] = rng.choice(cluster.names)
+        if grp is not None:
+            group_dev[grp] = out[op]
+    return out
+
+
+def _run_and_check(backend, model, graph, placement, cluster, schedule=None):
+    assign = placement.assignment if isinstance(placement, Placement) else placement
+    check_placement(graph, cluster, assign)
+    if schedule is None:
+        schedule = topological_schedule(graph, assign, cluster.names)
+    result = backend.run(model, graph, assign, schedule, cluster, warmup=0, steps=2)
+    assert result.extra["correct"], result.extra
+    assert result.measured_step_s > 0 and len(result.step_times_s) == 2
+    sim = simulate(graph, cluster, assign, schedule)
+    # the runtime moves what the simulator predicts (one copy per producer and destination device)
+    used = set(assign.values())
+    if len(used) == 1:
+        assert result.traffic_bytes == 0
+    else:
+        assert result.traffic_bytes >= 0.5 * sim.traffic_bytes
+    assert set(result.peak_memory_bytes) == set(cluster.names)
+    for d in used:
+        assert result.peak_memory_bytes[d] > 0
+    return result
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_random_placements_mlp(seed):
+    backend, model, graph = _setup("mlp_tiny")
+    cluster = uniform_cluster(3)
+    _run_and_check(backend, model, graph, random_placement(graph, cluster, seed), cluster)
+
+
+def test_random_placement_linreg_rmsprop_module():
+    backend, model, graph = _setup("linreg_tiny", granularity="module", optimizer="rmsprop")
+    cluster = uniform_cluster(2)
+    r = _run_and_check(backend, model, graph, random_placement(graph, cluster, 3), cluster)
+    # training goes on: the loss falls over the steps
+    assert r.extra["losses"][-1] < r.extra["losses"][0]
+
+
+def test_single_device_has_no_traffic():
+    backend, model, graph = _setup("mlp_tiny")
+    cluster = uniform_cluster(2)
+    r = _run_and_check(backend, model, graph, SinglePlacer().place(graph, cluster), cluster)
+    assert r.peak_memory_bytes["cpu1"] == 0
+
+
+def test_deadlocking_schedule_is_rejected():
+    backend, model, graph = _setup("mlp_tiny")
+    cluster = uniform_cluster(2)
+    assign = random_placement(graph, cluster, 0)
+    sched = topological_schedule(graph, assign, cluster.names)
+    for dev in sched:
+        sched[dev] = list(reversed(sched[dev]))
+    with pytest.raises(InvalidSchedule):
+        backend.run(model, graph, assign, sched, cluster, warmup=0, steps=1)
+
+
+def test_memory_cap_is_enforced():
+    backend, model, graph = _setup("mlp_tiny")
+    cluster = uniform_cluster(2, memory_bytes=100.0)
+    assign = random_placement(graph, cluster, 0)
+    with pytest.raises(OutOfMemory):
+        backend.run(model, graph, assign, None, cluster, warmup=0, steps=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gnmt_tiny", "inception_v3_tiny", "transformer_tiny", "gpt_tiny"])
+@pytest.mark.parametrize("granularity", ["operator", "module"])
+def test_random_placements_tiny_models(name, granularity):
+    backend, model, graph = _setup(name, granularity)
+    cluster = uniform_cluster(3)
+    _run_and_check(backend, model, graph, random_placement(graph, cluster, 7), cluster)
+
+
+@pytest.mark.slow
+def test_gnmt_expert_placement():
+    cfg = load_model_cfg("gnmt_tiny")
+    backend, model, graph = _setup("gnmt_tiny", "module")
+    cluster = uniform_cluster(4)
+    placer = ExpertPlacer(cfg["expert_rules"], strip_prefixes=cfg["expert_strip_prefixes"])
+    pl = placer.place(graph, cluster)
+    # Baechi 5.3: each LSTM layer on its own device, embedding with the first, projection with the last
+    assert pl["enc/l1/c0"] == "cpu1" and pl["dec/l2/c1"] == "cpu2"
+    assert pl["embed/src"] == pl["enc/l0/c0"] == "cpu0"
+    assert pl[next(o for o in graph.ops if o.startswith("proj"))] == pl["dec/l3/c0"] == "cpu3"
+    assert pl["gradients/enc/l2/c1"] == "cpu2"
+    _run_and_check(backend, model, graph, pl, cluster)
+
+
+def _configured_placer(path, model_cfg):
+    """Instantiate conf/placer/<name>.yaml with `model` and `seed` available to its interpolations."""
+    root = OmegaConf.create({"seed": 0, "model": model_cfg, "placer": OmegaConf.load(path)})
+    return instantiate(root.placer)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", PLACER_FILES, ids=[os.path.basename(p)[:-5] for p in PLACER_FILES])
+@pytest.mark.parametrize("name", ["mlp_tiny", "gnmt_tiny"])
+def test_every_configured_placer(path, name):
+    """Whatever placers exist under conf/placer/ when this runs: place, schedule, run, compare."""
+    cfg = load_model_cfg(name)
+    backend, model, graph = _setup(name, "module")
+    cluster = Cluster.from_dict(OmegaConf.to_container(OmegaConf.load(os.path.join(CONF_DIR, "cluster",
+                                                                                   "cpu4.yaml"))))
+    try:
+        placer = _configured_placer(path, cfg)
+    except Exception as exc:  # a config this test cannot resolve on its own
+        pytest.skip(f"cannot instantiate {os.path.basename(path)}: {exc}")
+    try:
+        pl = placer.place(graph, cluster)
+    except LabError as exc:
+        pytest.skip(f"{os.path.basename(path)} declines this graph: {exc}")
+    sched = PlacerOrderScheduler().order(graph, cluster, pl)
+    _run_and_check(backend, model, graph, pl, cluster, sched)
