@@ -1,0 +1,65 @@
+"""CelerFusion: Celeritas' Optimal Operation Fusion as a graph pass (seed 002, section 5.1.3, Algorithm 1).
+
+The pass runs CPD-TOPO (equations 2 and 3), the breakpoint dynamic program (equations 4 to 6) with exploration
+range `R` and per-cluster memory limit M = `memory_fraction` x `device_memory_bytes` (times
+`cluster_memory_fraction`, the cluster config's own memory scaling), and returns the coarse
+graph (a DAG by Lemma 2, checked) with its `CoarseMap` (members in a topological order of the original graph).
+See `algorithms.placers.celeritas.fusion` for the recurrences, the choices made and the coarse node
+attributes.
+
+A pass sees no cluster, so its costs come from the constructor: `device_memory_bytes` (None: no memory
+limit, only R bounds a cluster), and the link model ``latency_s + bytes / bytes_per_s`` (bytes_per_s None:
+bytes are the cost). conf/optimizer/celeritas.yaml fills them from the selected cluster.
+
+Colocation: any placer may follow this pass, so the coarse graph must carry the colocation constraints
+itself. Groups that share a coarse node are united (union-find) and every coarse node holding a member of a
+united group gets that group as its `colocation`. On training graphs where each variable is colocated with its
+update op, these united groups can grow large; the Celeritas placer's internal fusion (optimizer=none,
+placer=celeritas) applies the paper's op-level rule instead and is the recommended path for Celeritas itself.
+Fusing ops that need different device types into one coarse node is never done.
+
+Complexity: O(V + E log dmax + E * R).
+"""
+from __future__ import annotations
+
+import logging
+import math
+
+from ..base import GraphPass
+from ..graph import OpGraph
+from ..placement import CoarseMap
+from ..placers.celeritas.common import CommModel
+from ..placers.celeritas.fusion import fuse
+
+log = logging.getLogger(__name__)
+
+
+class CelerFusion(GraphPass):
+    """Celeritas fusion: CPD-TOPO order cut at the optimal breakpoints into clusters of <= R ops and <= M bytes."""
+
+    name = "celer_fusion"
+
+    def __init__(self, R: int = 200, memory_fraction: float = 0.25, device_memory_bytes: float | None = None,
+                 latency_s: float = 0.0, bytes_per_s: float | None = None, cluster_memory_fraction: float = 1.0):
+        if int(R) < 1:
+            raise ValueError(f"R (exploration range) must be >= 1, got {R!r}")
+        if not memory_fraction > 0:
+            raise ValueError(f"memory_fraction must be > 0, got {memory_fraction!r}")
+        self.R = int(R)
+        self.memory_fraction = float(memory_fraction)
+        self.device_memory_bytes = (None if device_memory_bytes is None
+                                    else float(device_memory_bytes) * float(cluster_memory_fraction))
+        self.comm = CommModel.of_link(float(latency_s or 0.0), None if bytes_per_s is None else float(bytes_per_s))
+
+    @property
+    def memory_limit(self) -> float:
+        if self.device_memory_bytes is None or math.isinf(self.device_memory_bytes):
+            return math.inf
+        return self.memory_fraction * self.device_memory_bytes
+
+    def apply(self, graph: OpGraph) -> tuple[OpGraph, CoarseMap]:
+        idx = graph.index()
+        fu = fuse(graph, list(idx.compute_s), self.comm, R=self.R, M=self.memory_limit, colocation="supergroup")
+        fu.coarse_map.check_covers(graph)
+        log.info("celer_fusion: %d ops -> %d coarse ops", idx.n, len(fu.coarse))
+        return fu.coarse, fu.coarse_map

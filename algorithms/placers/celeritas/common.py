@@ -1,0 +1,198 @@
+"""Shared pieces of the Celeritas modules: the cost model the algorithms reason with, effective device-type
+constraints, and the colocation rule used when a coarse placement is expanded to original ops.
+
+Cost model (Celeritas 4.2.1 and 5.1.1)
+--------------------------------------
+Celeritas reasons with one computation time ``w_i`` per node and one communication time ``c_ij`` per edge
+(equations 1 to 6). The paper's devices are identical V100s, so these are unambiguous there. Here a cluster may
+mix device types, speeds and links, so the planning costs are *averages*:
+
+* ``w_i`` = mean of ``GraphIndex.exec_time(i, type, speed)`` over the devices that may run op i (its
+  device-type constraint), or over all devices when none may;
+* ``c_ij`` = ``latency + bytes_ij / bandwidth`` averaged over ordered pairs of distinct devices, i.e.
+  ``mean_latency + bytes_ij * mean(1 / bandwidth)`` (the same average HEFT uses). With one device there is no
+  communication and ``c_ij = 0``.
+
+Adjusting Placement (Algorithm 2) uses the exact per-device times and the exact pair transfer times instead,
+since it knows which devices it compares.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from ...cluster import Cluster
+from ...graph import GraphIndex
+
+
+@dataclass(frozen=True)
+class CommModel:
+    """Average communication time ``latency_s + bytes * inv_bytes_per_s`` of one edge (Celeritas 4.2.1)."""
+
+    latency_s: float = 0.0
+    inv_bytes_per_s: float = 0.0
+
+    def __call__(self, nbytes: float) -> float:
+        return self.latency_s + nbytes * self.inv_bytes_per_s
+
+    @classmethod
+    def of_cluster(cls, cluster: Cluster) -> "CommModel":
+        """Mean over ordered pairs of distinct devices; zero communication with a single device. O(D^2)."""
+        n = len(cluster.devices)
+        if n < 2:
+            return cls(0.0, 0.0)
+        lat = inv = 0.0
+        for i in range(n):
+            for j in range(n):
+                if i != j:
+                    lat += cluster.latency_table[i][j]
+                    inv += 1.0 / cluster.bandwidth_table[i][j]
+        k = n * (n - 1)
+        return cls(lat / k, inv / k)
+
+    @classmethod
+    def of_link(cls, latency_s: float = 0.0, bytes_per_s: float | None = None) -> "CommModel":
+        """From explicit link parameters; ``bytes_per_s=None`` counts bytes as the cost (unit-free)."""
+        if bytes_per_s is None:
+            return cls(float(latency_s), 1.0)
+        if not bytes_per_s > 0:
+            raise ValueError(f"bytes_per_s must be > 0, got {bytes_per_s!r}")
+        return cls(float(latency_s), 0.0 if math.isinf(bytes_per_s) else 1.0 / float(bytes_per_s))
+
+
+def effective_types(idx: GraphIndex) -> list[str | None]:
+    """Device type each op must run on: its own `device_type`, or its colocation group's (a group asks for
+    one type at most, `OpGraph.validate`). O(V)."""
+    group_type: dict[str, str] = {}
+    for g, t in zip(idx.colocation, idx.device_type):
+        if g is not None and t is not None:
+            group_type.setdefault(g, t)
+    return [t if t is not None else (group_type.get(g) if g is not None else None)
+            for g, t in zip(idx.colocation, idx.device_type)]
+
+
+def mean_compute(idx: GraphIndex, cluster: Cluster | None, types: Sequence[str | None] | None = None
+                 ) -> list[float]:
+    """``w_i``: mean execution time of each op over the devices allowed to run it (`compute_s` without a
+    cluster). O(V * D)."""
+    if cluster is None:
+        return list(idx.compute_s)
+    types = types if types is not None else effective_types(idx)
+    devs = [(d.type, d.speed) for d in cluster.devices]
+    out = []
+    for i in range(idx.n):
+        t = types[i]
+        allowed = [dv for dv in devs if t is None or dv[0] == t] or devs
+        out.append(sum(idx.exec_time(i, dt, sp) for dt, sp in allowed) / len(allowed))
+    return out
+
+
+def node_memory(idx: GraphIndex) -> list[float]:
+    """Static memory of each op: persistent + temporary + output bytes (the conservative figure Celeritas'
+    ``Memory[v]`` of Algorithm 2 is taken to be). O(V)."""
+    return [p + t + o for p, t, o in zip(idx.persistent, idx.temporary, idx.output)]
+
+
+def allowed_devices(cluster: Cluster, dev_type: str | None) -> list[int]:
+    """Indices of the devices of `dev_type` (all devices for None)."""
+    return [k for k, d in enumerate(cluster.devices) if dev_type is None or d.type == dev_type]
+
+
+class CoarseState:
+    """Memory and colocation book-keeping while coarse nodes are assigned one by one (Algorithm 2's
+    ``Ava_m``), and the expansion of the coarse assignment to the original ops.
+
+    Colocation follows the rule Celeritas takes from Baechi (section 6.1): when the first op of a colocation
+    group is placed on device d, every op of the group goes to d. At the op level this means:
+
+    * a coarse node is placed freely (within its device type); its members whose group is already pinned
+      follow their group to the group's device (forcing the whole node to the device of one pinned member was
+      tried and rejected: on training graphs, where each variable is colocated with its update op at the end
+      of the step, update clusters were then forced onto full devices and cascaded into best effort);
+    * when a coarse node pins a group, the memory of the *whole* group is reserved on the device at once (the
+      paper, 6.5.2, blames m-TOPO's OOM on charging only a group's first op), so later members cost nothing.
+
+    ``need(c)`` is therefore the memory the node adds: ungrouped members plus the groups it pins.
+    Memory is the static persistent + temporary + output bytes of each op (`node_memory`).
+    """
+
+    def __init__(self, idx: GraphIndex, cluster: Cluster, clusters: Sequence[Sequence[int]],
+                 types: Sequence[str | None] | None = None):
+        self.idx = idx
+        self.cluster = cluster
+        self.clusters = [list(m) for m in clusters]
+        self.types = list(types) if types is not None else effective_types(idx)
+        self.mem = node_memory(idx)
+        self.group_mem: dict[str, float] = {}
+        for i, g in enumerate(idx.colocation):
+            if g is not None:
+                self.group_mem[g] = self.group_mem.get(g, 0.0) + self.mem[i]
+        self.group_dev: dict[str, int] = {}
+        self.avail = [d.memory_bytes for d in cluster.devices]
+        self.coarse_dev: list[int] = [-1] * len(self.clusters)
+        self.coarse_type: list[str | None] = []
+        for members in self.clusters:
+            ts = {self.types[i] for i in members} - {None}
+            self.coarse_type.append(next(iter(ts)) if len(ts) == 1 else None)
+            if len(ts) > 1:
+                raise ValueError(f"coarse node with ops {[idx.names[i] for i in members[:3]]} mixes device "
+                                 f"types {sorted(ts)}")
+        self.best_effort_nodes: list[int] = []
+
+    def allowed(self, c: int) -> list[int]:
+        devs = allowed_devices(self.cluster, self.coarse_type[c])
+        if not devs:
+            raise ValueError(f"no device of type {self.coarse_type[c]} for ops "
+                             f"{[self.idx.names[i] for i in self.clusters[c][:3]]}")
+        return devs
+
+    def need(self, c: int) -> float:
+        tot = 0.0
+        seen: set[str] = set()
+        for i in self.clusters[c]:
+            g = self.idx.colocation[i]
+            if g is None:
+                tot += self.mem[i]
+            elif g not in self.group_dev and g not in seen:
+                seen.add(g)
+                tot += self.group_mem[g]
+        return tot
+
+    def best_effort_device(self, c: int) -> int:
+        """All devices full: the allowed device with the most memory left (least used)."""
+        devs = self.allowed(c)
+        return max(devs, key=lambda k: (self.avail[k], -k))
+
+    def commit(self, c: int, d: int) -> None:
+        self.avail[d] -= self.need(c)
+        for i in self.clusters[c]:
+            g = self.idx.colocation[i]
+            if g is not None and g not in self.group_dev:
+                self.group_dev[g] = d
+        self.coarse_dev[c] = d
+
+    def op_device(self, i: int, c: int) -> int:
+        g = self.idx.colocation[i]
+        return self.group_dev[g] if g is not None else self.coarse_dev[c]
+
+    def expand(self, coarse_keys: Sequence[tuple]) -> tuple[dict[str, str], dict[str, list[str]]]:
+        """Assignment of the original ops and per-device orders: ops sorted by their coarse node's key (e.g.
+        (start time, position in the placement sequence)) then by their place inside the node."""
+        names = self.idx.names
+        devnames = self.cluster.names
+        assign: dict[str, str] = {}
+        rows: list[tuple] = []
+        for c, members in enumerate(self.clusters):
+            for k, i in enumerate(members):
+                d = self.op_device(i, c)
+                assign[names[i]] = devnames[d]
+                rows.append((coarse_keys[c], k, d, names[i]))
+        rows.sort(key=lambda r: (r[0], r[1]))
+        order: dict[str, list[str]] = {d: [] for d in devnames}
+        for _, _, d, name in rows:
+            order[devnames[d]].append(name)
+        return assign, order
+
+    def best_effort_ops(self) -> list[str]:
+        return [self.idx.names[i] for c in self.best_effort_nodes for i in self.clusters[c]]

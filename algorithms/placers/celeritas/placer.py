@@ -1,0 +1,160 @@
+"""The Celeritas placers (seed 002, section 5): Optimal Operation Fusion, then Adjusting Placement
+(`CeleritasPlacer`) or Order-Place (`OrderPlacePlacer`), end to end on the graph they are given.
+
+Pipeline (Figure 2 of the paper):
+
+1. costs: w_i and c_ij averaged over the cluster's devices and links (`common`); CCR before fusion (eq. 1);
+2. CPD-TOPO of the graph (Algorithm 1, CPD_Topo), the breakpoint program with exploration range R and
+   per-cluster memory limit M = `memory_fraction` x the smallest device memory (Optimal_BP, eqs. 4 to 6), the
+   coarse graph (Lemma 2); CCR after fusion (Table 2);
+3. CPD-TOPO of the coarse graph (Algorithm 2, line 3) and Adjusting Placement (Algorithm 2) or Order-Place;
+4. the coarse assignment is expanded to the ops of the graph given to `place` (the paper's "mapping between
+   V' and V"), with the colocation rule of `CoarseState`; `Placement.order` holds every device's ops in the
+   order of the planned start times (Adjusting) or of the CPD-TOPO sequence (Order-Place).
+
+`fuse`: True fuses, False places the graph as it is (each op a node), "auto" (default) fuses unless every op
+of the graph is already a cluster made by the `CelerFusion` pass (optimizer=celeritas), so that the graph is
+never fused twice.
+
+`Placement.info`: n_ops, n_coarse_ops, ccr_before, ccr_after, cut_communication_s (S of eq. 6), R,
+memory_limit_bytes (M), best_effort (0/1), best_effort_nodes, best_effort_ops (names, at most 1000),
+fusion_time_s, adjust_time_s (or place_time_s), planned_makespan_s (Adjusting's own EST model), moves (eq. 9
+moves), memory_moves (moves forced by a full or forbidden d_k).
+
+Complexity: O(V + E log dmax + E * R) for fusion, O((V' + E') * D + V' * D log V') for Adjusting Placement,
+O(V + E) for the expansion.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ...base import Placer
+from ...cluster import Cluster
+from ...graph import GraphIndex, OpGraph
+from ...placement import Placement
+from .adjusting import adjusting_placement
+from .ccr import ccr_of
+from .common import CoarseState, CommModel, effective_types, mean_compute
+from .fusion import fuse as fuse_graph
+from .order_place import order_place
+from .topo import cpd_topo
+
+log = logging.getLogger(__name__)
+
+#: Op type of the nodes the fusion builds.
+CLUSTER_TYPE = "CeleritasCluster"
+MAX_LISTED = 1000
+
+
+@dataclass
+class Prepared:
+    idx: GraphIndex
+    coarse: OpGraph
+    cidx: GraphIndex
+    state: CoarseState
+    seq: list[int]
+    info: dict[str, Any]
+
+
+class _CeleritasBase(Placer):
+    def __init__(self, R: int = 200, memory_fraction: float = 0.25, fuse: bool | str = "auto"):
+        if int(R) < 1:
+            raise ValueError(f"R (exploration range) must be >= 1, got {R!r}")
+        if not memory_fraction > 0:
+            raise ValueError(f"memory_fraction must be > 0, got {memory_fraction!r}")
+        if fuse not in (True, False, "auto"):
+            raise ValueError(f"fuse must be true, false or 'auto', got {fuse!r}")
+        self.R = int(R)
+        self.memory_fraction = float(memory_fraction)
+        self.fuse = fuse
+
+    def _prepare(self, graph: OpGraph, cluster: Cluster) -> Prepared:
+        t0 = time.perf_counter()
+        idx = graph.index()
+        types = effective_types(idx)
+        comm = CommModel.of_cluster(cluster)
+        w = mean_compute(idx, cluster, types)
+        ccr_before = ccr_of(idx, w, comm)
+        do_fuse = self.fuse
+        if do_fuse == "auto":
+            do_fuse = not (idx.n and all(graph.op(n).get("type") == CLUSTER_TYPE for n in idx.names))
+        mem_min = min(d.memory_bytes for d in cluster.devices)
+        M = self.memory_fraction * mem_min if not math.isinf(mem_min) else math.inf
+        cut = math.nan
+        if do_fuse:
+            seq0 = cpd_topo(idx, w, comm)
+            fu = fuse_graph(graph, w, comm, R=self.R, M=M, seq=seq0)
+            coarse, cut = fu.coarse, fu.cut_cost
+            cidx = coarse.index()
+            clusters: list[list[int]] = [[] for _ in range(cidx.n)]
+            for c, members in enumerate(fu.clusters):
+                clusters[cidx.pos[f"celer{c}"]] = members
+        else:
+            coarse, cidx = graph, idx
+            clusters = [[i] for i in range(idx.n)]
+        wc = mean_compute(cidx, cluster) if do_fuse else w
+        ccr_after = ccr_of(cidx, wc, comm)
+        seq = cpd_topo(cidx, wc, comm)
+        state = CoarseState(idx, cluster, clusters, types)
+        info = {"n_ops": idx.n, "n_coarse_ops": cidx.n, "ccr_before": ccr_before, "ccr_after": ccr_after,
+                "cut_communication_s": cut, "R": self.R, "memory_limit_bytes": M, "fused": int(bool(do_fuse)),
+                "fusion_time_s": time.perf_counter() - t0}
+        log.info("celeritas: %d ops -> %d coarse nodes; CCR %.4g -> %.4g", idx.n, cidx.n, ccr_before, ccr_after)
+        return Prepared(idx, coarse, cidx, state, seq, info)
+
+    @staticmethod
+    def _best_effort_info(state: CoarseState, info: dict[str, Any]) -> None:
+        ops = state.best_effort_ops()
+        info["best_effort"] = int(bool(state.best_effort_nodes))
+        info["best_effort_nodes"] = len(state.best_effort_nodes)
+        info["best_effort_ops_count"] = len(ops)
+        info["best_effort_ops"] = ops[:MAX_LISTED]
+        if ops:
+            log.warning("celeritas: %d ops (%d coarse nodes) placed best effort: every allowed device was full",
+                        len(ops), len(state.best_effort_nodes))
+
+
+class CeleritasPlacer(_CeleritasBase):
+    """Celeritas: CPD-TOPO operation fusion, then Adjusting Placement (seed 002, sections 5.1 and 5.2).
+
+    Hyper-parameters: `R` exploration range (200), `memory_fraction` per-cluster memory limit as a fraction of
+    the smallest device memory (0.25), `fuse` (True, False, "auto"). See the module docstring.
+    """
+
+    name = "celeritas"
+
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        prep = self._prepare(graph, cluster)
+        t0 = time.perf_counter()
+        res = adjusting_placement(prep.cidx, prep.state, prep.seq)
+        assign, order = prep.state.expand(res.order_key)
+        info = dict(prep.info)
+        info.update({"adjust_time_s": time.perf_counter() - t0, "planned_makespan_s": res.makespan,
+                     "moves": res.moves, "memory_moves": res.memory_moves})
+        self._best_effort_info(prep.state, info)
+        return Placement(assign, order, info)
+
+
+class OrderPlacePlacer(_CeleritasBase):
+    """Order-Place: Celeritas' fusion, then coarse nodes in CPD-TOPO order filling one device after another
+    (seed 002, sections 5.2 and 6.2.2).
+
+    Hyper-parameters as `CeleritasPlacer`.
+    """
+
+    name = "order_place"
+
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        prep = self._prepare(graph, cluster)
+        t0 = time.perf_counter()
+        order_place(prep.state, prep.seq)
+        seqpos = {c: k for k, c in enumerate(prep.seq)}
+        assign, order = prep.state.expand([(seqpos[c],) for c in range(prep.cidx.n)])
+        info = dict(prep.info)
+        info["place_time_s"] = time.perf_counter() - t0
+        self._best_effort_info(prep.state, info)
+        return Placement(assign, order, info)
