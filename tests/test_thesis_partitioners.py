@@ -421,6 +421,7 @@ def test_property_feasible_instances_are_placed(graph, cluster):
         assert_valid(graph, cluster, p)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(graph=random_dags(max_ops=25, device_types=True), cluster=roomy_cluster())
 def test_property_heft_order_replays_no_later_than_its_estimate(graph, cluster):

@@ -167,6 +167,7 @@ def test_send_recv_one_pair_per_producer_and_device():
     assert len(g) == 4 and g.number_of_edges() == 3   # input untouched
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(graph=random_dags(max_ops=25), cluster=random_clusters(hetero=True), seed=st.integers(0, 10_000))
 def test_property_send_recv_traffic_matches_simulator(graph, cluster, seed):
