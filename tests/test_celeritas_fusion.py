@@ -203,3 +203,17 @@ def test_celer_fusion_pass_keeps_colocation_valid():
     from algorithms.cluster import uniform_cluster
     from algorithms.placement import check_placement
     check_placement(g, uniform_cluster(3, prefix="d"), cmap.expand_assignment(assign))
+
+
+def test_bound_pass_fuses_like_the_placer():
+    from algorithms.cluster import uniform_cluster
+    from algorithms.placers.celeritas import CeleritasPlacer
+    from algorithms.workloads.synthetic import level_dag
+    g = level_dag(levels=30, training=True, seed=8)
+    cl = uniform_cluster(4, memory_bytes=g.total_memory() / 2, latency_s=1e-4, bytes_per_s=1e9)
+    p = CelerFusion(R=25).bind(cl)
+    coarse, _ = p.apply(g)
+    assert p.memory_limit == pytest.approx(0.25 * g.total_memory() / 2)
+    info = CeleritasPlacer(R=25).place(g, cl).info
+    assert len(coarse) == info["n_coarse_ops"]
+    assert ccr(coarse, cl) == pytest.approx(info["ccr_after"])

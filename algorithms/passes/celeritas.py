@@ -7,9 +7,13 @@ graph (a DAG by Lemma 2, checked) with its `CoarseMap` (members in a topological
 See `algorithms.placers.celeritas.fusion` for the recurrences, the choices made and the coarse node
 attributes.
 
-A pass sees no cluster, so its costs come from the constructor: `device_memory_bytes` (None: no memory
-limit, only R bounds a cluster), and the link model ``latency_s + bytes / bytes_per_s`` (bytes_per_s None:
-bytes are the cost). conf/optimizer/celeritas.yaml fills them from the selected cluster.
+Costs: when the orchestrator binds the selected cluster (`bind(cluster)`, called before `apply`), the pass uses
+the cluster's averaged costs exactly like the Celeritas placer (`placers.celeritas.common`: mean execution time
+over the devices, mean link latency and inverse bandwidth) and M = `memory_fraction` x the smallest device
+memory. Without a bound cluster (or where given explicitly, which takes precedence) they come from the
+constructor: `device_memory_bytes` (None: no memory limit, only R bounds a cluster) times
+`cluster_memory_fraction`, and the link model ``latency_s + bytes / bytes_per_s`` (bytes_per_s None: bytes are
+the cost), with `compute_s` as the computation time.
 
 Colocation: any placer may follow this pass, so the coarse graph must carry the colocation constraints
 itself. Groups that share a coarse node are united (union-find) and every coarse node holding a member of a
@@ -26,9 +30,10 @@ import logging
 import math
 
 from ..base import GraphPass
+from ..cluster import Cluster
 from ..graph import OpGraph
 from ..placement import CoarseMap
-from ..placers.celeritas.common import CommModel
+from ..placers.celeritas.common import CommModel, mean_compute
 from ..placers.celeritas.fusion import fuse
 
 log = logging.getLogger(__name__)
@@ -40,7 +45,8 @@ class CelerFusion(GraphPass):
     name = "celer_fusion"
 
     def __init__(self, R: int = 200, memory_fraction: float = 0.25, device_memory_bytes: float | None = None,
-                 latency_s: float = 0.0, bytes_per_s: float | None = None, cluster_memory_fraction: float = 1.0):
+                 latency_s: float | None = None, bytes_per_s: float | None = None,
+                 cluster_memory_fraction: float = 1.0):
         if int(R) < 1:
             raise ValueError(f"R (exploration range) must be >= 1, got {R!r}")
         if not memory_fraction > 0:
@@ -49,17 +55,32 @@ class CelerFusion(GraphPass):
         self.memory_fraction = float(memory_fraction)
         self.device_memory_bytes = (None if device_memory_bytes is None
                                     else float(device_memory_bytes) * float(cluster_memory_fraction))
+        self.explicit_comm = latency_s is not None or bytes_per_s is not None
         self.comm = CommModel.of_link(float(latency_s or 0.0), None if bytes_per_s is None else float(bytes_per_s))
+        self.cluster: Cluster | None = None
+
+    def bind(self, cluster: Cluster) -> "CelerFusion":
+        """Take the costs and the memory limit from the cluster the graph will be placed on."""
+        self.cluster = cluster
+        return self
 
     @property
     def memory_limit(self) -> float:
-        if self.device_memory_bytes is None or math.isinf(self.device_memory_bytes):
+        mem = self.device_memory_bytes
+        if mem is None and self.cluster is not None:
+            mem = min(d.memory_bytes for d in self.cluster.devices)
+        if mem is None or math.isinf(mem):
             return math.inf
-        return self.memory_fraction * self.device_memory_bytes
+        return self.memory_fraction * mem
 
     def apply(self, graph: OpGraph) -> tuple[OpGraph, CoarseMap]:
         idx = graph.index()
-        fu = fuse(graph, list(idx.compute_s), self.comm, R=self.R, M=self.memory_limit, colocation="supergroup")
+        if self.cluster is not None:
+            w = mean_compute(idx, self.cluster)
+            comm = self.comm if self.explicit_comm else CommModel.of_cluster(self.cluster)
+        else:
+            w, comm = list(idx.compute_s), self.comm
+        fu = fuse(graph, w, comm, R=self.R, M=self.memory_limit, colocation="supergroup")
         fu.coarse_map.check_covers(graph)
-        log.info("celer_fusion: %d ops -> %d coarse ops", idx.n, len(fu.coarse))
+        log.info("celer_fusion: %d ops -> %d coarse ops (M = %.4g bytes)", idx.n, len(fu.coarse), self.memory_limit)
         return fu.coarse, fu.coarse_map

@@ -102,6 +102,11 @@ def fit_linear_profiles(profiles: Mapping[float, OpGraph] | Iterable[tuple[float
     x = np.array([b for b, _ in items])
     template = items[-1][1]
     ops = list(template.ops)
+    for b, g in items:
+        extra = [op for op in g.ops if op not in template]
+        if extra:
+            raise ValueError(f"op {extra[0]!r} of the profile at batch size {b:g} is missing from the profile "
+                             f"at batch size {items[-1][0]:g}")
     typed = sorted({t for _, g in items for op in g.ops for t in (g.op(op).get("compute_s_by_type") or {})})
     keys = list(COST_KEYS) + [f"compute_s_by_type:{t}" for t in typed]
     Y = np.zeros((len(ops), len(keys), len(items)))

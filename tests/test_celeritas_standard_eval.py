@@ -1,0 +1,159 @@
+"""Standard Evaluation pieces (Celeritas 4.2.1, 4.2.2, 6.5.1) and the METIS baseline (6.2.2)."""
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from algorithms.cluster import Cluster, Device, uniform_cluster
+from algorithms.graph import OpGraph
+from algorithms.placement import check_placement, check_schedule
+from algorithms.placers.celeritas import MetisPlacer, SequentialDfsTopoPlacer
+from algorithms.placers.celeritas.common import node_memory
+from algorithms.placers.celeritas.standard_eval import fit_linear_profiles, relative_deviation
+from algorithms.simulator import simulate
+from algorithms.workloads.synthetic import level_dag
+from tests.strategies import random_clusters, random_dags
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    logging.disable(logging.WARNING)
+    yield
+    logging.disable(logging.NOTSET)
+
+
+def profiled(batch: float, laws: dict) -> OpGraph:
+    """A three-op graph whose costs follow known linear laws of the batch size."""
+    g = OpGraph(f"b{batch:g}")
+    for op, (ca, cb, ma, mb) in laws.items():
+        g.add_op(op, compute_s=ca + cb * batch, persistent_bytes=1000, temporary_bytes=ma + mb * batch,
+                 output_bytes=4 * batch, compute_s_by_type={"GPU": (ca + cb * batch) / 10})
+    g.add_edge("a", "b", bytes=4 * batch)
+    g.add_edge("b", "c", bytes=4 * batch)
+    return g
+
+
+LAWS = {"a": (1e-4, 2e-6, 100.0, 64.0), "b": (5e-5, 1e-6, 0.0, 128.0), "c": (0.0, 3e-6, 10.0, 0.5)}
+
+
+def test_linear_fit_recovers_a_known_law_exactly():
+    model = fit_linear_profiles({b: profiled(b, LAWS) for b in (8, 16, 32, 64)})
+    for op, (ca, cb, ma, mb) in LAWS.items():
+        assert model.law(op, "compute_s") == pytest.approx((ca, cb), rel=1e-9, abs=1e-15)
+        assert model.law(op, "temporary_bytes") == pytest.approx((ma, mb), rel=1e-9, abs=1e-9)
+        assert model.law(op, "persistent_bytes") == pytest.approx((1000.0, 0.0), abs=1e-9)
+    big = model.predict(512)
+    want = profiled(512, LAWS)
+    for op in LAWS:
+        for key in ("compute_s", "persistent_bytes", "temporary_bytes", "output_bytes"):
+            assert big.op(op)[key] == pytest.approx(want.op(op)[key], rel=1e-9)
+        assert big.op(op)["compute_s_by_type"]["GPU"] == pytest.approx(want.op(op)["compute_s_by_type"]["GPU"])
+    assert big.nx.edges["a", "b"]["bytes"] == pytest.approx(4 * 512)
+    big.validate()
+    rep = relative_deviation(big, want, "memory")
+    assert rep.mean == pytest.approx(0.0, abs=1e-12)
+
+
+def test_linear_fit_needs_two_batch_sizes_and_the_same_ops():
+    with pytest.raises(ValueError, match="two or more"):
+        fit_linear_profiles({8: profiled(8, LAWS)})
+    other = profiled(16, LAWS)
+    other.nx.remove_node("c")
+    with pytest.raises(ValueError, match="missing"):
+        fit_linear_profiles({8: profiled(8, LAWS), 16: other})
+
+
+def test_prediction_is_clamped_at_zero():
+    laws = {"a": (1e-3, -1e-5, 0.0, 1.0), "b": (0.0, 1e-6, 0.0, 1.0), "c": (0.0, 1e-6, 0.0, 1.0)}
+    model = fit_linear_profiles({b: profiled(b, laws) for b in (8, 16)})
+    assert model.predict(1000).op("a")["compute_s"] == 0.0
+
+
+def test_relative_deviation_mean_and_cdf_by_hand():
+    est, meas = OpGraph("e"), OpGraph("m")
+    for name, e, a in [("x", 110, 100), ("y", 100, 100), ("z", 50, 100), ("w", 5, 0)]:
+        est.add_op(name, compute_s=e / 100, persistent_bytes=e)
+        meas.add_op(name, compute_s=a / 100, persistent_bytes=a)
+    rep = relative_deviation(est, meas, "memory")
+    assert rep.per_op == pytest.approx({"x": 0.1, "y": 0.0, "z": 0.5})
+    assert rep.skipped == ["w"]
+    assert rep.mean == pytest.approx(0.2)
+    assert rep.cdf([0.0, 0.1, 0.3, 0.5]) == pytest.approx([(0.0, 1 / 3), (0.1, 2 / 3), (0.3, 2 / 3), (0.5, 1.0)])
+    assert relative_deviation(est, meas, "time").mean == pytest.approx(0.2)
+    xs, fs = rep.curve()
+    assert xs == pytest.approx([0.0, 0.1, 0.5]) and fs == pytest.approx([1 / 3, 2 / 3, 1.0])
+
+
+def test_sequential_dfs_topo_fills_devices_one_after_another():
+    g = OpGraph("two chains")
+    for c in "ab":
+        for k in range(4):
+            g.add_op(f"{c}{k}", compute_s=1.0, persistent_bytes=10)
+            if k:
+                g.add_edge(f"{c}{k - 1}", f"{c}{k}", bytes=1)
+    g.add_edge("a3", "b0", bytes=1)
+    p = SequentialDfsTopoPlacer().place(g, uniform_cluster(3, memory_bytes=40))
+    assert [p[f"a{k}"] for k in range(4)] == ["cpu0"] * 4
+    assert [p[f"b{k}"] for k in range(4)] == ["cpu1"] * 4
+    assert p.info["best_effort"] == 0 and p.info["devices_used"] == 2
+    # every device full: best effort on the least used device, reported
+    q = SequentialDfsTopoPlacer().place(g, uniform_cluster(2, memory_bytes=35))
+    assert q.info["best_effort"] == 1 and q.info["best_effort_ops_count"] == 2
+
+
+def test_sequential_dfs_topo_reserves_whole_colocation_groups():
+    g = OpGraph("group")
+    g.add_op("v", persistent_bytes=10, colocation="var")
+    g.add_op("x", persistent_bytes=10)
+    g.add_op("upd", persistent_bytes=10, colocation="var")
+    g.add_edge("v", "x", bytes=1)
+    g.add_edge("x", "upd", bytes=1)
+    # the group {v, upd} (20 bytes) is charged when v is placed: x no longer fits on cpu0
+    p = SequentialDfsTopoPlacer().place(g, uniform_cluster(2, memory_bytes=25))
+    assert p["v"] == p["upd"] == "cpu0" and p["x"] == "cpu1"
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_dags(max_ops=40, training=True), random_clusters(max_devices=4))
+def test_sequential_dfs_topo_is_valid(g, cl):
+    p = SequentialDfsTopoPlacer().place(g, cl)
+    check_placement(g, cl, p)
+    check_schedule(g, p, p.order)
+    simulate(g, cl, p, schedule=p.order)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_dags(min_ops=2, max_ops=40, training=True, device_types=True),
+       random_clusters(min_devices=2, max_devices=4, hetero=True))
+def test_metis_placement_is_valid(g, cl):
+    types = {d.type for d in cl.devices}
+    if any(g.op(o).get("device_type") not in (None, *types) for o in g.ops):
+        return
+    p = MetisPlacer().place(g, cl)
+    check_placement(g, cl, p)
+    simulate(g, cl, p)
+
+
+def test_metis_balances_and_repairs_memory():
+    g = level_dag(levels=40, training=True, colocated_fraction=0.15, seed=7)
+    total = g.total_memory()
+    cl = uniform_cluster(4, memory_bytes=total / 3.2, latency_s=1e-5, bytes_per_s=1e9)
+    p = MetisPlacer(seed=1).place(g, cl)
+    check_placement(g, cl, p)
+    idx = g.index()
+    mem = node_memory(idx)
+    used = {d: 0.0 for d in cl.names}
+    for i, op in enumerate(idx.names):
+        used[p[op]] += mem[i]
+    assert len(p.devices_used()) == 4
+    assert p.info["memory_overflow_bytes"] == 0.0
+    assert all(u <= total / 3.2 for u in used.values())
+    # the cut is far below a random assignment's (METIS minimises it)
+    rng = np.random.default_rng(0)
+    rand = {op: cl.names[k] for op, k in zip(idx.names, rng.integers(0, 4, idx.n))}
+    cut = lambda a: sum(d["bytes"] for u, v, d in g.edges() if a[u] != a[v])  # noqa: E731
+    assert cut(p.assignment) < 0.5 * cut(rand)
