@@ -37,8 +37,12 @@ class HEFTPlacer(Placer):
     own makespan estimate (``heft_makespan_s``). Transfers are modelled as in the simulator's parallel mode
     (a tensor crosses once per destination device and starts when the producer finishes).
 
-    Complexity: O(V log V + (V + E) * D + V * D * g) where g is the number of timeline slots an insertion scan
-    passes (O(V) in the worst case, usually small).
+    Implementation: per op, the lower bound ``ready + duration`` is computed for every candidate device and the
+    insertion scans run in increasing bound order, stopping as soon as no remaining device can beat the best
+    finish time found (ties to the lowest device index, as a full scan would give).
+
+    Complexity: O(V log V + (V + E) * D + V * D log D + V * D' * g) where D' devices need a slot search and g is
+    the number of timeline slots a scan passes (O(V) in the worst case).
     """
 
     name = "heft"
@@ -87,18 +91,27 @@ class HEFTPlacer(Placer):
                 cands = st.feasible(u)
                 if not cands:
                     raise st.infeasible(u, "HEFT: ")
-            best_f, best_d, best_s, best_k = math.inf, -1, 0.0, 0
+            # lower bound ready + dur per device; the slot search (the costly part) runs in bound order and
+            # stops once no device can beat the best finish time (same result as searching every device)
+            bounds = []
+            pi = pred[i]
             for d in cands:
                 ready = 0.0
-                for p, b in pred[i]:
+                for p, b in pi:
                     dp = dev_of[p]
                     a = finish[p] if dp == d else finish[p] + lat[dp][d] + b / bw[dp][d]
                     if a > ready:
                         ready = a
                 dur = idx.exec_time(i, types[d], speed[d])
+                bounds.append((ready + dur, d, ready, dur))
+            bounds.sort()
+            best_f, best_d, best_s, best_k = math.inf, -1, 0.0, 0
+            for lb, d, ready, dur in bounds:
+                if lb > best_f or (lb == best_f and d > best_d):
+                    break
                 s, k = find_slot(d, ready, dur)
                 f = s + dur
-                if f < best_f:
+                if f < best_f or (f == best_f and d < best_d):
                     best_f, best_d, best_s, best_k = f, d, s, k
             if not st.assigned(u):
                 st.assign(u, best_d)
