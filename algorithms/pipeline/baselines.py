@@ -1,0 +1,329 @@
+"""Pre-defined pipeline schedules as generators: GPipe, 1F1B, Chimera (direct concatenation) and 1F1B+.
+
+Each generator fixes a per-device order of (block, micro-batch) pairs and gets start times from
+``timeline_from_orders`` (every block as soon as its devices are free and its inputs are done), so a schedule is
+valid by construction except for the memory cap, which ``schedule`` checks with the validator.
+
+- GPipe (Huang et al. 2019): every forward block of every micro-batch, then every backward block (micro-batch
+  order 0..N-1 in both phases, as torch.distributed.pipelining's ScheduleGPipe does).
+- 1F1B (PipeDream-flush / DAPPLE, Tessel ref. [8]): device at stage s (of S) runs min(S-1-s, N) warm-up
+  forwards, then alternates one forward and one backward, then drains the backwards.
+- Chimera-direct (Li and Hoefler 2021, Tessel VI-A): on the X shape; a unit of D/2 X micro-batches (D real
+  micro-batches, one half per direction) is scheduled by running each direction's 1F1B as if it had the devices
+  alone and merging the two per-device orders by those ideal start times; units are concatenated directly (the
+  next unit's blocks come after the previous unit's on every device), which keeps each unit's bubbles.
+- 1F1B+ (Tessel VI-A): 1F1B adapted to a placement with distributed (multi-device) blocks by "inserting the
+  distributed blocks next to their neighbours". Our reading: the single-device blocks are scheduled by a 1F1B
+  list-scheduling policy (backward first, oldest micro-batch first, at most S-s micro-batches in flight on the
+  device at stage s); each distributed block is then placed in every device's order right after its nearest
+  predecessor (or, for a block with none, right before its successor) in that timeline, and the orders are
+  re-timed. The paper marks 1F1B+ as not applicable to the K shape; we build it anyway when asked, since the
+  construction is generic, and experiments print x for K as the paper does.
+
+All generators are O(B log B + B x D) for B = K x N blocks.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Mapping, Sequence
+
+from ..base import PipelineScheduler
+from ..errors import ConfigError
+from .blocks import Block, MicroBatchSpec
+from .schedule import Item, PipelineSchedule, timeline_from_orders
+
+log = logging.getLogger(__name__)
+
+
+class ConfiguredPipelineScheduler(PipelineScheduler):
+    """A PipelineScheduler that also carries its case (docs/design.md's ``pipeline.*`` keys).
+
+    The case keys ``shape`` (v, x, m, nn, k, from_placement), ``n_devices``, ``n_micro``, ``memory`` (per-device
+    cap in block memory units; null = unbounded) and ``recompute`` are accepted by every constructor, so the
+    YAML with its ``_target_`` can be instantiated as is; ``run(graph, placement)`` builds the blocks from them
+    and calls ``schedule``.
+    """
+
+    def __init__(self, shape: str = "v", n_devices: int = 4, n_micro: int = 8, memory: int | None = None,
+                 recompute: bool = False, name: str | None = None):
+        self.case = {"shape": shape, "n_devices": int(n_devices), "n_micro": int(n_micro),
+                     "memory": None if memory is None else int(memory), "recompute": bool(recompute)}
+        if name is not None:
+            self.name = name
+
+    def spec(self, graph: Any = None, placement: Any = None) -> MicroBatchSpec:
+        from .blocks import spec_from_config
+        return spec_from_config(self.case["shape"], self.case["n_devices"], self.case["recompute"],
+                                graph=graph, placement=placement)
+
+    def run(self, graph: Any = None, placement: Any = None) -> PipelineSchedule:
+        """Schedule the configured case: blocks from the case keys (or from graph + placement)."""
+        spec = self.spec(graph, placement)
+        return self.schedule(spec, spec.devices, self.case["memory"], self.case["n_micro"])
+
+
+def as_spec(blocks: Any, devices: Sequence[str] | None = None) -> MicroBatchSpec:
+    """Accept a MicroBatchSpec, or a list of Blocks plus the device names."""
+    if isinstance(blocks, MicroBatchSpec):
+        return blocks
+    blocks = list(blocks)
+    if devices is None:
+        devices = list(dict.fromkeys(d for b in blocks for d in b.devices))
+    return MicroBatchSpec(blocks, list(devices))
+
+
+def _stages(spec: MicroBatchSpec, blocks: Sequence[int] | None = None) -> dict[str, int]:
+    """Stage index of each device: rank by the topological position of its first single-device forward block."""
+    first: dict[str, int] = {}
+    for i, b in enumerate(spec.blocks):
+        if blocks is not None and i not in blocks:
+            continue
+        if b.kind == "forward" and len(b.devices) == 1 and b.devices[0] not in first:
+            first[b.devices[0]] = i
+    ranked = sorted(first, key=first.get)
+    st = {d: r for r, d in enumerate(ranked)}
+    for d in spec.devices:
+        st.setdefault(d, len(ranked) - 1 if ranked else 0)
+    return st
+
+
+def _finish(name: str, spec: MicroBatchSpec, n_micro: int, start: dict[Item, int], memory: int | None,
+            t0: float, **info: Any) -> PipelineSchedule:
+    sched = PipelineSchedule(spec, n_micro, start, memory, None,
+                             {"scheduler": name, "search_time_s": time.perf_counter() - t0, **info})
+    sched.validate()
+    log.info("%s: %s N=%d makespan %d bubble %.3f", name, spec.name, n_micro, sched.makespan, sched.bubble_rate)
+    return sched
+
+
+# ---------------------------------------------------------------------------------------------------- GPipe
+def gpipe_orders(spec: MicroBatchSpec, n_micro: int) -> dict[str, list[Item]]:
+    orders: dict[str, list[Item]] = {}
+    for d in spec.devices:
+        idx = spec.on_device(d)
+        fw = [(spec.blocks[i].name, m) for m in range(n_micro) for i in idx if spec.blocks[i].kind != "backward"]
+        bw = [(spec.blocks[i].name, m) for m in range(n_micro) for i in idx if spec.blocks[i].kind == "backward"]
+        orders[d] = fw + bw
+    return orders
+
+
+class GPipeScheduler(ConfiguredPipelineScheduler):
+    """GPipe: all forward blocks of all micro-batches, then all backward blocks (Huang et al. 2019)."""
+
+    name = "gpipe"
+
+    def schedule(self, blocks: Any, devices: Any = None, memory: int | None = None,
+                 n_micro: int = 4) -> PipelineSchedule:
+        t0 = time.perf_counter()
+        spec = as_spec(blocks, devices)
+        start = timeline_from_orders(spec, n_micro, gpipe_orders(spec, n_micro))
+        return _finish(self.name, spec, n_micro, start, memory, t0)
+
+
+# ---------------------------------------------------------------------------------------------------- 1F1B
+def one_f_one_b_orders(spec: MicroBatchSpec, n_micro: int, micro_ids: Sequence[int] | None = None,
+                       stages: Mapping[str, int] | None = None,
+                       only: Sequence[int] | None = None) -> dict[str, list[Item]]:
+    """Textbook 1F1B per-device orders: warm-up forwards, one-forward-one-backward, drain.
+
+    ``micro_ids`` renames the micro-batches (Chimera uses it), ``only`` restricts to some block indices.
+    """
+    ids = list(micro_ids) if micro_ids is not None else list(range(n_micro))
+    st = stages if stages is not None else _stages(spec, only)
+    S = max(st.values()) + 1 if st else 1
+    orders: dict[str, list[Item]] = {}
+    for d in spec.devices:
+        idx = [i for i in spec.on_device(d) if only is None or i in only]
+        F = lambda m: [(spec.blocks[i].name, ids[m]) for i in idx if spec.blocks[i].kind != "backward"]
+        B = lambda m: [(spec.blocks[i].name, ids[m]) for i in idx if spec.blocks[i].kind == "backward"]
+        w = min(S - 1 - st[d], len(ids))
+        out: list[Item] = []
+        for m in range(w):
+            out += F(m)
+        for m in range(len(ids)):
+            if m + w < len(ids):
+                out += F(m + w)
+            out += B(m)
+        orders[d] = out
+    return orders
+
+
+class OneFOneBScheduler(ConfiguredPipelineScheduler):
+    """1F1B: warm-up forwards, then one forward / one backward per device (PipeDream-flush, DAPPLE)."""
+
+    name = "1f1b"
+
+    def schedule(self, blocks: Any, devices: Any = None, memory: int | None = None,
+                 n_micro: int = 4) -> PipelineSchedule:
+        t0 = time.perf_counter()
+        spec = as_spec(blocks, devices)
+        start = timeline_from_orders(spec, n_micro, one_f_one_b_orders(spec, n_micro))
+        return _finish(self.name, spec, n_micro, start, memory, t0)
+
+
+# ---------------------------------------------------------------------------------------------------- Chimera
+class ChimeraScheduler(ConfiguredPipelineScheduler):
+    """Chimera with direct concatenation of its D-micro-batch units, on the X shape (Li and Hoefler 2021)."""
+
+    name = "chimera"
+
+    def __init__(self, unit: int | None = None, **case: Any):
+        super().__init__(**{"shape": "x", **case})
+        self.unit = unit
+
+    def schedule(self, blocks: Any, devices: Any = None, memory: int | None = None,
+                 n_micro: int = 4) -> PipelineSchedule:
+        t0 = time.perf_counter()
+        spec = as_spec(blocks, devices)
+        D = len(spec.devices)
+        unit = self.unit or max(1, D // 2)
+        # the two directions: connected components of the block dependency graph
+        comp = list(range(spec.K))
+
+        def find(x):
+            while comp[x] != x:
+                comp[x] = comp[comp[x]]
+                x = comp[x]
+            return x
+        for j, ps in enumerate(spec.preds):
+            for i in ps:
+                comp[find(i)] = find(j)
+        groups: dict[int, list[int]] = {}
+        for i in range(spec.K):
+            groups.setdefault(find(i), []).append(i)
+        pipes = sorted(groups.values(), key=min)
+        if len(pipes) < 2:
+            log.warning("chimera: spec %s has a single pipeline direction; this is plain 1F1B", spec.name)
+        orders: dict[str, list[Item]] = {d: [] for d in spec.devices}
+        for u0 in range(0, n_micro, unit):
+            ids = list(range(u0, min(n_micro, u0 + unit)))
+            merged: dict[str, list[tuple[int, int, int, Item]]] = {d: [] for d in spec.devices}
+            for pnum, pipe in enumerate(pipes):
+                o = one_f_one_b_orders(spec, len(ids), ids, only=pipe)
+                sub = _restrict(spec, pipe)
+                remap = {m: k for k, m in enumerate(ids)}
+                loc = {d: [(b, remap[m]) for b, m in o[d]] for d in spec.devices}
+                tl = timeline_from_orders(sub, len(ids), loc)
+                for d in spec.devices:
+                    for b, m in o[d]:
+                        back = spec.block(b).kind == "backward"
+                        merged[d].append((tl[(b, remap[m])], 0 if back else 1, pnum, (b, m)))
+            for d in spec.devices:
+                orders[d] += [it for *_, it in sorted(merged[d])]
+        start = timeline_from_orders(spec, n_micro, orders)
+        return _finish(self.name, spec, n_micro, start, memory, t0, unit=unit)
+
+
+def _restrict(spec: MicroBatchSpec, keep: Sequence[int]) -> MicroBatchSpec:
+    keepn = {spec.blocks[i].name for i in keep}
+    bl = [Block(b.name, b.time, b.memory, b.devices, tuple(p for p in b.deps if p in keepn), b.kind)
+          for b in spec.blocks if b.name in keepn]
+    return MicroBatchSpec(bl, list(spec.devices), name=spec.name + "-part")
+
+
+# ---------------------------------------------------------------------------------------------------- 1F1B+
+def contract_distributed(spec: MicroBatchSpec) -> MicroBatchSpec:
+    """The single-device blocks only; dependencies through removed multi-device blocks are bridged."""
+    single = [i for i, b in enumerate(spec.blocks) if len(b.devices) == 1]
+    keep = set(single)
+    anc: list[set[int]] = []
+    for j in range(spec.K):   # nearest kept ancestors, in topological order
+        s: set[int] = set()
+        for i in spec.preds[j]:
+            s |= {i} if i in keep else anc[i]
+        anc.append(s)
+    bl = [Block(spec.blocks[j].name, spec.blocks[j].time, spec.blocks[j].memory, spec.blocks[j].devices,
+                tuple(spec.blocks[i].name for i in sorted(anc[j])), spec.blocks[j].kind) for j in single]
+    return MicroBatchSpec(bl, list(spec.devices), name=spec.name + "-single")
+
+
+def one_f_one_b_list_schedule(spec: MicroBatchSpec, n_micro: int) -> dict[Item, int]:
+    """1F1B as a list-scheduling policy for single-device blocks of any shape.
+
+    Whenever a device is free it starts the ready block of highest priority: backward before forward, older
+    micro-batch first; a micro-batch not yet in flight on the device is admitted only while fewer than S - s
+    are in flight there (s: the device's stage, S: number of stages). O(B^2).
+    """
+    st = _stages(spec)
+    S = max(st.values()) + 1 if st else 1
+    limit = {d: max(1, S - st[d]) for d in spec.devices}
+    on = {d: [i for i in spec.on_device(d)] for d in spec.devices}
+    left_on = {d: {m: len(on[d]) for m in range(n_micro)} for d in spec.devices}
+    inflight = {d: set() for d in spec.devices}
+    free = {d: 0 for d in spec.devices}
+    start: dict[Item, int] = {}
+    end: dict[Item, int] = {}
+    todo = {d: [(spec.blocks[i].name, m) for m in range(n_micro) for i in on[d]] for d in spec.devices}
+    while any(todo.values()):
+        best = None
+        for d in spec.devices:
+            cands = []
+            for it in todo[d]:
+                b = spec.block(it[0])
+                if not all((p, it[1]) in end for p in b.deps):
+                    continue
+                if it[1] not in inflight[d] and len(inflight[d]) >= limit[d]:
+                    continue
+                ready = max([end[(p, it[1])] for p in b.deps], default=0)
+                cands.append((max(free[d], ready), it))
+            if not cands:
+                continue
+            t = min(c[0] for c in cands)
+            pick = min((c for c in cands if c[0] <= t),
+                       key=lambda c: (spec.block(c[1][0]).kind != "backward", c[1][1], spec.index[c[1][0]]))
+            if best is None or (t, spec.devices.index(d)) < best[0]:
+                best = ((t, spec.devices.index(d)), d, pick[1])
+        if best is None:
+            raise ConfigError(f"1F1B policy deadlocked on {spec.name}: in-flight limits too small")
+        (t, _), d, it = best
+        b = spec.block(it[0])
+        start[it] = t
+        end[it] = t + b.time
+        free[d] = t + b.time
+        todo[d].remove(it)
+        inflight[d].add(it[1])
+        left_on[d][it[1]] -= 1
+        if left_on[d][it[1]] == 0:
+            inflight[d].discard(it[1])
+    return start
+
+
+def one_f_one_b_plus_orders(spec: MicroBatchSpec, n_micro: int) -> dict[str, list[Item]]:
+    """Per-device orders of 1F1B+ (see the module docstring)."""
+    core = contract_distributed(spec)
+    tl = one_f_one_b_list_schedule(core, n_micro)
+    key: dict[Item, tuple] = {}
+    roots = {j for j, b in enumerate(spec.blocks) if len(b.devices) > 1 and not b.deps}
+    for m in range(n_micro):
+        T: dict[int, int] = {}
+        for j, b in enumerate(spec.blocks):        # after every non-root predecessor
+            if j in roots:
+                continue
+            after = [T[i] + spec.blocks[i].time for i in spec.preds[j] if i not in roots]
+            own = [tl[(b.name, m)]] if len(b.devices) == 1 else []
+            T[j] = max(own + after, default=0)
+        rank = {}
+        for j in sorted(roots, reverse=True):      # distributed roots: right before their first successor
+            T[j] = min((T[s] for s in spec.succs[j]), default=0)
+            rank[j] = -2
+        for j, b in enumerate(spec.blocks):
+            key[(b.name, m)] = (T[j], rank.get(j, 0 if len(b.devices) == 1 else -1), j)
+    orders: dict[str, list[Item]] = {}
+    for d in spec.devices:
+        items = [(spec.blocks[i].name, m) for m in range(n_micro) for i in spec.on_device(d)]
+        orders[d] = sorted(items, key=lambda it: (key[it], it[1]))
+    return orders
+
+
+class OneFOneBPlusScheduler(ConfiguredPipelineScheduler):
+    """1F1B+: 1F1B with distributed blocks inserted next to their neighbours (Tessel section VI-A)."""
+
+    name = "1f1b_plus"
+
+    def schedule(self, blocks: Any, devices: Any = None, memory: int | None = None,
+                 n_micro: int = 4) -> PipelineSchedule:
+        t0 = time.perf_counter()
+        spec = as_spec(blocks, devices)
+        start = timeline_from_orders(spec, n_micro, one_f_one_b_plus_orders(spec, n_micro))
+        return _finish(self.name, spec, n_micro, start, memory, t0)
