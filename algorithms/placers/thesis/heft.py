@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import bisect
+import heapq
 import logging
 import math
 
@@ -37,9 +38,11 @@ class HEFTPlacer(Placer):
     own makespan estimate (``heft_makespan_s``). Transfers are modelled as in the simulator's parallel mode
     (a tensor crosses once per destination device and starts when the producer finishes).
 
-    Implementation: per op, the lower bound ``ready + duration`` is computed for every candidate device and the
-    insertion scans run in increasing bound order, stopping as soon as no remaining device can beat the best
-    finish time found (ties to the lowest device index, as a full scan would give).
+    Implementation: every device keeps its idle gaps in a max-heap. Per op and candidate device, the finish time
+    is exact when the device's largest gap is shorter than the op (it can only append), and bounded below by
+    ``ready + duration`` otherwise; the insertion scans run in increasing bound order and stop as soon as no
+    remaining device can beat the best finish time found (ties to the lowest device index, as a full scan would
+    give).
 
     Complexity: O(V log V + (V + E) * D + V * D log D + V * D' * g) where D' devices need a slot search and g is
     the number of timeline slots a scan passes (O(V) in the worst case).
@@ -67,11 +70,29 @@ class HEFTPlacer(Placer):
         pred = idx.pred
         insertion = self.insertion
 
+        # idle gaps before each device's last slot: a max-heap of lengths with lazy deletion, so that a device
+        # whose largest gap is shorter than the op can only append (no scan)
+        gap_heap: list[list[float]] = [[] for _ in range(nd)]
+        gap_live: list[dict[float, int]] = [dict() for _ in range(nd)]
+
+        def gap_add(d: int, length: float) -> None:
+            if length > 0:
+                live = gap_live[d]
+                live[length] = live.get(length, 0) + 1
+                heapq.heappush(gap_heap[d], -length)
+
+        def gap_remove(d: int, length: float) -> None:
+            if length > 0:
+                gap_live[d][length] -= 1
+
+        def max_gap(d: int) -> float:
+            h, live = gap_heap[d], gap_live[d]
+            while h and live.get(-h[0], 0) == 0:
+                heapq.heappop(h)
+            return -h[0] if h else 0.0
+
         def find_slot(d: int, ready: float, dur: float) -> tuple[float, int]:
             st_, en = starts[d], ends[d]
-            if not insertion:
-                k = len(en)
-                return (max(ready, en[-1]) if en else ready), k
             k = bisect.bisect_right(en, ready)
             t = ready
             m = len(st_)
@@ -91,8 +112,9 @@ class HEFTPlacer(Placer):
                 cands = st.feasible(u)
                 if not cands:
                     raise st.infeasible(u, "HEFT: ")
-            # lower bound ready + dur per device; the slot search (the costly part) runs in bound order and
-            # stops once no device can beat the best finish time (same result as searching every device)
+            # Per device a lower bound of the finish time: exact (append after the last slot) when no idle gap
+            # is long enough, else ready + duration. Slot scans run in bound order and stop once no device can
+            # beat the best finish time found: the same choice as scanning every device.
             bounds = []
             pi = pred[i]
             for d in cands:
@@ -103,20 +125,34 @@ class HEFTPlacer(Placer):
                     if a > ready:
                         ready = a
                 dur = idx.exec_time(i, types[d], speed[d])
-                bounds.append((ready + dur, d, ready, dur))
+                en = ends[d]
+                if en and (not insertion or max_gap(d) < dur):
+                    s0 = en[-1] if en[-1] > ready else ready
+                    bounds.append((s0 + dur, d, s0, dur, True))
+                else:
+                    bounds.append((ready + dur, d, ready, dur, False))
             bounds.sort()
             best_f, best_d, best_s, best_k = math.inf, -1, 0.0, 0
-            for lb, d, ready, dur in bounds:
+            for lb, d, ready, dur, exact in bounds:
                 if lb > best_f or (lb == best_f and d > best_d):
                     break
-                s, k = find_slot(d, ready, dur)
+                if exact:
+                    s, k = ready, len(starts[d])
+                else:
+                    s, k = find_slot(d, ready, dur)
                 f = s + dur
                 if f < best_f or (f == best_f and d < best_d):
                     best_f, best_d, best_s, best_k = f, d, s, k
             if not st.assigned(u):
                 st.assign(u, best_d)
-            starts[best_d].insert(best_k, best_s)
-            ends[best_d].insert(best_k, best_f)
+            st_, en = starts[best_d], ends[best_d]
+            prev_end = en[best_k - 1] if best_k > 0 else 0.0
+            if best_k < len(st_):
+                gap_remove(best_d, st_[best_k] - prev_end)
+                gap_add(best_d, st_[best_k] - best_f)
+            gap_add(best_d, best_s - prev_end)
+            st_.insert(best_k, best_s)
+            en.insert(best_k, best_f)
             slot_ops[best_d].insert(best_k, i)
             finish[i] = best_f
         names = idx.names
