@@ -23,6 +23,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from algorithms.errors import InfeasiblePlacement  # noqa: E402
+from algorithms.graph import OpGraph  # noqa: E402
 from algorithms.placers.thesis import (BatchSplitPlacer, CriticalPathPlacer, DFSPlacer, HashingPlacer,  # noqa: E402
                                        HEFTPlacer, IteratedCriticalPathPlacer, MITEPlacer)
 from algorithms.schedulers.thesis import PCTScheduler  # noqa: E402
@@ -48,14 +49,21 @@ def main() -> None:
     ap.add_argument("--placers", default=",".join(PLACERS), help="comma-separated placer names")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-simulate", action="store_true", help="only time the partitioners")
+    ap.add_argument("--graph-cache", default=None,
+                    help="graph JSON to load if it exists, else to write after generating (saves minutes)")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    g = graph1(args.levels, args.seed)
+    if args.graph_cache and os.path.exists(args.graph_cache):
+        g = OpGraph.load(args.graph_cache)
+    else:
+        g = graph1(args.levels, args.seed)
+        if args.graph_cache:
+            g.save(args.graph_cache)
     t_gen = time.perf_counter() - t0
     n_col = sum(1 for n in g.ops if g.op(n)["colocation"] is not None)
     print(f"graph 1: {len(g)} ops, {g.number_of_edges()} edges, {n_col} colocated ops "
-          f"(generated in {t_gen:.1f} s); host: {os.cpu_count()} CPUs, load average "
+          f"(built in {t_gen:.1f} s); host: {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.2f}")
     g.index()
     for nd in [int(x) for x in args.devices.split(",") if x]:
