@@ -40,6 +40,8 @@ class TFBackend(Backend):
     Hyper-parameters: `inter_op_threads` / `intra_op_threads` (session thread pools; 0 lets TensorFlow
     choose), `graph_rewrites` (False keeps Grappler and constant folding off so the ops that run are the ones
     captured and placed), `profile_statistic` (mean as Baechi 5.1, or median, over profiled steps),
+    `profile_inter_op_threads` (1 by default: ops are profiled one at a time, as the simulator runs them on a
+    device, so that concurrent ops do not inflate each other's measured time; 0 lets TensorFlow choose),
     `check_correctness` (run compares its loss after one step with a single-device run), `loss_rtol` (the
     tolerance of that comparison). `name` is accepted so that conf/backend/tensorflow.yaml can carry the
     backend's name beside its `_target_`.
@@ -49,7 +51,7 @@ class TFBackend(Backend):
 
     def __init__(self, inter_op_threads: int = 0, intra_op_threads: int = 0, graph_rewrites: bool = False,
                  profile_statistic: str = "mean", check_correctness: bool = True, loss_rtol: float = 1e-4,
-                 name: str = "tensorflow"):
+                 profile_inter_op_threads: int = 1, name: str = "tensorflow"):
         if name != "tensorflow":
             raise ConfigError(f"backend.name={name!r} does not match TFBackend ('tensorflow')")
         if int(inter_op_threads) < 0 or int(intra_op_threads) < 0:
@@ -57,6 +59,7 @@ class TFBackend(Backend):
         if profile_statistic not in ("mean", "median"):
             raise ConfigError(f"backend.profile_statistic={profile_statistic!r} is not one of ['mean', 'median']")
         self.inter_op_threads = int(inter_op_threads)
+        self.profile_inter_op_threads = int(profile_inter_op_threads)
         self.intra_op_threads = int(intra_op_threads)
         self.graph_rewrites = bool(graph_rewrites)
         self.profile_statistic = profile_statistic
@@ -73,7 +76,7 @@ class TFBackend(Backend):
     def profile(self, model: TFModel, graph: OpGraph, *, warmup: int = 5, steps: int = 10,
                 batch_size: int | None = None) -> OpGraph:
         return _profile(model, graph, warmup=warmup, steps=steps, batch_size=batch_size,
-                        statistic=self.profile_statistic, inter_op_threads=self.inter_op_threads,
+                        statistic=self.profile_statistic, inter_op_threads=self.profile_inter_op_threads,
                         intra_op_threads=self.intra_op_threads)
 
     def comm_benchmark(self, cluster: Cluster, sizes: list[int] | None = None, repeats: int = 5) -> CommFit:

@@ -1,9 +1,9 @@
 """Sessions for a cluster: the v1 `ConfigProto` and the map from cluster device names to TensorFlow devices.
 
 A cluster's CPU devices become virtual CPU devices of one process (``device_count={'CPU': n}``); its GPU
-devices become the machine's GPUs, or, when the cluster has more GPUs than the machine, memory-limited virtual
-GPUs carved out of the first GPU (``GPUOptions.experimental.virtual_devices``, one per cluster GPU, each with
-the cluster device's memory). Virtual CPU devices share the process' thread pools and the host allocator, so
+devices become the machine's GPUs, each limited to the cluster device's memory, or, when the cluster has more
+GPUs than the machine, memory-limited virtual GPUs carved out of the first GPU
+(``GPUOptions.experimental.virtual_devices``, one per cluster GPU, each with the cluster device's memory). Virtual CPU devices share the process' thread pools and the host allocator, so
 they run concurrently only as far as `inter_op_threads` and the machine's cores allow.
 
 Graph rewrites are switched off (Grappler's meta-optimizer, the classic graph optimizer's constant folding,
@@ -41,12 +41,18 @@ def session_config(*, n_cpu: int = 1, n_gpu: int = 0, gpu_memory_bytes: list[flo
         if have == 0:
             raise ConfigError(f"the cluster has {n_gpu} GPU devices but TensorFlow sees no GPU on this machine; "
                               f"use a CPU cluster (cluster=cpu2 or cluster=cpu4)")
+        mems = list(gpu_memory_bytes or [])
+        limited = len(mems) == n_gpu and all(math.isfinite(m) for m in mems)
         if n_gpu <= have:
             count["GPU"] = n_gpu
-            gpu_options = v1.GPUOptions(allow_growth=True)
+            if limited:   # one memory-limited virtual device per physical GPU: the cluster's memory holds
+                vds = [v1.GPUOptions.Experimental.VirtualDevices(memory_limit_mb=[m / 2 ** 20]) for m in mems]
+                gpu_options = v1.GPUOptions(visible_device_list=",".join(str(k) for k in range(n_gpu)),
+                                            experimental=v1.GPUOptions.Experimental(virtual_devices=vds))
+            else:
+                gpu_options = v1.GPUOptions(allow_growth=True)
         else:
-            mems = list(gpu_memory_bytes or [])
-            if len(mems) != n_gpu or any(not math.isfinite(m) for m in mems):
+            if not limited:
                 raise ConfigError(f"{n_gpu} virtual GPUs on {have} physical GPU(s) need a finite memory_bytes "
                                   f"for every GPU device of the cluster")
             count["GPU"] = 1

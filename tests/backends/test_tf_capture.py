@@ -121,9 +121,14 @@ def _placer_configs():
     return out
 
 
+_PROFILED: dict[str, tuple] = {}
+
+
 def _place_all(backend, model_name, cluster, path, rules):
-    m = _model(backend, model_name, optimizer="rmsprop")
-    g = backend.profile(m, backend.capture(m), warmup=1, steps=1)
+    if model_name not in _PROFILED:   # one profile per model for all placers
+        m = _model(backend, model_name, optimizer="rmsprop")
+        _PROFILED[model_name] = (m, backend.profile(m, backend.capture(m), warmup=1, steps=1))
+    m, g = _PROFILED[model_name]
     name = os.path.basename(path)[:-5]
     if name == "expert":
         placer = ExpertPlacer(rules, strip_prefixes=m.cfg.get("expert_strip_prefixes") or ["gradients/"])

@@ -86,3 +86,21 @@ def test_other_families_on_two_cpus(backend, name, rules):
     cluster = uniform_cluster(2, 4e9)
     placement = ExpertPlacer(rules, strip_prefixes=["gradients/"]).place(g, cluster).assignment
     _check_against_single(backend, m, g, cluster, placement, warmup=1, steps=2)
+
+
+def test_session_devices_for_cluster():
+    from algorithms.cluster import Cluster, Device
+    from algorithms.errors import ConfigError
+    from backends.tensorflow.session import cluster_session_config, device_map, physical_gpus
+
+    mixed = Cluster([Device("host", "CPU"), Device("g0", "GPU", 2e9), Device("c1", "CPU"), Device("g1", "GPU", 2e9)])
+    assert device_map(mixed) == {"host": "/job:localhost/replica:0/task:0/device:CPU:0",
+                                 "g0": "/job:localhost/replica:0/task:0/device:GPU:0",
+                                 "c1": "/job:localhost/replica:0/task:0/device:CPU:1",
+                                 "g1": "/job:localhost/replica:0/task:0/device:GPU:1"}
+    cpu = cluster_session_config(uniform_cluster(3), inter_op_threads=2, intra_op_threads=1)
+    assert cpu.device_count["CPU"] == 3 and cpu.inter_op_parallelism_threads == 2
+    assert cpu.graph_options.rewrite_options.disable_meta_optimizer
+    if physical_gpus() == 0:
+        with pytest.raises(ConfigError, match="no GPU"):
+            cluster_session_config(mixed)
