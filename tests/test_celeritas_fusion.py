@@ -113,6 +113,7 @@ def test_breakpoints_are_optimal_against_brute_force(g, R, M):
     assert cost == pytest.approx(cut, abs=1e-9)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(random_dags(max_ops=60, training=True, device_types=True), st.integers(1, 12))
 def test_coarse_graph_is_a_dag_and_preserves_costs(g, R):

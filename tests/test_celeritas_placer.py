@@ -60,6 +60,7 @@ def test_adjusting_can_end_later_than_order_place():
     assert simulate(g, cl, adj, schedule=adj.order).makespan == pytest.approx(2.6)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, **SETTINGS)
 @given(random_dags(max_ops=30, training=True, colocation=False),
        random_clusters(max_devices=4, mode="parallel", hetero=True), st.integers(1, 8))
@@ -74,6 +75,7 @@ def test_simulator_never_slower_than_the_adjusting_plan_with_parallel_transfers(
     assert res.makespan <= p.info["planned_makespan_s"] + 1e-9
 
 
+@pytest.mark.slow
 @settings(max_examples=40, **SETTINGS)
 @given(random_dags(max_ops=40, training=True, device_types=True),
        random_clusters(min_devices=2, max_devices=4, hetero=True), st.integers(1, 10),

@@ -117,6 +117,7 @@ def test_sequential_dfs_topo_reserves_whole_colocation_groups():
     assert p["v"] == p["upd"] == "cpu0" and p["x"] == "cpu1"
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_dags(max_ops=40, training=True), random_clusters(max_devices=4))
 def test_sequential_dfs_topo_is_valid(g, cl):
@@ -126,6 +127,7 @@ def test_sequential_dfs_topo_is_valid(g, cl):
     simulate(g, cl, p, schedule=p.order)
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_dags(min_ops=2, max_ops=40, training=True, device_types=True),
        random_clusters(min_devices=2, max_devices=4, hetero=True))

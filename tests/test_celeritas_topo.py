@@ -1,6 +1,7 @@
 """DFS-TOPO and CPD-TOPO (Celeritas 4.2.2 and 5.1.3) on hand-built graphs, and their invariants on random DAGs."""
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 
 from algorithms.graph import OpGraph
@@ -83,6 +84,7 @@ def _is_topological(g: OpGraph, order: list[int]) -> bool:
                                                        for v, _ in idx.succ[u])
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(random_dags(max_ops=40, training=True))
 def test_orders_are_topological_on_random_dags(g):
@@ -91,6 +93,7 @@ def test_orders_are_topological_on_random_dags(g):
     assert _is_topological(g, cpd_topo(idx, idx.compute_s, CommModel(1e-3, 1e-4)))
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(random_dags(max_ops=30))
 def test_cpd_topo_head_is_a_source_of_maximum_cpath(g):

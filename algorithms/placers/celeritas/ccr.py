@@ -14,12 +14,12 @@ from typing import Callable, Sequence
 
 from ...cluster import Cluster
 from ...graph import GraphIndex, OpGraph
-from .common import CommModel, mean_compute
+from .common import CommModel, EdgeCosts, mean_compute
 
 
-def ccr_of(idx: GraphIndex, w: Sequence[float], comm: Callable[[float], float]) -> float:
-    """Equation 1 on an index with computation times `w` and edge cost ``comm(bytes)``."""
-    num = sum(comm(b) for row in idx.succ for _, b in row)
+def ccr_of(idx: GraphIndex, w: Sequence[float], comm: Callable[[float], float] | EdgeCosts) -> float:
+    """Equation 1 on an index with computation times `w` and edge cost ``comm(bytes)`` (or `EdgeCosts`)."""
+    num = sum(EdgeCosts.of(idx, comm).out_total)
     den = float(sum(w))
     if den <= 0:
         return math.inf if num > 0 else 0.0

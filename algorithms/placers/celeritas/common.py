@@ -61,6 +61,28 @@ class CommModel:
         return cls(float(latency_s), 0.0 if math.isinf(bytes_per_s) else 1.0 / float(bytes_per_s))
 
 
+class EdgeCosts:
+    """Communication time of every edge, computed once: `succ[i]` / `pred[i]` hold (neighbour, c_ij) pairs
+    parallel to `GraphIndex.succ` / `pred`, and `out_total[i]` is the sum of op i's outgoing costs.
+
+    The topological orders, the breakpoint program and CCR accept either a ``comm(bytes)`` callable or an
+    `EdgeCosts`, so that a placer pays for the O(E) cost evaluation once."""
+
+    def __init__(self, idx: GraphIndex, comm):
+        if isinstance(comm, CommModel):
+            lat, inv = comm.latency_s, comm.inv_bytes_per_s
+            self.succ = [[(j, lat + b * inv) for j, b in row] for row in idx.succ]
+            self.pred = [[(j, lat + b * inv) for j, b in row] for row in idx.pred]
+        else:
+            self.succ = [[(j, comm(b)) for j, b in row] for row in idx.succ]
+            self.pred = [[(j, comm(b)) for j, b in row] for row in idx.pred]
+        self.out_total = [sum(c for _, c in row) for row in self.succ]
+
+    @classmethod
+    def of(cls, idx: GraphIndex, comm) -> "EdgeCosts":
+        return comm if isinstance(comm, EdgeCosts) else cls(idx, comm)
+
+
 def effective_types(idx: GraphIndex) -> list[str | None]:
     """Device type each op must run on: its own `device_type`, or its colocation group's (a group asks for
     one type at most, `OpGraph.validate`). O(V)."""
@@ -80,11 +102,22 @@ def mean_compute(idx: GraphIndex, cluster: Cluster | None, types: Sequence[str |
         return list(idx.compute_s)
     types = types if types is not None else effective_types(idx)
     devs = [(d.type, d.speed) for d in cluster.devices]
+    # mean of 1 / speed over the devices allowed for each type constraint (fast path for ops without
+    # compute_s_by_type: exec_time = compute_s / speed)
+    inv_speed: dict[str | None, float] = {}
+    allowed_of: dict[str | None, list[tuple[str, float]]] = {}
+    for t in set(types):
+        allowed = [dv for dv in devs if t is None or dv[0] == t] or devs
+        allowed_of[t] = allowed
+        inv_speed[t] = sum(1.0 / sp for _, sp in allowed) / len(allowed)
     out = []
     for i in range(idx.n):
         t = types[i]
-        allowed = [dv for dv in devs if t is None or dv[0] == t] or devs
-        out.append(sum(idx.exec_time(i, dt, sp) for dt, sp in allowed) / len(allowed))
+        if idx.compute_by_type[i]:
+            allowed = allowed_of[t]
+            out.append(sum(idx.exec_time(i, dt, sp) for dt, sp in allowed) / len(allowed))
+        else:
+            out.append(idx.compute_s[i] * inv_speed[t])
     return out
 
 

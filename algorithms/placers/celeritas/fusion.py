@@ -50,11 +50,12 @@ import numpy as np
 from ...errors import InvalidGraph
 from ...graph import GraphIndex, OpGraph
 from ...placement import CoarseMap
+from .common import EdgeCosts
 
 log = logging.getLogger(__name__)
 
 
-def optimal_breakpoints(idx: GraphIndex, seq: Sequence[int], comm: Callable[[float], float],
+def optimal_breakpoints(idx: GraphIndex, seq: Sequence[int], comm: Callable[[float], float] | EdgeCosts,
                         memory: Sequence[float], R: int = 200, M: float = math.inf,
                         types: Sequence[str | None] | None = None) -> tuple[list[int], float]:
     """Optimal_BP of Algorithm 1: the cluster start positions in `seq` (always beginning with 0) and S, the
@@ -72,9 +73,9 @@ def optimal_breakpoints(idx: GraphIndex, seq: Sequence[int], comm: Callable[[flo
     pos = [0] * idx.n
     for k, v in enumerate(seq):
         pos[v] = k
+    ec = EdgeCosts.of(idx, comm)
     out_c = np.zeros(n + 1)
-    for k, v in enumerate(seq):
-        out_c[k + 1] = sum(comm(b) for _, b in idx.succ[v])
+    out_c[1:] = [ec.out_total[v] for v in seq]
     pref_out = np.cumsum(out_c)                      # pref_out[k] = out-communication of seq[0:k]
     mem = np.zeros(n + 1)
     mem[1:] = [memory[v] for v in seq]
@@ -98,10 +99,10 @@ def optimal_breakpoints(idx: GraphIndex, seq: Sequence[int], comm: Callable[[flo
         if lo > j - 1:
             lo = j - 1
         # --- Internal(i, j) gains the edges into v_{j-1} from s >= i (eq. 5, last term) ---
-        for p, b in idx.pred[u]:
+        for p, c in ec.pred[u]:
             ps = pos[p]
             if ps >= lo:
-                D[lo:ps + 1] -= comm(b)
+                D[lo:ps + 1] -= c
         k = lo + int(np.argmin(D[lo:j]))
         S[j] = pref_out[j] + D[k]
         P[j] = k
@@ -270,7 +271,7 @@ def build_coarse_graph(graph: OpGraph, clusters: Sequence[Sequence[int]], *, pre
     return coarse, cmap
 
 
-def fuse(graph: OpGraph, w: Sequence[float], comm: Callable[[float], float], *, R: int = 200,
+def fuse(graph: OpGraph, w: Sequence[float], comm: Callable[[float], float] | EdgeCosts, *, R: int = 200,
          M: float = math.inf, memory: Sequence[float] | None = None, seq: Sequence[int] | None = None,
          colocation: str = "none", prefix: str = "celer") -> Fusion:
     """Optimal Operation Fusion (Algorithm 1): CPD-TOPO, Optimal_BP, division into clusters, coarse graph.
@@ -281,6 +282,7 @@ def fuse(graph: OpGraph, w: Sequence[float], comm: Callable[[float], float], *, 
     from .common import effective_types, node_memory
     from .topo import cpd_topo
     idx = graph.index()
+    comm = EdgeCosts.of(idx, comm)
     if seq is None:
         seq = cpd_topo(idx, w, comm)
     mem = memory if memory is not None else node_memory(idx)

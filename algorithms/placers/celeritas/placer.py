@@ -38,7 +38,7 @@ from ...graph import GraphIndex, OpGraph
 from ...placement import Placement
 from .adjusting import adjusting_placement
 from .ccr import ccr_of
-from .common import CoarseState, CommModel, effective_types, mean_compute
+from .common import CoarseState, CommModel, EdgeCosts, effective_types, mean_compute
 from .fusion import fuse as fuse_graph
 from .order_place import order_place
 from .topo import cpd_topo
@@ -78,7 +78,8 @@ class _CeleritasBase(Placer):
         types = effective_types(idx)
         comm = CommModel.of_cluster(cluster)
         w = mean_compute(idx, cluster, types)
-        ccr_before = ccr_of(idx, w, comm)
+        ec = EdgeCosts(idx, comm)
+        ccr_before = ccr_of(idx, w, ec)
         do_fuse = self.fuse
         if do_fuse == "auto":
             do_fuse = not (idx.n and all(graph.op(n).get("type") == CLUSTER_TYPE for n in idx.names))
@@ -86,8 +87,8 @@ class _CeleritasBase(Placer):
         M = self.memory_fraction * mem_min if not math.isinf(mem_min) else math.inf
         cut = math.nan
         if do_fuse:
-            seq0 = cpd_topo(idx, w, comm)
-            fu = fuse_graph(graph, w, comm, R=self.R, M=M, seq=seq0)
+            seq0 = cpd_topo(idx, w, ec)
+            fu = fuse_graph(graph, w, ec, R=self.R, M=M, seq=seq0)
             coarse, cut = fu.coarse, fu.cut_cost
             cidx = coarse.index()
             clusters: list[list[int]] = [[] for _ in range(cidx.n)]
@@ -97,8 +98,9 @@ class _CeleritasBase(Placer):
             coarse, cidx = graph, idx
             clusters = [[i] for i in range(idx.n)]
         wc = mean_compute(cidx, cluster) if do_fuse else w
-        ccr_after = ccr_of(cidx, wc, comm)
-        seq = cpd_topo(cidx, wc, comm)
+        ecc = EdgeCosts(cidx, comm) if do_fuse else ec
+        ccr_after = ccr_of(cidx, wc, ecc)
+        seq = cpd_topo(cidx, wc, ecc)
         state = CoarseState(idx, cluster, clusters, types)
         info = {"n_ops": idx.n, "n_coarse_ops": cidx.n, "ccr_before": ccr_before, "ccr_after": ccr_after,
                 "cut_communication_s": cut, "R": self.R, "memory_limit_bytes": M, "fused": int(bool(do_fuse)),

@@ -30,6 +30,7 @@ from collections import deque
 from typing import Callable, Sequence
 
 from ...graph import GraphIndex, OpGraph
+from .common import EdgeCosts
 
 
 def _as_index(graph: OpGraph | GraphIndex) -> GraphIndex:
@@ -56,31 +57,32 @@ def dfs_topo(graph: OpGraph | GraphIndex) -> list[int]:
 
 
 def levels(graph: OpGraph | GraphIndex, w: Sequence[float],
-           comm: Callable[[float], float]) -> tuple[list[float], list[float]]:
+           comm: Callable[[float], float] | EdgeCosts) -> tuple[list[float], list[float]]:
     """tlevel and blevel of every op (Celeritas equations 2 and 3) with computation times `w` and the
-    communication time ``comm(bytes)`` of each edge. O(V + E)."""
+    communication time ``comm(bytes)`` of each edge (or precomputed `EdgeCosts`). O(V + E)."""
     idx = _as_index(graph)
+    ec = EdgeCosts.of(idx, comm)
     n = idx.n
     tl = [0.0] * n
     for v in range(n):  # index order is topological
         best = 0.0
-        for p, b in idx.pred[v]:
-            x = tl[p] + w[p] + comm(b)
+        for p, c in ec.pred[v]:
+            x = tl[p] + w[p] + c
             if x > best:
                 best = x
         tl[v] = best
     bl = [0.0] * n
     for v in range(n - 1, -1, -1):
         best = 0.0
-        for s, b in idx.succ[v]:
-            x = bl[s] + comm(b)
+        for s, c in ec.succ[v]:
+            x = bl[s] + c
             if x > best:
                 best = x
         bl[v] = best + w[v]
     return tl, bl
 
 
-def cpd_topo(graph: OpGraph | GraphIndex, w: Sequence[float], comm: Callable[[float], float],
+def cpd_topo(graph: OpGraph | GraphIndex, w: Sequence[float], comm: Callable[[float], float] | EdgeCosts,
              cpath: Sequence[float] | None = None) -> list[int]:
     """CPD-TOPO order (Celeritas Algorithm 1, CPD_Topo) as a list of op indices.
 
