@@ -9,6 +9,10 @@ send/receive aggregation), so that time can be weighed against quality.
     python benchmarks/bench_thesis.py                 # the paper's size (about 36,000 ops)
     python benchmarks/bench_thesis.py --levels 60     # a quicker, smaller graph
     python benchmarks/bench_thesis.py --placers heft,mite --devices 100
+    python benchmarks/bench_thesis.py --graph-cache /tmp/g1.graph.json   # reuse the generated graph
+
+Graph 1 needs about as much memory (sum of size_est) as 7 generated devices hold, so a cluster whose memory is
+below `--memory-headroom` (default 2) times the graph's need gets its memory scaled up; the output says so.
 
 The thesis found HEFT the slowest partitioner on the synthetic graphs (Figure 7.3) and ICP the slowest on the
 TensorFlow graphs (Figure 7.6).
@@ -26,6 +30,7 @@ from algorithms.errors import InfeasiblePlacement  # noqa: E402
 from algorithms.graph import OpGraph  # noqa: E402
 from algorithms.placers.thesis import (BatchSplitPlacer, CriticalPathPlacer, DFSPlacer, HashingPlacer,  # noqa: E402
                                        HEFTPlacer, IteratedCriticalPathPlacer, MITEPlacer)
+from algorithms.placers.thesis.common import size_est  # noqa: E402
 from algorithms.schedulers.thesis import PCTScheduler  # noqa: E402
 from algorithms.workloads.synthetic import level_dag, thesis_devices  # noqa: E402
 
@@ -49,6 +54,9 @@ def main() -> None:
     ap.add_argument("--placers", default=",".join(PLACERS), help="comma-separated placer names")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-simulate", action="store_true", help="only time the partitioners")
+    ap.add_argument("--memory-headroom", type=float, default=2.0,
+                    help="scale a cluster's memory up, when needed, to this multiple of the graph's total size_est "
+                         "(graph 1 needs about as much as 7 generated devices hold; 0 keeps the generated memory)")
     ap.add_argument("--graph-cache", default=None,
                     help="graph JSON to load if it exists, else to write after generating (saves minutes)")
     args = ap.parse_args()
@@ -66,10 +74,17 @@ def main() -> None:
           f"(built in {t_gen:.1f} s); host: {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.2f}")
     g.index()
+    need = sum(size_est(g.index(), i) for i in range(len(g)))
+    print(f"total size_est of the graph: {need / 1e9:.1f} GB")
     for nd in [int(x) for x in args.devices.split(",") if x]:
         cl = thesis_devices(nd, seed=0)
+        frac = 1.0
+        if args.memory_headroom > 0 and cl.total_memory() < args.memory_headroom * need:
+            frac = args.memory_headroom * need / cl.total_memory()
+            cl = cl.scaled(frac)
         types = {t: sum(1 for d in cl.devices if d.type == t) for t in ("CPU", "GPU", "TPU")}
-        print(f"\n{nd} devices {types}, total memory {cl.total_memory() / 1e9:.1f} GB")
+        print(f"\n{nd} devices {types}, total memory {cl.total_memory() / 1e9:.1f} GB"
+              + (f" (generated memory x {frac:.2f})" if frac != 1.0 else ""))
         print(f"{'placer':<14} {'time (s)':>9} {'makespan (s)':>13} {'traffic (MB)':>13} {'devices used':>13}")
         for name in [x for x in args.placers.split(",") if x]:
             placer = PLACERS[name]()

@@ -42,6 +42,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+import numpy as np
+
 from ...cluster import Cluster
 from ...errors import InfeasiblePlacement
 from ...graph import GraphIndex, OpGraph
@@ -121,6 +123,12 @@ class AssignState:
         self.ops_on = [0.0] * self.nd        # #ops(d)
         self.dev_of = [-1] * self.idx.n      # d(n), -1 while unplaced (Table 2.2)
         self.unit_dev = [-1] * len(units)
+        # numpy mirrors for vectorised feasibility queries over all devices
+        self.used_np = np.zeros(self.nd)
+        self.cap_np = np.array(self.cap, dtype=float)
+        self.load_np = np.zeros(self.nd)
+        self._type_mask = {t: np.array([x == t for x in self.types]) for t in set(self.types)}
+        self._all = np.ones(self.nd, dtype=bool)
         present = set(self.types)
         for u in units:
             if u.device_type is not None and u.device_type not in present:
@@ -136,8 +144,17 @@ class AssignState:
         return self.used[d] + size <= self.cap[d]
 
     def feasible(self, unit: Unit) -> list[int]:
-        """Devices feasible for the unit (type fits and the whole unit fits in the remaining memory)."""
-        return [d for d in range(self.nd) if self.type_ok(unit, d) and self.fits(unit.size, d)]
+        """Devices feasible for the unit (type fits and the whole unit fits in the remaining memory), in
+        device order. O(D), vectorised."""
+        mask = self._all if unit.device_type is None else self._type_mask.get(unit.device_type)
+        if mask is None:
+            return []
+        return np.flatnonzero(mask & (self.used_np + unit.size <= self.cap_np)).tolist()
+
+    def exec_vector(self, unit: Unit, devices: np.ndarray) -> np.ndarray:
+        """Execution time of the whole unit on each of `devices`."""
+        return np.array([unit.base_by_type.get(self.types[d], unit.ops) / self.speed[d] for d in devices],
+                        dtype=float)
 
     def is_feasible(self, unit: Unit, d: int) -> bool:
         return self.type_ok(unit, d) and self.fits(unit.size, d)
@@ -157,7 +174,9 @@ class AssignState:
         for i in unit.members:
             self.dev_of[i] = d
         self.used[d] += unit.size
+        self.used_np[d] = self.used[d]
         self.load[d] += self.exec_on(unit, d)
+        self.load_np[d] = self.load[d]
         self.ops_on[d] += unit.ops
 
     def infeasible(self, unit: Unit, what: str = "") -> InfeasiblePlacement:

@@ -62,7 +62,10 @@ class MiteScorer:
         self.orank = operations_rank(self.idx)
         self.omax = max(self.orank, default=0.0)
         self.m_min = 1.0           # m~ of eq. 4.14: minimal non-zero memory portion, initialised to 1
-        self.type_arr = st.types
+        self.type_names = sorted(set(st.types))
+        self.type_idx = np.array([self.type_names.index(t) for t in st.types], dtype=int)
+        finite = np.isfinite(self.cap) & (self.cap > 0)
+        self.inv_cap = np.where(finite, 1.0 / np.where(finite, self.cap, 1.0), 0.0)
 
     def _row(self, src_dev: int, nbytes: float) -> np.ndarray:
         """Transfer time from src_dev to every device (0 to itself)."""
@@ -136,8 +139,7 @@ class MiteScorer:
             traffic = np.where(tt == 0.0, ZERO_TRAFFIC, tt / t_hat)
         # execution time, eq. 4.12 - 4.13 (e^ over the feasible devices; any positive constant gives the
         # same argmin, only e^ = 0 matters)
-        load = np.array([st.load[d] for d in devices], dtype=float)
-        et = load + np.array([st.exec_on(unit, d) for d in devices], dtype=float)
+        et = st.load_np[dv] + self._exec_vec(unit)[dv]
         e_hat = float(et.max()) if len(et) else 0.0
         ex = np.ones(len(dv)) if e_hat == 0.0 else et / e_hat
         # memory, eq. 4.14
@@ -149,15 +151,16 @@ class MiteScorer:
         boost = 1.0 - imp * sp / f_hat
         return MiteFactors(dv, tt, traffic, et, ex, mem, imp, boost)
 
+    def _exec_vec(self, unit: Unit) -> np.ndarray:
+        """The unit's execution time on every device (its per-type base time over the device speed)."""
+        base = np.array([unit.base_by_type.get(t, unit.ops) for t in self.type_names], dtype=float)
+        return base[self.type_idx] / self.speed
+
     def memory_factor(self) -> np.ndarray:
         """Eq. 4.14 for every device: used / size, or m~ / 10 for a device with nothing used yet, where m~ is the
         smallest non-zero portion over all devices (1 while there is none). A device of unlimited memory has
         portion 0."""
-        st = self.st
-        used = np.array(st.used, dtype=float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            portion = np.where(self.cap > 0, used / self.cap, 0.0)
-        portion = np.nan_to_num(portion, nan=0.0, posinf=0.0)
+        portion = self.st.used_np * self.inv_cap
         nz = portion[portion > 0]
         m_min = float(nz.min()) if len(nz) else 1.0
         self.m_min = m_min
