@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                    "measured_median_s": res.extra["step_time_median_s"], "rel_error": err,
                    "predicted_traffic_bytes": sim.traffic_bytes, "measured_traffic_bytes": res.traffic_bytes,
                    "predicted_peak_bytes": sim.peak_memory, "measured_peak_bytes": res.peak_memory_bytes,
-                   "busy_s": sim.busy_s}
+                   "predicted_busy_s": sim.busy_s, "measured_busy_s": res.extra["device_busy_s"]}
             rows.append(row)
             print(f"{name:<14}{label:<14}{row['devices_used']:>8}{sim.makespan:>13.4g}{res.measured_step_s:>12.4g}"
                   f"{err:>+11.1%}")

@@ -20,6 +20,8 @@ Measurements:
   them apart; the records can.
 * traffic: bytes of the cross-device tensor edges, counted once per (producer, destination device) with the
   largest tensor sent there, as TensorFlow's send/receive pairs move them (and as the simulator counts them).
+* busy time per device: the summed op times of that device's ops in the traced step (`extra["device_busy_s"]`,
+  comparable with the simulator's `busy_s`).
 * correctness: the losses of the first steps; with `reference_losses` they are compared with the same steps on
   a single device.
 
@@ -138,13 +140,16 @@ def run_placed(model: TFModel, graph: OpGraph, placement: Mapping[str, str], sch
             losses.append(float(loss))
         md = v1.RunMetadata()
         sess.run(fetches, options=v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE), run_metadata=md)
-    # where TensorFlow actually ran each op
+    # where TensorFlow actually ran each op, and how long each device was busy in the traced step
     misplaced = []
+    busy: dict[str, float] = {d.name: 0.0 for d in cluster.devices}
     for ds in md.step_stats.dev_stats:
         if "/stream:" in ds.device or "memcpy" in ds.device.lower():
             continue
         dev = back.get(canonical_device(ds.device))
         for ns in ds.node_stats:
+            if dev is not None and ns.node_name in assign:
+                busy[dev] += (ns.all_end_rel_nanos or ns.all_end_rel_micros * 1000) * 1e-9
             want = assign.get(ns.node_name)
             if want is not None and dev is not None and want != dev:
                 misplaced.append(ns.node_name)
@@ -160,7 +165,7 @@ def run_placed(model: TFModel, graph: OpGraph, placement: Mapping[str, str], sch
         "losses": losses, "warmup": warmup, "steps": steps, "ops_placed": n_placed,
         "misplaced_ops": len(misplaced), "step_time_median_s": statistics.median(measured),
         "step_time_stdev_s": statistics.stdev(measured) if len(measured) > 1 else 0.0,
-        "schedule_enforced": False, "traffic_source": "graph edges x placement",
+        "device_busy_s": busy, "schedule_enforced": False, "traffic_source": "graph edges x placement",
         "devices": {name: tfdev for name, tfdev in devmap.items()},
     }
     loss = losses[1] if len(losses) > 1 else losses[0]

@@ -44,6 +44,7 @@ def _check_against_single(backend, m, g, cluster, placement, warmup=1, steps=3):
     assert res.traffic_bytes == pytest.approx(simulate(g, cluster, placement).traffic_bytes) and res.traffic_bytes > 0
     used = set(placement.values())
     assert all(res.peak_memory_bytes[d] > 0 for d in used)
+    assert all(res.extra["device_busy_s"][d] > 0 for d in used)
     return ref, res
 
 
