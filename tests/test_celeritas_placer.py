@@ -154,3 +154,23 @@ def test_device_types_respected_on_a_mixed_cluster():
                   Device("gpu1", "GPU", math.inf, 4.0)], 1e-4, 1e9)
     for placer in (CeleritasPlacer(R=15), OrderPlacePlacer(R=15)):
         check_placement(g, cl, placer.place(g, cl))
+
+
+def test_eq9_compares_finish_times_on_devices_of_different_speeds():
+    """Two independent 1 s ops; d1 is ten times slower. The literal EST rule moves b to d1 (it starts at 0
+    there instead of 1 on d0) and it ends at 10 s; comparing finish times (the same rule on identical
+    devices) keeps b on d0 and ends at 2 s."""
+    g = OpGraph("speeds")
+    g.add_op("a", compute_s=1.0)
+    g.add_op("b", compute_s=1.0)
+    cl = Cluster([Device("d0", speed=1.0), Device("d1", speed=0.1)], latency_s=0.0, bytes_per_s=1.0)
+    lit = CeleritasPlacer(fuse=False, compare="start").place(g, cl)
+    fin = CeleritasPlacer(fuse=False, compare="finish").place(g, cl)
+    assert lit["b"] == "d1" and lit.info["planned_makespan_s"] == pytest.approx(10.0)
+    assert fin["b"] == "d0" and fin.info["planned_makespan_s"] == pytest.approx(2.0)
+    assert simulate(g, cl, fin, schedule=fin.order).makespan == pytest.approx(2.0)
+    # on identical devices the two readings place identically
+    same = Cluster([Device("d0"), Device("d1")], latency_s=0.01, bytes_per_s=100.0)
+    h = level_dag(levels=10, training=True, seed=9)
+    assert (CeleritasPlacer(R=5, compare="start").place(h, same).assignment
+            == CeleritasPlacer(R=5, compare="finish").place(h, same).assignment)

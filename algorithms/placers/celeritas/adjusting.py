@@ -23,6 +23,8 @@ Choices where the paper is vague:
   two are equal). A node without successors has back_cost 0;
 * the first node has no predecessor in the sequence: d_k is then the first device (where Order-Place starts);
 * ties in EST go to d_k, then to the lower device index;
+* on devices of different speeds eq. 9 compares finish times EST + w_i(d) by default (`compare="finish"`),
+  which is eq. 9 itself on identical devices; `compare="start"` keeps the literal EST comparison;
 * "lowest memory usage" for best effort is read as the most available memory (the algorithm's
   ``argmin Ava_m`` contradicts the text; the text is followed);
 * the communication of an edge is charged per edge, as eq. 7 does (the simulator sends a tensor once per
@@ -84,8 +86,19 @@ def _insert(starts: list[float], ends: list[float], s: float, e: float) -> None:
     ends.insert(k, e)
 
 
-def adjusting_placement(cidx: GraphIndex, state: CoarseState, seq: Sequence[int]) -> AdjustResult:
-    """Algorithm 2 on the coarse graph `cidx` (node c of `cidx` is cluster c of `state`), visiting `seq`."""
+def adjusting_placement(cidx: GraphIndex, state: CoarseState, seq: Sequence[int],
+                        compare: str = "finish") -> AdjustResult:
+    """Algorithm 2 on the coarse graph `cidx` (node c of `cidx` is cluster c of `state`), visiting `seq`.
+
+    `compare`: "start" applies eq. 9 to the EST literally; "finish" (default) applies it to EST + the node's
+    execution time on each device. On identical devices (the paper's four V100s) the two are the same rule;
+    on devices of different speeds the paper's proof (t_adjust < EST(d_m) + back_cost + w_i < EST(d_k) + w_i)
+    only holds with a device-independent w_i, and comparing start times moves nodes to slow devices that
+    start them earlier but finish them later.
+    """
+    if compare not in ("start", "finish"):
+        raise ValueError(f"compare must be 'start' or 'finish', got {compare!r}")
+    use_finish = compare == "finish"
     cluster = state.cluster
     devs = cluster.devices
     nd = len(devs)
@@ -116,7 +129,8 @@ def adjusting_placement(cidx: GraphIndex, state: CoarseState, seq: Sequence[int]
             if d in allowed and state.avail[d] >= need:
                 est[d] = comp_est(c, d)
         dk = prev_dev
-        d1 = min(range(nd), key=lambda d: (est[d], d != dk, d))
+        key = [e + dur_cache[c][d] for d, e in enumerate(est)] if use_finish else est
+        d1 = min(range(nd), key=lambda d: (key[d], d != dk, d))
         if math.isinf(est[d1]):                         # every device full: best effort
             d = state.best_effort_device(c)
             s = comp_est(c, d)
@@ -126,7 +140,7 @@ def adjusting_placement(cidx: GraphIndex, state: CoarseState, seq: Sequence[int]
                         "on %s", c, need, devs[d].name)
         else:
             back_cost = max((tt(d1, dk, b) for _, b in cidx.succ[c]), default=0.0)
-            if est[dk] - est[d1] > back_cost:           # eq. 9 (inf - finite > back_cost: dk full)
+            if key[dk] - key[d1] > back_cost:           # eq. 9 (inf - finite > back_cost: dk full)
                 d = d1
                 if math.isinf(est[dk]):
                     res.memory_moves += 1

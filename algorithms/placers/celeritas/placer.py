@@ -124,15 +124,24 @@ class CeleritasPlacer(_CeleritasBase):
     """Celeritas: CPD-TOPO operation fusion, then Adjusting Placement (seed 002, sections 5.1 and 5.2).
 
     Hyper-parameters: `R` exploration range (200), `memory_fraction` per-cluster memory limit as a fraction of
-    the smallest device memory (0.25), `fuse` (True, False, "auto"). See the module docstring.
+    the smallest device memory (0.25), `fuse` (True, False, "auto"), `compare` ("finish" or "start": what eq. 9
+    compares on devices of different speeds; identical on identical devices, see `adjusting`). See the module
+    docstring.
     """
 
     name = "celeritas"
 
+    def __init__(self, R: int = 200, memory_fraction: float = 0.25, fuse: bool | str = "auto",
+                 compare: str = "finish"):
+        super().__init__(R, memory_fraction, fuse)
+        if compare not in ("start", "finish"):
+            raise ValueError(f"compare must be 'start' or 'finish', got {compare!r}")
+        self.compare = compare
+
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         prep = self._prepare(graph, cluster)
         t0 = time.perf_counter()
-        res = adjusting_placement(prep.cidx, prep.state, prep.seq)
+        res = adjusting_placement(prep.cidx, prep.state, prep.seq, self.compare)
         assign, order = prep.state.expand(res.order_key)
         info = dict(prep.info)
         info.update({"adjust_time_s": time.perf_counter() - t0, "planned_makespan_s": res.makespan,
