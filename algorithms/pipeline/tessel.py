@@ -40,11 +40,25 @@ other, each phase shifted as early as its dependencies and the devices allow, wi
 phase before starting the next (so the memory level at each phase entry is exactly the one the search
 assumed). For N < N_R the TO search is used on the N micro-batches instead. Every result is validated.
 
-Choices where the paper is vague: the period is encoded directly with the wrap-around of step 3 (so the Z3
-objective is the compacted t_R, not the uncompacted span); the window origin is fixed by one block starting at
-0; a Z3 check that times out counts as "not shown feasible" (the search keeps the best proven schedule and
-records ``optimal: False``); a spec whose micro-batch leaves memory behind on a device (net delta > 0) cannot
-be repeated indefinitely, so the search then refuses N_R > 1.
+Choices where the paper is vague:
+
+- The repetend's blocks start inside its window [0, P) and the Z3 objective is that window period with the
+  wrap-around of step 3, i.e. compaction between neighbouring repetends is inside the encoding. RepetendTime
+  then compacts the solved repetend once more: copies may interleave further than with the neighbour only
+  (e.g. on the V shape the N_R = 1 repetend, solved with a long window, compacts to 1F1B's period). t_R is
+  that compacted shift; so a candidate may end up better than its window period, and the ranking/pruning of
+  candidates by the window bound is a heuristic order, not an exact bound on t_R.
+- The window origin is fixed by requiring some block to start at 0.
+- A Z3 check that times out counts as "not shown feasible": the search keeps the best proven schedule and
+  records ``optimal_repetend``/``optimal_completion`` False and ``timed_out`` when the scan limit was hit.
+- A spec whose micro-batch leaves memory behind on a device (net delta > 0) cannot be repeated indefinitely;
+  the search then refuses N_R > 1.
+- ``assignments``: "enumerate" is Algorithm 1 as written (every pruned assignment, one RepetendSolver call
+  each); "smt" (our extension) folds the assignment into Z3 as integer variables with Property IV.2 as
+  constraints, which finds the same best repetend per N_R without visiting candidates one by one; "auto" (the
+  default) enumerates while an N_R has at most ``enumerate_limit`` candidates.
+- Concatenation keeps phases apart per device (a device finishes its warm-up blocks before its first repetend
+  block), so every phase starts from exactly the memory level the search assumed.
 
 Complexity: the number of candidate repetends is at most C(K + N_R - 1, N_R - 1) per N_R (far fewer with
 IV.2 on chains), each solved by O(log t) satisfiability checks of an SMT problem with K integer variables,
@@ -242,7 +256,7 @@ def entry_memory(spec: MicroBatchSpec, n: Sequence[int]) -> dict[str, int]:
 
 
 def dependency_period_ok(spec: MicroBatchSpec, n: Sequence[int], p: int, energetic: bool = True,
-                         pin_first: bool = True) -> bool:
+                         pin_first: bool = False) -> bool:
     """Necessary condition for a repetend with period ``p`` and starts in [0, p): O(K + E + sum_d K_d^3).
 
     Earliest starts by a longest-path pass over the periodic dependency constraints
@@ -264,7 +278,7 @@ def dependency_period_ok(spec: MicroBatchSpec, n: Sequence[int], p: int, energet
         return True
     lst = [p - 1] * K
     if pin_first:
-        lst[0] = 0          # the window starts with block 0 (rotation symmetry, see solve_repetend)
+        lst[0] = 0          # only valid when the solver also pins block 0 to the window start
     for i in reversed(range(K)):
         for j in spec.succs[i]:
             v = lst[j] - spec.blocks[i].time + (n[i] - n[j]) * p
@@ -558,19 +572,16 @@ class TesselScheduler(ConfiguredPipelineScheduler):
             stats["assignment_search"][n_r] = mode
             source = (self._enumerated(spec, n_r, memory, lb, state, deadline, stats) if mode == "enumerate"
                       else self._smt_assignments(spec, n_r, memory, lb, state, deadline, stats))
-            reject = None
             while True:
                 tr0 = time.perf_counter()
                 try:
-                    n, starts, p = source.send(reject) if reject is not None else next(source)
+                    n, starts, p = next(source)
                 except StopIteration:
                     stats["time_repetend_s"] += time.perf_counter() - tr0
                     break
-                reject = None
                 t_r, E_R, W_R = repetend_time(spec, n, starts, memory, p)
                 stats["time_repetend_s"] += time.perf_counter() - tr0
                 if t_r >= state["best_t"]:
-                    reject = True
                     continue
                 warm_items = [(i, m) for i in range(spec.K) for m in range(n[i])]
                 cool_items = [(i, m) for i in range(spec.K) for m in range(n[i] + 1, n_r)]
@@ -587,7 +598,6 @@ class TesselScheduler(ConfiguredPipelineScheduler):
                 stats["completion_checks"] += w.checks + c.checks
                 if w.start is None or c.start is None:
                     log.info("tessel: repetend %s (t_R=%d) has no feasible warm-up/cool-down", n, t_r)
-                    reject = True
                     continue
                 state["best_t"] = t_r
                 best = (t_r, n, starts, n_r, w.start, c.start, cool_init, E_R, W_R)
@@ -596,7 +606,6 @@ class TesselScheduler(ConfiguredPipelineScheduler):
                     stats["early_exit"] = True
                     done = True
                     break
-                reject = False
             if time.perf_counter() >= deadline:
                 stats["timed_out"] = True
                 break
@@ -633,7 +642,7 @@ class TesselScheduler(ConfiguredPipelineScheduler):
     def _enumerated(self, spec, n_r, memory, lb, state, deadline, stats):
         """IterRepetendBlocks + RepetendSolver per candidate (Algorithm 1, lines 7-10).
 
-        Yields (n, starts, P); the caller sends True to reject a yielded repetend. Candidates are ranked by
+        Yields (n, starts, P) for every candidate that beats the best t_R so far. Candidates are ranked by
         ``dependency_period_bound`` and abandoned once that bound reaches the best t_R so far.
         """
         cands = []

@@ -1,0 +1,63 @@
+"""The pipeline config group: every YAML builds its scheduler and runs its case; artifacts are written."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from algorithms.errors import ConfigError
+from algorithms.pipeline.api import build_scheduler, run_pipeline, steady_bubble_rate
+from algorithms.pipeline.baselines import OneFOneBScheduler
+from algorithms.pipeline.blocks import make_shape
+
+CONF = Path(__file__).resolve().parents[1] / "conf" / "pipeline"
+
+
+@pytest.mark.parametrize("name", ["gpipe", "1f1b", "chimera", "1f1b_plus", "tessel", "to"])
+def test_each_pipeline_yaml_runs(name):
+    cfg = yaml.safe_load((CONF / f"{name}.yaml").read_text())
+    assert cfg["_target_"] and cfg["name"] == name
+    for key in ("shape", "n_devices", "n_micro", "memory", "recompute"):
+        assert key in cfg
+    if name == "tessel":
+        cfg["shape"] = "k"            # a shape whose search takes a second (M takes tens of seconds)
+    if name == "to":
+        cfg["n_micro"] = 2
+    sched, fig = run_pipeline(cfg)
+    sched.validate()
+    assert fig["scheduler"] == name
+    assert 0.0 <= fig["bubble_rate"] < 1.0 and fig["makespan"] == sched.makespan
+    assert fig["n_micro"] == cfg["n_micro"] and fig["search_time_s"] >= 0
+
+
+def test_unknown_target_and_keys_are_config_errors():
+    with pytest.raises(ConfigError):
+        build_scheduler({"name": "x"})
+    with pytest.raises(ConfigError):
+        build_scheduler({"_target_": "algorithms.pipeline.nothere.Foo"})
+    with pytest.raises(ConfigError):
+        build_scheduler({"_target_": "algorithms.pipeline.baselines.GPipeScheduler", "bogus": 1})
+    with pytest.raises(ConfigError):
+        run_pipeline({"_target_": "algorithms.pipeline.baselines.GPipeScheduler", "shape": "w"})
+    with pytest.raises(ConfigError, match="from_placement"):
+        run_pipeline({"_target_": "algorithms.pipeline.baselines.GPipeScheduler", "shape": "from_placement"})
+
+
+def test_steady_bubble_rate_of_1f1b_is_zero():
+    assert steady_bubble_rate(OneFOneBScheduler(), make_shape("v", 4, True)) == pytest.approx(0.0)
+
+
+def test_artifacts_written(tmp_path):
+    pytest.importorskip("matplotlib")
+    from orchestrator.pipeline_plots import write_pipeline_artifacts
+
+    sched, _ = run_pipeline({"_target_": "algorithms.pipeline.tessel.TesselScheduler", "shape": "v",
+                             "n_micro": 8, "memory": 4})
+    paths = write_pipeline_artifacts(sched, tmp_path)
+    data = json.loads(Path(paths["json"]).read_text())
+    assert data["n_micro"] == 8 and data["memory_limit"] == 4 and data["repetend"] is not None
+    assert Path(paths["png"]).stat().st_size > 1000
+    trace = json.loads(Path(paths["trace"]).read_text())
+    assert any(e["ph"] == "X" for e in trace["traceEvents"])
