@@ -310,12 +310,18 @@ def run_job(cfg: DictConfig, out: Path, choices: dict[str, str], sweep_dir: str 
     resolved = OmegaConf.to_container(cfg, resolve=True)
     atomic_write_json(out / "config.json", resolved, indent=1)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    pipeline_only = (choices.get("pipeline") not in (None, "none")
+                     and cfg.pipeline.get("shape") != "from_placement")
+    if pipeline_only:  # a built-in block shape: no placer or op scheduler takes part
+        choices = {k: v for k, v in choices.items() if k not in ("placer", "scheduler")}
+        result["placer"] = result["scheduler"] = None
     tracking = cfg.get("tracking") or {}
     tags = {k: str(v) for k, v in choices.items() if v is not None}
     tags.update({"model_name": str(cfg.model.get("name"))})
     tracker = RunTracker(str(tracking.get("uri")), str(tracking.get("experiment", "lab")),
                          enabled=bool(tracking.get("enabled", True)),
-                         run_name=f"{choices.get('model')}/{choices.get('placer')}/{choices.get('scheduler')}",
+                         run_name=(f"pipeline/{choices.get('pipeline')}/{cfg.pipeline.get('shape')}" if pipeline_only
+                                   else f"{choices.get('model')}/{choices.get('placer')}/{choices.get('scheduler')}"),
                          parent_run_id=read_parent_run_id(sweep_dir), tags=tags)
     result["mlflow_run_id"] = tracker.run_id
     artifacts: list[Path] = [out / "config.yaml"]
@@ -364,8 +370,23 @@ def run_job(cfg: DictConfig, out: Path, choices: dict[str, str], sweep_dir: str 
     return result
 
 
-def _run_placement(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any], artifacts: list[Path]) -> None:
-    cfg, out = ctx.cfg, ctx.out
+@dataclass
+class Placed:
+    """What the placement half of a job produced (inputs of scheduling, simulation and pipelines)."""
+
+    graph: OpGraph
+    cluster: Cluster
+    coarse: OpGraph
+    cmap: CoarseMap
+    coarse_placement: Placement
+    assignment: dict[str, str]
+    placement_time_s: float
+    key: str
+
+
+def place_graph(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any]) -> Placed:
+    """Stages graph, profile, comm, optimize and place; fills the matching result.json fields."""
+    cfg = ctx.cfg
     cluster = build_cluster(cfg.cluster, ctx.choices.get("cluster") or "cluster")
     graph, gkey = stage_graph(ctx)
     graph, pkey = stage_profile(ctx, graph, gkey)
@@ -380,12 +401,20 @@ def _run_placement(ctx: JobContext, result: dict[str, Any], metrics: dict[str, A
     result["placement_time_s"] = ptime
     result["placer_info"] = coarse_pl.info
     for k, v in (coarse_pl.info or {}).items():
-        if isinstance(v, (int, float)):
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
             metrics[f"placer.{k}"] = v
     assignment = cmap.expand_assignment(coarse_pl.assignment)
     check_placement(graph, cluster, assignment)
-    atomic_write_json(out / "placement.json", assignment, indent=0)
+    atomic_write_json(ctx.out / "placement.json", assignment, indent=0)
+    return Placed(graph, cluster, coarse, cmap, coarse_pl, assignment, ptime, plkey)
+
+
+def _run_placement(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any], artifacts: list[Path]) -> None:
+    cfg, out = ctx.cfg, ctx.out
+    p = place_graph(ctx, result, metrics)
     artifacts.append(out / "placement.json")
+    graph, cluster, coarse_pl, cmap, assignment, plkey = (p.graph, p.cluster, p.coarse_placement, p.cmap,
+                                                          p.assignment, p.key)
     schedule, skey = stage_schedule(ctx, graph, cluster, coarse_pl, cmap, assignment, plkey)
     atomic_write_json(out / "schedule.json", schedule, indent=0)
     artifacts.append(out / "schedule.json")
