@@ -267,3 +267,10 @@ def test_misordered_action_lists_deadlock_is_detected():
     lst[idx[0]], lst[idx[1]] = lst[idx[1]], lst[idx[0]]
     with pytest.raises(InvalidSchedule, match="deadlock"):
         check_deadlock_free(s, acts, blocking=True)
+
+
+def test_generators_refuse_placements_they_do_not_define():
+    with pytest.raises(ConfigError, match="1f1b_plus"):
+        OneFOneBScheduler().schedule(make_shape("m", 4), None, None, 4)
+    with pytest.raises(ConfigError, match="X shape"):
+        ChimeraScheduler().schedule(make_shape("v", 4), None, None, 4)

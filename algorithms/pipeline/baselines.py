@@ -158,6 +158,12 @@ class OneFOneBScheduler(ConfiguredPipelineScheduler):
                  n_micro: int = 4) -> PipelineSchedule:
         t0 = time.perf_counter()
         spec = as_spec(blocks, devices)
+        multi = [b.name for b in spec.blocks if len(b.devices) > 1]
+        per_dev = {d: sum(spec.blocks[i].kind != "backward" for i in spec.on_device(d)) for d in spec.devices}
+        if multi or any(v > 1 for v in per_dev.values()):
+            raise ConfigError(f"1F1B is defined for one stage per device (the V shape); {spec.name} has "
+                              + (f"distributed blocks {multi}" if multi else f"forward blocks per device {per_dev}")
+                              + ". Use pipeline=1f1b_plus (or tessel) for this placement")
         start = timeline_from_orders(spec, n_micro, one_f_one_b_orders(spec, n_micro))
         return _finish(self.name, spec, n_micro, start, memory, t0)
 
@@ -193,8 +199,11 @@ class ChimeraScheduler(ConfiguredPipelineScheduler):
         for i in range(spec.K):
             groups.setdefault(find(i), []).append(i)
         pipes = sorted(groups.values(), key=min)
-        if len(pipes) < 2:
-            log.warning("chimera: spec %s has a single pipeline direction; this is plain 1F1B", spec.name)
+        multi = [b.name for b in spec.blocks if len(b.devices) > 1]
+        if len(pipes) != 2 or multi:
+            raise ConfigError(f"Chimera needs two independent pipelines in opposite directions of single-device "
+                              f"blocks (the X shape); {spec.name} has {len(pipes)} pipeline(s)"
+                              + (f" and distributed blocks {multi}" if multi else ""))
         orders: dict[str, list[Item]] = {d: [] for d in spec.devices}
         for u0 in range(0, n_micro, unit):
             ids = list(range(u0, min(n_micro, u0 + unit)))
