@@ -43,13 +43,15 @@ class ExpertPlacer(Placer):
     member placed decides); the longest matching prefix, tried on the name and on the name with each of
     `strip_prefixes` removed (e.g. TensorFlow's "gradients/"); the device of its `forward_of` op (backward ops
     follow their forward op); and finally `default` (a device name or index; the first device if unset).
-    O(V * R) for R rules.
+    With `scale_indices`, rules written with device indices for a larger cluster are spread contiguously over
+    the devices there are (see `_scaled_rules`). O(V * R) for R rules.
     """
 
     name = "expert"
 
     def __init__(self, rules: Mapping[str, str | int] | Sequence[Sequence[str | int]] | None = None,
-                 default: str | int | None = None, strip_prefixes: Sequence[str] = ()):
+                 default: str | int | None = None, strip_prefixes: Sequence[str] = (),
+                 scale_indices: bool = True):
         if rules is None:
             rules = {}
         if isinstance(rules, Mapping):
@@ -63,6 +65,7 @@ class ExpertPlacer(Placer):
         self.rules = sorted(pairs, key=lambda p: -len(p[0]))
         self.default = default
         self.strip_prefixes = tuple(strip_prefixes)
+        self.scale_indices = scale_indices
 
     @staticmethod
     def _device(cluster: Cluster, dev: str | int, where: str) -> str:
@@ -75,8 +78,19 @@ class ExpertPlacer(Placer):
             raise ConfigError(f"{where}: unknown device {dev!r}; devices are {cluster.names}")
         return str(dev)
 
+    def _scaled_rules(self, cluster: Cluster) -> list[tuple[str, str | int]]:
+        """Integer device indices written for more devices than the cluster has are spread over it
+        contiguously: index i of 0..m-1 becomes i * n // m on n devices (GNMT's four-layer expert on two
+        devices puts layers 0-1 on the first and 2-3 on the second)."""
+        idx = [d for _, d in self.rules if isinstance(d, int) and not isinstance(d, bool)]
+        m = max(idx, default=-1) + 1
+        n = len(cluster)
+        if not self.scale_indices or m <= n:
+            return list(self.rules)
+        return [(p, d * n // m if isinstance(d, int) and not isinstance(d, bool) else d) for p, d in self.rules]
+
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
-        rules = [(p, self._device(cluster, d, f"placer.rules[{p!r}]")) for p, d in self.rules]
+        rules = [(p, self._device(cluster, d, f"placer.rules[{p!r}]")) for p, d in self._scaled_rules(cluster)]
         default = (self._device(cluster, self.default, "placer.default") if self.default is not None
                    else cluster.devices[0].name)
         assign: dict[str, str] = {}
