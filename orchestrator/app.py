@@ -392,6 +392,9 @@ def place_graph(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any]
     graph, pkey = stage_profile(ctx, graph, gkey)
     cluster = stage_comm(ctx, cluster)
     graph.validate(cluster)
+    need_fraction = cfg.cluster.get("need_fraction")
+    if need_fraction is not None:
+        cluster = _memory_from_need(graph, cluster, float(need_fraction), result)
     result["n_ops"] = len(graph)
     result["devices"] = cluster.names
     result["memory_limit_bytes"] = {d.name: _finite(d.memory_bytes) for d in cluster.devices}
@@ -407,6 +410,24 @@ def place_graph(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any]
     check_placement(graph, cluster, assignment)
     atomic_write_json(ctx.out / "placement.json", assignment, indent=0)
     return Placed(graph, cluster, coarse, cmap, coarse_pl, assignment, ptime, plkey)
+
+
+def _memory_from_need(graph: OpGraph, cluster: Cluster, fraction: float, result: dict[str, Any]) -> Cluster:
+    """Give every device `fraction` of the model's need: the peak memory of the whole graph on one device of
+    the cluster, in topological order (Baechi Table 4 cuts memory to 30% of what the model needs). The need is
+    recorded as result.json's `memory_need_bytes`."""
+    from algorithms.placement import topological_schedule
+
+    if not fraction > 0:
+        raise ConfigError(f"cluster.need_fraction must be > 0, got {fraction}")
+    dev = cluster.devices[0].name
+    one = {op: dev for op in graph.ops}
+    need = simulate(graph, cluster.with_memory(math.inf), one, topological_schedule(graph, one, [dev]),
+                    record_memory=False).peak_memory[dev]
+    result["memory_need_bytes"] = need
+    log.info("memory: the model needs %.4g bytes on one device; each device gets %.0f%% of it (%.4g bytes)",
+             need, 100 * fraction, fraction * need)
+    return cluster.with_memory(fraction * need)
 
 
 def _run_placement(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any], artifacts: list[Path]) -> None:
