@@ -61,3 +61,22 @@ def test_artifacts_written(tmp_path):
     assert Path(paths["png"]).stat().st_size > 1000
     trace = json.loads(Path(paths["trace"]).read_text())
     assert any(e["ph"] == "X" for e in trace["traceEvents"])
+
+
+def test_from_placement_case_runs_tessel():
+    from algorithms.graph import OpGraph
+
+    g = OpGraph("chain")
+    for i in range(6):
+        g.add_op(f"l{i}", compute_s=0.001 * (1 + i % 2), output_bytes=1000)
+        g.add_op(f"g{i}", compute_s=0.002 * (1 + i % 2), phase="backward", forward_of=f"l{i}")
+        g.add_edge(f"l{i}", f"g{i}")
+    for i in range(5):
+        g.add_edge(f"l{i}", f"l{i + 1}")
+        g.add_edge(f"g{i + 1}", f"g{i}")
+    g.add_edge("l5", "g5")
+    place = {f"{p}{i}": f"dev{i // 2}" for i in range(6) for p in "lg"}
+    sched, fig = run_pipeline({"_target_": "algorithms.pipeline.tessel.TesselScheduler",
+                               "shape": "from_placement", "n_micro": 6, "memory": None}, g, place)
+    assert sched.spec.devices == ["dev0", "dev1", "dev2"]
+    assert fig["predicted_step_s"] > 0 and fig["t_r"] == fig["lower_bound"]
