@@ -82,8 +82,14 @@ def placers(model_cfg: dict[str, Any], cluster: Cluster, only: list[str] | None,
 
     out: list[tuple[str, Any, str | None]] = [("single", SinglePlacer(), None)]
     if model_cfg.get("expert_rules"):
-        out.append(("expert", ExpertPlacer(model_cfg["expert_rules"],
-                                           strip_prefixes=model_cfg.get("expert_strip_prefixes") or []), None))
+        rules = [list(r) for r in model_cfg["expert_rules"]]
+        n_rule = 1 + max(int(d) for _, d in rules if isinstance(d, int))
+        label = "expert"
+        if n_rule > len(cluster):  # fold the expert's devices onto fewer ones, keeping neighbours together
+            rules = [[p, int(d) * len(cluster) // n_rule if isinstance(d, int) else d] for p, d in rules]
+            label = f"expert (folded {n_rule}->{len(cluster)})"
+        out.append((label, ExpertPlacer(rules, strip_prefixes=model_cfg.get("expert_strip_prefixes") or []),
+                    None))
     else:
         out.append(("expert (= single, Baechi 5.3)", SinglePlacer(), None))
     for path in sorted(glob.glob(os.path.join(CONF_DIR, "placer", "*.yaml"))):
@@ -114,6 +120,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-comm-benchmark", action="store_true")
+    p.add_argument("--paired", action=argparse.BooleanOptionalAction, default=True,
+                   help="measure the single-device step right before each placement and report the error "
+                        "corrected by the machine's current load factor (measured / predicted single device)")
     p.add_argument("--out", default=None, help="write the rows as JSON here")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -134,6 +143,17 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                                     {k: Link(*v) for k, v in fit.links.items()})
         log.info("communication: latency %.3g s, bandwidth %.3g B/s", fit.latency_s, fit.bytes_per_s)
 
+    single_pl = SinglePlacer().place(graph, cluster)
+    single_sched = PlacerOrderScheduler().order(graph, cluster, single_pl)
+    single_pred = simulate(graph, cluster, single_pl, single_sched).makespan
+
+    def load_factor() -> float:
+        """Measured / predicted single-device step time now: how much slower this machine runs than when it
+        was profiled (other processes share the cores)."""
+        res = backend.run(model, graph, single_pl.assignment, single_sched, cluster, warmup=1,
+                          steps=max(3, args.steps // 2))
+        return res.measured_step_s / single_pred
+
     rows: list[dict[str, Any]] = []
     for label, placer, err in placers(model_cfg, cluster, args.placers, args.seed):
         row: dict[str, Any] = {"placement": label}
@@ -149,10 +169,20 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             sim = simulate(graph, cluster, pl, sched)
             row.update(devices=len(pl.devices_used()), predicted_s=sim.makespan,
                        predicted_traffic=sim.traffic_bytes, predicted_oom=sim.oom is not None)
+            if args.paired:
+                row["load_factor"] = load_factor()
             res = backend.run(model, graph, pl.assignment, sched, cluster, warmup=args.warmup, steps=args.steps)
+            busy = res.extra.get("busy_s") or {}
             row.update(measured_s=res.measured_step_s, measured_traffic=res.traffic_bytes,
                        correct=res.extra.get("correct"),
+                       predicted_busy_s=dict(sim.busy_s), measured_busy_s=busy,
+                       measured_wait_s=res.extra.get("wait_s"),
+                       compute_inflation=(sum(busy.values()) / sum(sim.busy_s.values())
+                                          if busy and sum(sim.busy_s.values()) > 0 else None),
                        rel_error=(sim.makespan - res.measured_step_s) / res.measured_step_s)
+            if args.paired:
+                row["rel_error_load_corrected"] = ((sim.makespan * row["load_factor"] - res.measured_step_s)
+                                                   / res.measured_step_s)
         except Exception as exc:  # one placer failing does not stop the comparison
             log.exception("placement %s failed", label)
             row["error"] = f"{type(exc).__name__}: {exc}"
@@ -160,14 +190,18 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     print(f"\n{model_cfg['name']} ({args.backend}, {args.device}, {args.granularity} granularity, {len(graph)} ops) "
           f"on {cluster.name}: latency {cluster.latency_s:.3g} s, bandwidth {cluster.bytes_per_s:.3g} B/s")
     print(f"{'placement':32s} {'devs':>4s} {'predicted s':>12s} {'measured s':>11s} {'rel err':>8s} "
-          f"{'traffic pred/meas MB':>21s} ok")
+          f"{'traffic pred/meas MB':>21s} {'busy x':>6s} {'load':>5s} {'corr err':>8s} ok")
     for r in rows:
         if "error" in r:
             print(f"{r['placement']:32s} error: {r['error'][:90]}")
             continue
         print(f"{r['placement']:32s} {r['devices']:4d} {r['predicted_s']:12.4f} {r['measured_s']:11.4f} "
               f"{r['rel_error']:+8.1%} {r['predicted_traffic'] / 1e6:10.2f}/{r['measured_traffic'] / 1e6:<10.2f} "
-              f"{'yes' if r['correct'] else 'NO'}")
+              f"{r['compute_inflation'] or float('nan'):6.2f} {r.get('load_factor', float('nan')):5.2f} "
+              f"{r.get('rel_error_load_corrected', float('nan')):+8.1%} {'yes' if r['correct'] else 'NO'}")
+    print("busy x: seconds the devices spent running ops in the real step (waits excluded), summed, over the "
+          "profiled compute time of the same ops; load: single-device step measured just before / predicted; "
+          "corr err: (predicted x load - measured) / measured")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(rows, f, indent=1)

@@ -129,6 +129,8 @@ class TorchBackend(Backend):
                     if d.is_cuda and not d.shared:
                         torch.cuda.reset_peak_memory_stats(d.torch_device)
                 times, losses = [], []
+                busy: dict[str, list[float]] = {d.name: [] for d in devices}
+                wait: dict[str, list[float]] = {d.name: [] for d in devices}
                 for k in range(warmup + steps):
                     dt, outs = ex.step()
                     losses.append(float(outs[0]))
@@ -141,6 +143,9 @@ class TorchBackend(Backend):
                             log.warning("placed step differs from the single-device step: %s", check_info)
                     if k >= warmup:
                         times.append(dt)
+                        for name in busy:
+                            busy[name].append(ex.last_busy[name])
+                            wait[name].append(ex.last_wait[name])
                 peaks = {}
                 for i, d in enumerate(devices):
                     if d.is_cuda and not d.shared:
@@ -152,7 +157,9 @@ class TorchBackend(Backend):
                 ex.close()
         finally:
             torch.set_num_threads(prev_threads)
-        extra = {"losses": losses, "threads_per_worker": per_worker,
+        extra = {"losses": losses,
+                 "busy_s": {k: statistics.median(v) for k, v in busy.items()},
+                 "wait_s": {k: statistics.median(v) for k, v in wait.items()}, "threads_per_worker": per_worker,
                  "physical_devices": {d.name: str(d.torch_device) for d in devices}, **check_info}
         measured = statistics.median(times)
         log.info("ran %s on %s: median step %.4g s over %d steps, traffic %.3g B/step", model.name,

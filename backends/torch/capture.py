@@ -567,7 +567,7 @@ def build_graph(prog: Program, name: str | None = None) -> OpGraph:
             if src is None or src == dst:
                 continue
             used_outside.add(i)
-            edges[(src, dst, i)] += prog.nodes[i].nbytes
+            edges[(src, dst, i)] = prog.nodes[i].nbytes
     for op, nids in prog.op_nodes.items():
         attrs = dict(prog.op_attrs[op])
         persistent = output = temporary = 0.0

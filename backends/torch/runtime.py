@@ -252,6 +252,10 @@ class PlacedExecutor:
         self.pool = ThreadPoolExecutor(max_workers=len(self.devices), thread_name_prefix="worker")
         self.peak = [0.0] * len(self.devices)
         self.traffic = 0.0
+        #: per device, seconds of the last step spent running ops (including Python dispatch; on CUDA the time
+        #: to issue the kernels) and waiting for copies from other devices
+        self.last_busy: dict[str, float] = {}
+        self.last_wait: dict[str, float] = {}
 
     # ------------------------------------------------------------------ checks
     def _check_deadlock(self, placement: Mapping[str, str]) -> None:
@@ -292,6 +296,8 @@ class PlacedExecutor:
             for d in dests:
                 arrived[d][i] = threading.Event()
         live = [0.0] * n
+        busy = [0.0] * n
+        waited = [0.0] * n
         lock = threading.Lock()
         abort = threading.Event()
         errors: list[BaseException] = []
@@ -348,16 +354,21 @@ class PlacedExecutor:
                     raise InvalidSchedule(f"device {dev.name!r} needs the value of op {prog.op_of[i]!r} "
                                           f"before running it")
                 ev = arrived[d][i]
+                tw = time.perf_counter()
                 while not ev.wait(0.05):
                     if abort.is_set():
                         raise _Abort()
+                waited[d] += time.perf_counter() - tw
                 if abort.is_set():
                     raise _Abort()
                 if i in cuda_ready[d]:
-                    dev.stream.wait_event(cuda_ready[d][i])
+                    dev.stream.wait_event(cuda_ready[d].pop(i))
+                    for t in tensors_of(env[i]):  # allocated on the copy stream, used on this one
+                        t.record_stream(dev.stream)
                 return env[i]
 
             with ctx:
+                t_start = time.perf_counter()
                 for op in self.order[d]:
                     if abort.is_set():
                         raise _Abort()
@@ -386,6 +397,7 @@ class PlacedExecutor:
                                 else:
                                     freed = prog.nodes[i].alloc_bytes
                                 account(d, -freed, repr(op))
+                busy[d] = time.perf_counter() - t_start - waited[d]
 
         for d in range(n):
             if devs[d].is_cuda:
@@ -433,6 +445,8 @@ class PlacedExecutor:
                     ev.synchronize()
             self.store[ph[k]] = val
         self.traffic = traffic[0]
+        self.last_busy = {devs[d].name: busy[d] for d in range(n)}
+        self.last_wait = {devs[d].name: waited[d] for d in range(n)}
         return elapsed, outs
 
     def close(self) -> None:
