@@ -433,3 +433,15 @@ def test_property_heft_order_replays_no_later_than_its_estimate(graph, cluster):
         p = HEFTPlacer(insertion=insertion).place(graph, cluster)
         sim = simulate(graph, cluster, p, schedule=p.order)
         assert sim.makespan <= p.info["heft_makespan_s"] * (1 + 1e-9) + 1e-12
+
+
+def test_mite_zero_traffic_factor_is_a_hyper_parameter():
+    g, cl = mite_graph(), hetero3()
+    units, unit_of = build_units(g, cl)
+    st_ = AssignState(g, cl, units, unit_of)
+    sc = MiteScorer(st_, zero_traffic=0.5)
+    sc.assign(units[0], 2)
+    np.testing.assert_allclose(sc.factors(units[1], [0, 1, 2]).traffic, [1.0, 0.5, 0.5])
+    with pytest.raises(Exception, match="zero_traffic"):
+        MITEPlacer(zero_traffic=0)
+    assert DFSPlacer(zero_traffic=0.01).place(g, cl).assignment.keys() == set("abc")

@@ -7,10 +7,11 @@ import numpy as np
 
 from ...base import Placer
 from ...cluster import Cluster
+from ...errors import ConfigError
 from ...graph import OpGraph
 from ...placement import Placement
 from .common import AssignState, build_units
-from .mite import MiteScorer
+from .mite import ZERO_TRAFFIC, MiteScorer
 
 log = logging.getLogger(__name__)
 
@@ -27,18 +28,24 @@ class DFSPlacer(Placer):
     Choices where the thesis is vague: successors are visited in decreasing operations rank (so the walk
     follows the critical path first; ties: topological index), and the thesis' recursive function is written
     with an explicit stack, which visits the ops in the same order without Python's recursion limit.
-    Ties between devices go to the lowest device index.
+    Ties between devices go to the lowest device index. `zero_traffic` is eq. 4.11's small number (see
+    `MITEPlacer`); with the thesis' 0.000001 the walk keeps a unit on a neighbour's device whenever one fits.
 
     Complexity: O(V log V + E log E + U * D + (V + E) * D).
     """
 
     name = "dfs"
 
+    def __init__(self, zero_traffic: float = ZERO_TRAFFIC):
+        if not zero_traffic > 0:
+            raise ConfigError(f"placer.zero_traffic must be > 0, got {zero_traffic!r}")
+        self.zero_traffic = float(zero_traffic)
+
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         idx = graph.index()
         units, unit_of = build_units(graph, cluster)
         st = AssignState(graph, cluster, units, unit_of)
-        sc = MiteScorer(st)
+        sc = MiteScorer(st, self.zero_traffic)
         rank = sc.orank
         sources = sorted((i for i in range(idx.n) if not idx.pred[i]), key=lambda i: (-rank[i], i))
         succ_sorted = [sorted((j for j, _ in idx.succ[i]), key=lambda j: (-rank[j], j)) for i in range(idx.n)]

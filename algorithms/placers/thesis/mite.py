@@ -8,6 +8,7 @@ import numpy as np
 
 from ...base import Placer
 from ...cluster import Cluster
+from ...errors import ConfigError
 from ...graph import OpGraph
 from ...placement import Placement
 from .common import AssignState, Unit, build_units, operations_rank, unit_order
@@ -50,8 +51,9 @@ class MiteScorer:
     scored against all devices with O(deg(unit)) vector operations of length |D|.
     """
 
-    def __init__(self, st: AssignState):
+    def __init__(self, st: AssignState, zero_traffic: float = ZERO_TRAFFIC):
         self.st = st
+        self.zero_traffic = float(zero_traffic)
         self.idx = st.idx
         cl = st.cluster
         self.lat = np.array(cl.latency_table, dtype=float)
@@ -136,7 +138,7 @@ class MiteScorer:
         if t_hat == 0.0:
             traffic = np.ones(len(dv))
         else:
-            traffic = np.where(tt == 0.0, ZERO_TRAFFIC, tt / t_hat)
+            traffic = np.where(tt == 0.0, self.zero_traffic, tt / t_hat)
         # execution time, eq. 4.12 - 4.13 (e^ over the feasible devices; any positive constant gives the
         # same argmin, only e^ = 0 matters)
         et = st.load_np[dv] + self._exec_vec(unit)[dv]
@@ -196,15 +198,26 @@ class MITEPlacer(Placer):
     Ties (e.g. two products of 0 for the most important op on two equally fast devices) go to the lowest device
     index. See `MiteScorer.traffic_temp` for the reading of eq. 4.9 (one transfer per destination device).
 
+    `zero_traffic` is eq. 4.11's "very small number" (0.000001 in the thesis). Because the other factors vary
+    by far less than 10^6 between devices, a device that adds no traffic nearly always wins, so units gather on
+    the devices of their already placed neighbours until memory runs out: the load imbalance the thesis itself
+    observed (7.3). A larger value (e.g. 0.01) lets execution time and memory weigh in; the default keeps the
+    thesis' value.
+
     Complexity: O(V + E + U * D + (V + E) * D) with numpy vectors of length D.
     """
 
     name = "mite"
 
+    def __init__(self, zero_traffic: float = ZERO_TRAFFIC):
+        if not zero_traffic > 0:
+            raise ConfigError(f"placer.zero_traffic must be > 0, got {zero_traffic!r}")
+        self.zero_traffic = float(zero_traffic)
+
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         units, unit_of = build_units(graph, cluster)
         st = AssignState(graph, cluster, units, unit_of)
-        sc = MiteScorer(st)
+        sc = MiteScorer(st, self.zero_traffic)
         for u in unit_order(units, groups_first=True):
             cands = st.feasible(u)
             if not cands:
