@@ -17,8 +17,9 @@ receive edge is the cross-device edge), which reproduces the example's 14 EU. Me
 receive op holds the received copy (its `output_bytes` is the tensor size); the send op is a view of the
 producer's output (0 bytes). The simulator also allocates the arriving tensor until its last consumer on the
 device (the receive op) has run, so for the instant the receive op runs the copy is counted twice; peak memory
-on the rewritten graph can therefore exceed the original graph's by one tensor per device. When the consumers on one device read edges of different sizes (multi-output
-producers of training graphs), the pair carries the largest, as the simulator does.
+on the rewritten graph can therefore exceed the original graph's by one tensor per device. When the consumers
+on one device read edges of different sizes (multi-output producers of training graphs), the pair carries the
+largest, as the simulator does.
 
 Metrics: `traffic` is eq. 2.2 (sum of the sizes of cross-device edges) and `makespan` eq. 2.1 (the time the
 last device finishes, from the simulator). On the graph returned by `insert_send_recv`, `traffic` counts each
