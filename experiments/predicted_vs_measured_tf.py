@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--inter-op-threads", type=int, default=2)
     ap.add_argument("--intra-op-threads", type=int, default=1)
     ap.add_argument("--comm-repeats", type=int, default=5)
+    ap.add_argument("--calibration", default="none", choices=["none", "untraced_step"],
+                    help="profile calibration (TFBackend.profile_calibration)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="write the rows to this JSON file")
     args = ap.parse_args(argv)
@@ -108,7 +110,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     from backends.tensorflow.config import load_model_cfg
 
     backend = TFBackend(inter_op_threads=args.inter_op_threads, intra_op_threads=args.intra_op_threads,
-                        check_correctness=False)
+                        profile_calibration=args.calibration, check_correctness=False)
     base_cluster = load_cluster(args.cluster)
     fit = backend.comm_benchmark(base_cluster, None, args.comm_repeats)
     links = {pair: Link(lat, bw) for pair, (lat, bw) in fit.links.items()}
@@ -125,8 +127,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         model = backend.build(cfg)
         graph = backend.profile(model, backend.capture(model), warmup=args.profile_warmup,
                                 steps=args.profile_steps)
+        info = graph.nx.graph.get("profile", {})
         print(f"\n{name}: {len(graph)} ops, profiled in {time.perf_counter() - t0:.1f} s; sum of op times "
-              f"{sum(a['compute_s'] for _, a in graph.nx.nodes(data=True)):.4g} s")
+              f"{sum(a['compute_s'] for _, a in graph.nx.nodes(data=True)):.4g} s (calibration "
+              f"{info.get('calibration')}, scale {info.get('scale', 1.0):.3f})")
         print(header)
         for label, placer, why in placers(cfg, args.placers, args.seed):
             if placer is None:

@@ -28,7 +28,7 @@ from backends.base import Backend, CommFit, RunResult
 from .capture import capture as _capture
 from .comm import comm_benchmark as _comm_benchmark
 from .models import TFModel, build_model
-from .profiler import profile as _profile
+from .profiler import CALIBRATIONS, profile as _profile
 from .runtime import run_placed
 
 __all__ = ["TFBackend", "TFModel"]
@@ -42,6 +42,8 @@ class TFBackend(Backend):
     captured and placed), `profile_statistic` (mean as Baechi 5.1, or median, over profiled steps),
     `profile_inter_op_threads` (1 by default: ops are profiled one at a time, as the simulator runs them on a
     device, so that concurrent ops do not inflate each other's measured time; 0 lets TensorFlow choose),
+    `profile_calibration` ("none" keeps the step stats' op times; "untraced_step" scales them so that their
+    sum matches an untraced single-device step, removing the tracer's overhead; see profiler.profile),
     `check_correctness` (run compares its loss after one step with a single-device run), `loss_rtol` (the
     tolerance of that comparison). `name` is accepted so that conf/backend/tensorflow.yaml can carry the
     backend's name beside its `_target_`.
@@ -51,15 +53,19 @@ class TFBackend(Backend):
 
     def __init__(self, inter_op_threads: int = 0, intra_op_threads: int = 0, graph_rewrites: bool = False,
                  profile_statistic: str = "mean", check_correctness: bool = True, loss_rtol: float = 1e-4,
-                 profile_inter_op_threads: int = 1, name: str = "tensorflow"):
+                 profile_inter_op_threads: int = 1, profile_calibration: str = "none", name: str = "tensorflow"):
         if name != "tensorflow":
             raise ConfigError(f"backend.name={name!r} does not match TFBackend ('tensorflow')")
         if int(inter_op_threads) < 0 or int(intra_op_threads) < 0:
             raise ConfigError("backend.inter_op_threads and backend.intra_op_threads must be >= 0")
         if profile_statistic not in ("mean", "median"):
             raise ConfigError(f"backend.profile_statistic={profile_statistic!r} is not one of ['mean', 'median']")
+        if profile_calibration not in CALIBRATIONS:
+            raise ConfigError(f"backend.profile_calibration={profile_calibration!r} is not one of "
+                              f"{list(CALIBRATIONS)}")
         self.inter_op_threads = int(inter_op_threads)
         self.profile_inter_op_threads = int(profile_inter_op_threads)
+        self.profile_calibration = str(profile_calibration)
         self.intra_op_threads = int(intra_op_threads)
         self.graph_rewrites = bool(graph_rewrites)
         self.profile_statistic = profile_statistic
@@ -77,7 +83,7 @@ class TFBackend(Backend):
                 batch_size: int | None = None) -> OpGraph:
         return _profile(model, graph, warmup=warmup, steps=steps, batch_size=batch_size,
                         statistic=self.profile_statistic, inter_op_threads=self.profile_inter_op_threads,
-                        intra_op_threads=self.intra_op_threads)
+                        intra_op_threads=self.intra_op_threads, calibration=self.profile_calibration)
 
     def comm_benchmark(self, cluster: Cluster, sizes: list[int] | None = None, repeats: int = 5) -> CommFit:
         return _comm_benchmark(cluster, sizes, repeats, inter_op_threads=self.inter_op_threads,

@@ -48,6 +48,19 @@ def test_profile_measures_every_op(backend, mlp):
     assert all(a["compute_s"] == 0 for _, a in g.nx.nodes(data=True))
 
 
+def test_profile_calibrated_to_untraced_step(mlp):
+    m, g = mlp
+    be = TFBackend(intra_op_threads=1, profile_calibration="untraced_step")
+    p = be.profile(m, g, warmup=2, steps=3)
+    info = p.nx.graph["profile"]
+    assert info["calibration"] == "untraced_step" and info["scale"] > 0
+    total = sum(a["compute_s"] for _, a in p.nx.nodes(data=True))
+    assert total == pytest.approx(info["untraced_step_s"], rel=0.02)
+    from algorithms.errors import ConfigError
+    with pytest.raises(ConfigError, match="calibration"):
+        TFBackend(profile_calibration="magic")
+
+
 def test_profile_at_other_batch_size(backend, mlp):
     m, g = mlp
     p = backend.profile(m, g, warmup=1, steps=1, batch_size=32)
