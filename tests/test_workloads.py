@@ -54,9 +54,14 @@ def test_training_mirror_has_backward_and_update_ops():
     fw = [n for n in g.ops if g.op(n)["phase"] == "forward"]
     bw = [n for n in g.ops if g.op(n)["phase"] == "backward"]
     up = [n for n in g.ops if g.op(n)["phase"] == "update"]
-    assert len(bw) == len(fw) and up
+    grads = [b for b in bw if b.endswith("/grad")]
+    wgrads = [b for b in bw if b.endswith("/wgrad")]
+    assert len(grads) == len(fw) and len(wgrads) == len(up) and up
     assert all(g.op(b)["forward_of"] in fw for b in bw)
     assert all(g.op(u)["colocation"] == g.op(u.rsplit("/", 1)[0])["colocation"] for u in up)
+    for n in g.ops:  # every op produces one tensor: its out-edges (control edges aside) carry one size
+        sizes = {d["bytes"] for _, _, d in g.nx.out_edges(n, data=True) if not d["control"]}
+        assert len(sizes) <= 1, n
 
 
 def test_thesis_devices_memory_falls_with_speed():

@@ -24,9 +24,12 @@ is exhausted. Device-type constraints are drawn per node with probabilities `p_c
 group takes the first constraint drawn among its members, so a group never asks for two types.
 
 With `training=True` the generated DAG is the forward pass of a training step: each forward op f gets a
-backward op ``f/grad`` (`forward_of` = f, compute `backward_factor` times f's) with the reversed edges
-between backward ops and the activation edge f -> f/grad, and every op holding persistent memory gets an
-``f/update`` op after its gradient (phase "update", colocated with f).
+backward op ``f/grad`` (`forward_of` = f) with the reversed edges between backward ops and the activation edge
+f -> f/grad. Every op holding persistent memory (a parameter) also gets a weight-gradient op ``f/wgrad``
+(`forward_of` = f, output = the parameter's size; in TensorFlow the gradient of a MatMul is likewise two ops, one
+per tensor) and an ``f/update`` op after it (phase "update", colocated with f). Backward compute totals
+`backward_factor` times the forward op's (split (factor - 1) : 1 between grad and wgrad for parameter ops), so
+every op produces one tensor and every out-edge of an op carries that tensor.
 
 Complexity: O(levels^2 * width^2) edge trials without a level limit, O(levels * limit * width^2) with one.
 """
@@ -170,7 +173,8 @@ def _add_backward(g: OpGraph, fwd: list[str], factor: float) -> None:
     edges = list(g.nx.edges(data=True))
     for f in fwd:
         a = g.op(f)
-        g.add_op(f"{f}/grad", type="SyntheticGrad", phase="backward", compute_s=a["compute_s"] * factor,
+        share = factor - 1.0 if a["persistent_bytes"] > 0 and factor > 1 else factor
+        g.add_op(f"{f}/grad", type="SyntheticGrad", phase="backward", compute_s=a["compute_s"] * share,
                  persistent_bytes=0, temporary_bytes=a["output_bytes"], output_bytes=a["output_bytes"],
                  colocation=None, device_type=a["device_type"], forward_of=f)
         g.add_edge(f, f"{f}/grad", bytes=a["output_bytes"])
@@ -179,13 +183,20 @@ def _add_backward(g: OpGraph, fwd: list[str], factor: float) -> None:
     for f in fwd:
         a = g.op(f)
         if a["persistent_bytes"] > 0:
+            # the weight gradient is its own op and tensor (as TensorFlow's gradient of a MatMul is two MatMuls)
+            g.add_op(f"{f}/wgrad", type="SyntheticWeightGrad", phase="backward",
+                     compute_s=a["compute_s"] * min(1.0, factor), persistent_bytes=0, temporary_bytes=0,
+                     output_bytes=a["persistent_bytes"], colocation=None, device_type=a["device_type"],
+                     forward_of=f)
+            g.add_edge(f"{f}/grad", f"{f}/wgrad", bytes=a["output_bytes"])
+            g.add_edge(f, f"{f}/wgrad", bytes=a["output_bytes"])
             g.add_op(f"{f}/update", type="ApplyGradient", phase="update", compute_s=a["compute_s"] * 0.1,
                      persistent_bytes=0, temporary_bytes=0, output_bytes=0, colocation=a["colocation"],
                      device_type=a["device_type"], forward_of=None)
             if a["colocation"] is None:
                 a["colocation"] = f"var:{f}"
                 g.op(f"{f}/update")["colocation"] = f"var:{f}"
-            g.add_edge(f"{f}/grad", f"{f}/update", bytes=a["persistent_bytes"])
+            g.add_edge(f"{f}/wgrad", f"{f}/update", bytes=a["persistent_bytes"])
             g.add_edge(f, f"{f}/update", bytes=0, control=True)
     g.invalidate()
 
