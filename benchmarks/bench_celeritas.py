@@ -6,7 +6,7 @@ and after fusion (Table 2), and the simulated step time of Celeritas, Order-Plac
 exist, Baechi's m-ETF, m-SCT and m-TOPO (algorithms.placers.baechi) on the same graph (Table 3).
 
     python benchmarks/bench_celeritas.py [--levels 1520] [--seed 0] [--tensor-unit 1e4] [--extra-R 20]
-                                         [--no-baselines]
+                                         [--no-baselines] [--skip m_sct ...]
 
 `--tensor-unit` scales every tensor (the generator's tensor_unit_bytes): the default 1e4 gives CCR ~2; about
 1e6 gives CCR in the paper's range (Table 2: 18 to 112). `--extra-R` adds Celeritas runs with other
@@ -50,6 +50,7 @@ def main() -> None:
     ap.add_argument("--tensor-unit", type=float, default=1e4)
     ap.add_argument("--extra-R", type=int, nargs="*", default=[])
     ap.add_argument("--no-baselines", action="store_true")
+    ap.add_argument("--skip", nargs="*", default=[], help="placer names to leave out (e.g. m_sct)")
     args = ap.parse_args()
     t = time.perf_counter()
     g = level_dag(levels=args.levels, min_nodes_per_level=4, max_nodes_per_level=12, edge_probability=0.15,
@@ -73,6 +74,9 @@ def main() -> None:
             placers.append((name, cls() if cls is not None else None))
     print(f"{'placer':<16}{'place_s':>10}{'step_s':>12}{'status':>8}  notes")
     for name, p in placers:
+        if name in args.skip:
+            print(f"{name:<16}{'skipped':>30}")
+            continue
         if p is None:
             print(f"{name:<16}{'not available':>30}")
             continue

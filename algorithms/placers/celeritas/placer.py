@@ -7,7 +7,8 @@ Pipeline (Figure 2 of the paper):
 2. CPD-TOPO of the graph (Algorithm 1, CPD_Topo), the breakpoint program with exploration range R and
    per-cluster memory limit M = `memory_fraction` x the smallest device memory (Optimal_BP, eqs. 4 to 6), the
    coarse graph (Lemma 2); CCR after fusion (Table 2);
-3. CPD-TOPO of the coarse graph (Algorithm 2, line 3) and Adjusting Placement (Algorithm 2) or Order-Place;
+3. CPD-TOPO of the coarse graph (Algorithm 2, line 3) and Adjusting Placement (Algorithm 2; `compare` chooses
+   whether eq. 9 compares start or finish times, the same on identical devices) or Order-Place;
 4. the coarse assignment is expanded to the ops of the graph given to `place` (the paper's "mapping between
    V' and V"), with the colocation rule of `CoarseState`; `Placement.order` holds every device's ops in the
    order of the planned start times (Adjusting) or of the CPD-TOPO sequence (Order-Place).
