@@ -1,0 +1,252 @@
+"""Baechi's graph optimizer passes (seed 001, sections 3.1-3.3) and the profile perturbation (Figure 8)."""
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from algorithms.cluster import uniform_cluster
+from algorithms.errors import ConfigError, InfeasiblePlacement
+from algorithms.graph import OpGraph
+from algorithms.passes.baechi import (ColocationGrouping, CoPlacement, ForwardOnlyPlacement, OperatorFusion,
+                                      ProfilePerturbation, single_device_peak)
+from algorithms.placement import CoarseMap, check_placement
+from algorithms.placers.baechi import METFPlacer, MSCTPlacer, MTOPOPlacer
+from algorithms.simulator import simulate
+from algorithms.workloads.synthetic import level_dag, linreg_graph
+
+from .strategies import random_clusters, random_dags
+
+
+def members_in_topological_order(graph: OpGraph, cmap: CoarseMap) -> bool:
+    pos = graph.index().pos
+    return all(all(pos[a] < pos[b] for a, b in zip(m, m[1:])) for m in cmap.values())
+
+
+def apply_chain(graph: OpGraph, passes) -> tuple[OpGraph, CoarseMap]:
+    cmap = CoarseMap.identity(graph)
+    for p in passes:
+        graph, m = p.apply(graph)
+        cmap = cmap.then(m)
+    return graph, cmap
+
+
+# ------------------------------------------------------------------------------------------ fusion
+def test_fusion_cycle_safe_rule_skips_a_pair_with_another_path():
+    # Figure 5a: a -> b directly and a -> x -> b; a and b are in one group, x is not.  Fusing a and b would
+    # close the cycle {a,b} -> x -> {a,b}: out-degree(a) = 2 and in-degree(b) = 2, so they stay apart.
+    g = OpGraph("fig5a")
+    g.add_op("a", compute_s=1.0, colocation="G")
+    g.add_op("x", compute_s=1.0)
+    g.add_op("b", compute_s=1.0, colocation="G")
+    g.add_edge("a", "b", bytes=1)
+    g.add_edge("a", "x", bytes=1)
+    g.add_edge("x", "b", bytes=1)
+    out, cmap = OperatorFusion().apply(g)
+    assert len(out) == 3 and nx.is_directed_acyclic_graph(out.nx)
+    assert out.op("a")["colocation"] == out.op("b")["colocation"] == "G"   # still placed together
+
+
+def test_fusion_chain_and_fan_in_cases():
+    # Figure 5d/5e: a -> b -> c in one group (out-degree 1) fuse; d -> c with d outside stays.
+    g = OpGraph("chain")
+    for o in "abc":
+        g.add_op(o, compute_s=1.0, persistent_bytes=10, temporary_bytes=5, output_bytes=3, colocation="G")
+    g.add_op("d", compute_s=2.0, output_bytes=7)
+    g.add_edge("a", "b", bytes=3)
+    g.add_edge("b", "c", bytes=3)
+    g.add_edge("d", "c", bytes=7)
+    out, cmap = OperatorFusion().apply(g)
+    assert len(out) == 2
+    fused = next(c for c, m in cmap.items() if len(m) == 3)
+    assert cmap[fused] == ["a", "b", "c"]
+    a = out.op(fused)
+    assert a["compute_s"] == pytest.approx(3.0)
+    assert a["persistent_bytes"] == 30
+    assert a["output_bytes"] == 3                 # only c's output leaves (c is a sink)
+    assert a["temporary_bytes"] == 5 + 3 + 3      # largest temporary + the outputs used inside
+    assert out.nx.edges["d", fused]["bytes"] == 7
+    cmap.check_covers(g)
+
+
+def test_linreg_fusion_gives_a_dag():
+    # Figure 4: fusing the colocation groups {Weight, ApplyGrad} and {Step, UpdateStep} naively creates a
+    # cycle; the cycle-safe rule keeps the result a DAG.
+    g = linreg_graph()
+    out, cmap = apply_chain(g, [ColocationGrouping(), CoPlacement(), OperatorFusion()])
+    assert nx.is_directed_acyclic_graph(out.nx)
+    cmap.check_covers(g)
+    assert members_in_topological_order(g, cmap)
+    assert len(out) < len(g)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_dags(max_ops=30, colocation=True, device_types=True))
+def test_fusion_output_is_a_dag_covering_every_op_once(graph):
+    grouped, m1 = ColocationGrouping().apply(graph)
+    co, m2 = CoPlacement().apply(grouped)
+    out, m3 = OperatorFusion().apply(co)
+    cmap = m1.then(m2).then(m3)
+    assert nx.is_directed_acyclic_graph(out.nx)
+    cmap.check_covers(graph)
+    assert sorted(o for m in cmap.values() for o in m) == sorted(graph.ops)
+    assert members_in_topological_order(graph, m3)
+    total = sum(a["compute_s"] for _, a in graph.nx.nodes(data=True))
+    assert sum(a["compute_s"] for _, a in out.nx.nodes(data=True)) == pytest.approx(total)
+    assert sum(a["persistent_bytes"] for _, a in out.nx.nodes(data=True)) == pytest.approx(
+        sum(a["persistent_bytes"] for _, a in graph.nx.nodes(data=True)))
+    out.validate()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_dags(max_ops=20, colocation=True, training=True), random_clusters(max_devices=4))
+def test_placements_of_the_optimized_graph_expand_to_valid_ones(graph, cluster):
+    for mode in ("forward", "full"):
+        out, cmap = apply_chain(graph, [ColocationGrouping(), CoPlacement(), ForwardOnlyPlacement(mode),
+                                        OperatorFusion()])
+        cmap.check_covers(graph)
+        assert nx.is_directed_acyclic_graph(out.nx)
+        for placer in (MTOPOPlacer(), METFPlacer(), MSCTPlacer()):
+            try:
+                pl = placer.place(out, cluster)
+            except InfeasiblePlacement:
+                continue
+            assign = cmap.expand_assignment(pl.assignment)
+            check_placement(graph, cluster, assign)
+            simulate(graph, cluster, assign)
+
+
+# ------------------------------------------------------------------------------------------ grouping
+def test_colocation_grouping_spreads_the_device_type_and_drops_singletons():
+    g = OpGraph("grp")
+    g.add_op("v", colocation="var", device_type="GPU")
+    g.add_op("r", colocation="var")
+    g.add_op("alone", colocation="solo")
+    g.add_edge("v", "r", bytes=1)
+    out, cmap = ColocationGrouping().apply(g)
+    assert out.op("r")["device_type"] == "GPU"
+    assert out.op("r")["colocation"] == out.op("v")["colocation"] == "var"
+    assert out.op("alone")["colocation"] is None
+    assert cmap == CoarseMap.identity(g)
+    assert g.op("r")["device_type"] is None     # the input is left alone
+
+
+def test_co_placement_next_op_and_forward_backward():
+    # f1 -> f2 -> f3 forward, f1 -> f3 as well; g3 -> g2 -> g1 backward.  f2's output is used only by f3
+    # (rule i); f1 has two users (no rule i); each gK goes with fK (rule ii).
+    g = OpGraph("cp")
+    for k in (1, 2, 3):
+        g.add_op(f"f{k}", compute_s=1.0)
+    g.add_edge("f1", "f2", bytes=1)
+    g.add_edge("f2", "f3", bytes=1)
+    g.add_edge("f1", "f3", bytes=1)
+    for k in (3, 2, 1):
+        g.add_op(f"g{k}", compute_s=1.0, phase="backward", forward_of=f"f{k}")
+    g.add_edge("f3", "g3", bytes=1)
+    g.add_edge("g3", "g2", bytes=1)
+    g.add_edge("g2", "g1", bytes=1)
+    g.add_edge("f1", "g1", bytes=1)
+    only_next, _ = CoPlacement(next_op=True, forward_backward=False).apply(g)
+    grp = {o: only_next.op(o)["colocation"] for o in only_next.ops}
+    assert grp["f2"] == grp["f3"] is not None
+    assert grp["f1"] != grp["f2"]
+    assert grp["g3"] == grp["g2"] == grp["g1"]       # chain of single users
+    both, _ = CoPlacement().apply(g)
+    grp = {o: both.op(o)["colocation"] for o in both.ops}
+    assert len(set(grp.values())) == 1               # everything is linked now
+
+
+def test_co_placement_never_mixes_device_types():
+    g = OpGraph("types")
+    g.add_op("a", device_type="CPU")
+    g.add_op("b", device_type="GPU")
+    g.add_edge("a", "b", bytes=1)
+    out, _ = CoPlacement().apply(g)
+    assert out.op("a")["colocation"] is None and out.op("b")["colocation"] is None
+
+
+# ------------------------------------------------------------------------------------------ forward-only
+def training_graph() -> OpGraph:
+    return level_dag(levels=8, min_nodes_per_level=2, max_nodes_per_level=4, training=True,
+                     colocated_fraction=0.2, seed=5)
+
+
+def test_forward_only_places_forward_ops_and_backward_follow():
+    g = training_graph()
+    out, cmap = ForwardOnlyPlacement("forward").apply(g)
+    n_backward = sum(1 for _, a in g.nx.nodes(data=True) if a.get("forward_of"))
+    assert len(out) == len(g) - n_backward
+    assert nx.is_directed_acyclic_graph(out.nx)
+    cmap.check_covers(g)
+    assert members_in_topological_order(g, cmap)
+    for c, mem in cmap.items():
+        for o in mem:
+            fw = g.op(o).get("forward_of")
+            if fw is not None:
+                assert fw in mem                      # the backward op rides with its forward op
+    assert sum(a["compute_s"] for _, a in out.nx.nodes(data=True)) == pytest.approx(
+        sum(a["compute_s"] for _, a in g.nx.nodes(data=True)))
+    pl = METFPlacer().place(out, uniform_cluster(3, latency_s=1e-4, bytes_per_s=1e9))
+    assign = cmap.expand_assignment(pl.assignment)
+    for o, a in g.nx.nodes(data=True):
+        if a.get("forward_of"):
+            assert assign[o] == assign[a["forward_of"]]
+
+
+def test_forward_only_full_mode_forces_pairs_together():
+    g = training_graph()
+    out, cmap = ForwardOnlyPlacement("full").apply(g)
+    assert len(out) == len(g)
+    for o, a in out.nx.nodes(data=True):
+        if a.get("forward_of"):
+            assert a["colocation"] is not None
+            assert a["colocation"] == out.op(a["forward_of"])["colocation"]
+
+
+def test_forward_only_auto_follows_the_memory():
+    g = training_graph()
+    need = single_device_peak(g)
+    assert 0 < need <= g.total_memory()
+    big, _ = ForwardOnlyPlacement("auto", memory_bytes=need).apply(g)
+    small, _ = ForwardOnlyPlacement("auto", memory_bytes=[{"memory_bytes": need}], memory_fraction=0.5).apply(g)
+    assert len(big) < len(g)
+    assert len(small) == len(g)
+    bound = ForwardOnlyPlacement("auto")
+    bound.bind(uniform_cluster(2, need / 2))
+    assert len(bound.apply(g)[0]) == len(g)
+    with pytest.raises(ConfigError):
+        ForwardOnlyPlacement("sideways")
+
+
+# ------------------------------------------------------------------------------------------ perturbation
+def test_profile_perturbation_is_seeded_and_bounded():
+    g = training_graph()
+    a1, m = ProfilePerturbation(0.3, seed=7).apply(g)
+    a2, _ = ProfilePerturbation(0.3, seed=7).apply(g)
+    b, _ = ProfilePerturbation(0.3, seed=8).apply(g)
+    assert m == CoarseMap.identity(g)
+    comp = lambda x: [x.op(o)["compute_s"] for o in g.ops]   # noqa: E731
+    assert comp(a1) == comp(a2) != comp(b)
+    for o in g.ops:
+        c0 = g.op(o)["compute_s"]
+        assert 0.7 * c0 - 1e-12 <= a1.op(o)["compute_s"] <= 1.3 * c0 + 1e-12
+    for u, v, d in g.edges():
+        assert 0.7 * d["bytes"] - 1e-9 <= a1.nx.edges[u, v]["bytes"] <= 1.3 * d["bytes"] + 1e-9
+    same, _ = ProfilePerturbation(0.0).apply(g)
+    assert comp(same) == comp(g)
+    with pytest.raises(ConfigError):
+        ProfilePerturbation(1.5)
+
+
+def test_full_chain_on_a_synthetic_training_graph_shrinks_it():
+    g = level_dag(levels=20, training=True, colocated_fraction=0.15, seed=2)
+    out, cmap = apply_chain(g, [ColocationGrouping(), CoPlacement(), ForwardOnlyPlacement("auto"),
+                                OperatorFusion()])
+    assert len(out) < len(g) / 2
+    cmap.check_covers(g)
+    cl = uniform_cluster(4, latency_s=1e-4, bytes_per_s=5e9)
+    pl = MSCTPlacer().place(out, cl)
+    assign = cmap.expand_assignment(pl.assignment)
+    check_placement(g, cl, assign)
+    assert simulate(g, cl, assign).ok
