@@ -56,7 +56,8 @@ Choices where the paper is vague:
 - ``assignments``: "enumerate" is Algorithm 1 as written (every pruned assignment, one RepetendSolver call
   each); "smt" (our extension) folds the assignment into Z3 as integer variables with Property IV.2 as
   constraints, which finds the same best repetend per N_R without visiting candidates one by one; "auto" (the
-  default) enumerates while an N_R has at most ``enumerate_limit`` candidates.
+  default) enumerates while an N_R has at most ``enumerate_limit`` candidates and uses "smt" above that,
+  falling back to the enumeration for that N_R when a Z3 check over all assignments times out.
 - Concatenation keeps phases apart per device (a device finishes its warm-up blocks before its first repetend
   block), so every phase starts from exactly the memory level the search assumed.
 
@@ -517,7 +518,7 @@ class TesselScheduler(ConfiguredPipelineScheduler):
     def __init__(self, max_repetend_micro: int | None = None, lazy: bool = True, time_limit_s: float = 120.0,
                  check_timeout_s: float = 10.0, completion_timeout_s: float = 60.0,
                  fallback_time_limit_s: float = 60.0, assignments: str = "auto",
-                 enumerate_limit: int = 2000, **case: Any):
+                 enumerate_limit: int = 300, **case: Any):
         super().__init__(**case)
         if assignments not in ("auto", "enumerate", "smt"):
             raise ConfigError(f"tessel: assignments={assignments!r}; choose auto, enumerate or smt")
@@ -578,6 +579,13 @@ class TesselScheduler(ConfiguredPipelineScheduler):
                     n, starts, p = next(source)
                 except StopIteration:
                     stats["time_repetend_s"] += time.perf_counter() - tr0
+                    if mode == "smt" and stats.get("smt_unknown") == n_r and self.assignments == "auto":
+                        # a Z3 check over all assignments timed out: fall back to visiting them one by one
+                        log.info("tessel: N_R=%d assignment SMT undecided, enumerating instead", n_r)
+                        mode = "enumerate"
+                        stats["assignment_search"][n_r] = "smt+enumerate"
+                        source = self._enumerated(spec, n_r, memory, lb, state, deadline, stats)
+                        continue
                     break
                 t_r, E_R, W_R = repetend_time(spec, n, starts, memory, p)
                 stats["time_repetend_s"] += time.perf_counter() - tr0
@@ -726,6 +734,7 @@ class TesselScheduler(ConfiguredPipelineScheduler):
                        [m.eval(x, model_completion=True).as_long() for x in sv])
             elif r == z3.unknown:
                 stats["optimal_repetend"] = False
+                stats["smt_unknown"] = n_r
             sol.pop()
             return res
 
