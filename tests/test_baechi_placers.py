@@ -239,6 +239,11 @@ def test_favorite_children_repair_keeps_one_child_and_one_parent():
     assert named2 == {"c": "a", "b": "d"}
 
 
+def test_group_reserve_is_checked():
+    with pytest.raises(Exception, match="group_reserve"):
+        METFPlacer(group_reserve="everything").place(chain(2), uniform_cluster(2))
+
+
 def test_empty_graph():
     for placer in PLACERS:
         pl = placer().place(OpGraph("empty"), uniform_cluster(2))
@@ -286,10 +291,12 @@ def test_prediction_matches_the_simulator(graph, cluster):
 
 
 @SETTINGS
-@given(random_dags(max_ops=25, colocation=True), random_clusters(mode="parallel"))
-def test_never_on_a_full_device_with_colocation(graph, cluster):
-    """Co-adjusted colocation reserves the group's memory, so the parallel-mode replay still fits."""
-    for placer in (METFPlacer(), MSCTPlacer()):
+@given(random_dags(max_ops=25, colocation=True), random_clusters(mode="parallel"),
+       st.sampled_from(["persistent", "transient", "full"]))
+def test_never_on_a_full_device_with_colocation(graph, cluster, reserve):
+    """Co-adjusted colocation reserves memory for the group; whatever it reserves, every op is checked when
+    it is placed, so the parallel-mode replay fits (or the placer raises)."""
+    for placer in (METFPlacer(group_reserve=reserve), MSCTPlacer(group_reserve=reserve)):
         try:
             pl = placer.place(graph, cluster)
         except InfeasiblePlacement:

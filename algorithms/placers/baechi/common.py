@@ -15,15 +15,14 @@ Execution Simulator (ES) does, and the way `algorithms.simulator.simulate` repla
 * Memory (4.2).  Persistent bytes are held for the whole step; temporary bytes while the op runs; the output
   from the op's start until its last local consumer has finished and every outgoing transfer has arrived;
   a received copy from its arrival until its last consumer on that device has finished.  When the first op
-  of a colocation group is placed, the group's memory is reserved on that device (3.1, 4.2): every member's
-  persistent bytes at once, and for each other member its temporary + output bytes plus the outputs of its
-  inputs from outside the group; a member's share is released when the member itself is placed.
+  of a colocation group is placed, the group's memory is reserved on that device (3.1, 4.2): by default the
+  persistent bytes of every member at once (see `ExecModel` for the larger reservations on offer).
 
 Choices where the paper is vague (recorded here, repeated in the placers' docstrings):
 
 * The simulator sends one copy per (producer, device) sized by the largest edge to that device.  The
   placer fixes a transfer when the first consumer lands on a device; a later consumer with a larger edge
-  extends that arrival for itself only.  Predicted and simulated times therefore agree exactly when each
+  extends the cached arrival from then on (ops placed before keep their times).  Predicted and simulated times therefore agree exactly when each
   producer's edges to one device carry the same bytes (the thesis' model: every out-edge carries the
   producer's output), which holds for `tests.strategies.random_dags` and most real graphs.
 * In sequential mode the placer reserves the communication queues in placement order, whereas the
@@ -50,11 +49,14 @@ from typing import Any
 import numpy as np
 
 from ...cluster import Cluster
-from ...errors import InfeasiblePlacement
+from ...errors import ConfigError, InfeasiblePlacement
 from ...graph import OpGraph
 from ...placement import Placement
 
 log = logging.getLogger(__name__)
+
+#: What a colocation group reserves when its first member is placed (see `ExecModel`).
+GROUP_RESERVE = ("persistent", "transient", "full")
 
 
 class DeviceMemory:
@@ -201,11 +203,23 @@ class ExecModel:
     cache, communication queues, dynamic memory, colocation-group reservations.
 
     Ops are integer indices of `graph.index()`.  A placer asks `estimate(o, p)` and `fits(o, p, est)`, then
-    `commit(o, p, est)`.  With ``memory_aware=False`` the memory is tracked (for reporting) but never
+    `commit(o, p, est)`.
+
+    `group_reserve` says what a colocation group reserves on its device when its first member is placed
+    (Baechi 4.2 reserves "memory for a colocation group" without saying which): ``persistent`` (default) the
+    members' persistent bytes, which are held for the whole step anyway; ``transient`` also each later
+    member's temporary + output bytes, held until that member is placed; ``full`` also the outputs of its
+    inputs from outside the group (possible received copies).  The larger reservations make a later member
+    certain to fit but hold memory that other ops could use meanwhile; on training graphs, where a group
+    joins a forward op and its backward ops, they exhaust the devices long before memory really runs out.
+    A later member that does not fit on its group's device raises `InfeasiblePlacement`.  With ``memory_aware=False`` the memory is tracked (for reporting) but never
     refused, which gives the classical, memory-oblivious ETF / SCT.
     """
 
-    def __init__(self, graph: OpGraph, cluster: Cluster, memory_aware: bool = True):
+    def __init__(self, graph: OpGraph, cluster: Cluster, memory_aware: bool = True,
+                 group_reserve: str = "persistent"):
+        if group_reserve not in GROUP_RESERVE:
+            raise ConfigError(f"placer.group_reserve: {group_reserve!r} is not one of {GROUP_RESERVE}")
         self.graph = graph
         self.cluster = cluster
         self.memory_aware = memory_aware
@@ -269,7 +283,10 @@ class ExecModel:
         for k, mem in enumerate(self.members):
             for i in mem:
                 ext = sum(self.out[j] for j, _ in self.pred[i] if gid[j] != k)
-                self.share[i] = self.temp[i] + self.out[i] + ext
+                if group_reserve == "full":
+                    self.share[i] = self.temp[i] + self.out[i] + ext
+                elif group_reserve == "transient":
+                    self.share[i] = self.temp[i] + self.out[i]
                 self.group_persist[k] += self.persist[i]
                 self.group_share[k] += self.share[i]
         self.group_dev = [-1] * len(self.members)

@@ -28,7 +28,9 @@ class METFPlacer(Placer):
 
     The queue is a binary heap with lazy invalidation (stored keys are lower bounds, re-estimated when they
     reach the head); ties go to the op earlier in topological order, then to the lower device index.
-    `memory_aware=False` gives classical ETF (memory tracked for reporting, never refused).
+    `memory_aware=False` gives classical ETF (memory tracked for reporting, never refused); `group_reserve`
+    chooses what a colocation group reserves when it is pinned (`common.ExecModel`; default: its members'
+    persistent bytes).
 
     An op (or group) that fits on no device raises `InfeasiblePlacement` naming it.  `Placement.order` is
     the per-device order of the placer's simulation; `info` holds the predicted makespan, the predicted
@@ -40,12 +42,13 @@ class METFPlacer(Placer):
 
     name = "m_etf"
 
-    def __init__(self, memory_aware: bool = True):
+    def __init__(self, memory_aware: bool = True, group_reserve: str = "persistent"):
         self.memory_aware = bool(memory_aware)
+        self.group_reserve = group_reserve
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         t0 = time.perf_counter()
-        model = ExecModel(graph, cluster, memory_aware=self.memory_aware)
+        model = ExecModel(graph, cluster, memory_aware=self.memory_aware, group_reserve=self.group_reserve)
         queue = PairQueue(model)
         queue.run()
         info = {"n_dropped_pairs": queue.n_dropped, "n_reestimated": queue.n_reestimated,

@@ -19,7 +19,11 @@ from .common import ExecModel, PairQueue
 log = logging.getLogger(__name__)
 
 
-def sct_lp(graph: OpGraph, cluster: Cluster, compute: list[float] | None = None) -> tuple[np.ndarray, dict]:
+LP_METHODS = ("highs-ipm", "highs-ds", "highs")
+
+
+def sct_lp(graph: OpGraph, cluster: Cluster, compute: list[float] | None = None,
+           method: str = "highs-ipm") -> tuple[np.ndarray, dict]:
     """Solve the LP relaxation of SCT's favorite-child ILP, Baechi equation (2) (Hanen & Munier 1995, 3.2).
 
     Variables: a start time s_i >= 0 per op, the makespan w, and x_ij in [0, 1] per edge i -> j, where
@@ -37,7 +41,9 @@ def sct_lp(graph: OpGraph, cluster: Cluster, compute: list[float] | None = None)
     variable and no row (it can never be a favorite edge).  p_i is the op's execution time averaged over the devices, c_ij the transfer time of the
     edge's bytes averaged over ordered pairs of distinct devices (latency + bytes / bandwidth).  Times are
     divided by their largest value before solving, to keep the LP well scaled.  Solved with HiGHS'
-    interior-point method (`linprog(method="highs-ipm")`) on sparse constraint matrices.
+    interior-point method (`linprog(method="highs-ipm")`, as Baechi 4.2 uses an interior-point solver) on
+    sparse constraint matrices; `method` may name HiGHS' dual simplex ("highs-ds") or its default choice
+    ("highs") instead, which are several times faster on these LPs.
 
     Returns x (one value per edge, in the order of ``graph.index().succ`` flattened) and facts (status,
     time, sizes).  O(interior point on V + E variables and about V + E rows).
@@ -138,7 +144,7 @@ def sct_lp(graph: OpGraph, cluster: Cluster, compute: list[float] | None = None)
     ub = np.full(n + 1 + K, np.inf)
     ub[X:] = 1.0
     t0 = time.perf_counter()
-    res = linprog(obj, A_ub=A, b_ub=b, bounds=np.column_stack([lb, ub]), method="highs-ipm")
+    res = linprog(obj, A_ub=A, b_ub=b, bounds=np.column_stack([lb, ub]), method=method)
     facts.update(lp_time_s=time.perf_counter() - t0, lp_status=int(res.status), lp_rows=r)
     if res.x is None:
         log.warning("SCT LP did not solve (status %s: %s); no favorite children", res.status, res.message)
@@ -189,7 +195,7 @@ class MSCTPlacer(Placer):
     and as "the favorite child waits for its parent's device" (its pair on another device is not ready
     before the pair on the parent's device); urgency ignores communication queues.
     `memory_aware=False` gives classical SCT (memory tracked, never refused), which can overflow a device
-    (Figure 1).
+    (Figure 1); `group_reserve` as in m-ETF; `lp_method` picks the LP solver (`sct_lp`).
 
     `info` holds lp_time_s, lp_status, n_favorite_children, n_excluded_devices, the predicted makespan and
     the predicted peak bytes per device.  An op that fits nowhere raises `InfeasiblePlacement`.
@@ -199,7 +205,12 @@ class MSCTPlacer(Placer):
 
     name = "m_sct"
 
-    def __init__(self, threshold: float = 0.1, exclude_full: bool = True, memory_aware: bool = True):
+    def __init__(self, threshold: float = 0.1, exclude_full: bool = True, memory_aware: bool = True,
+                 group_reserve: str = "persistent", lp_method: str = "highs-ipm"):
+        if lp_method not in LP_METHODS:
+            raise ConfigError(f"placer.lp_method: {lp_method!r} is not one of {LP_METHODS}")
+        self.lp_method = lp_method
+        self.group_reserve = group_reserve
         if not 0 < threshold <= 1:
             raise ConfigError(f"placer.threshold must lie in (0, 1], got {threshold!r}")
         self.threshold = float(threshold)
@@ -208,10 +219,10 @@ class MSCTPlacer(Placer):
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         t0 = time.perf_counter()
-        model = ExecModel(graph, cluster, memory_aware=self.memory_aware)
+        model = ExecModel(graph, cluster, memory_aware=self.memory_aware, group_reserve=self.group_reserve)
         D = model.D
         compute = [sum(row) / D for row in model.dur]
-        x, facts = sct_lp(graph, cluster, compute)
+        x, facts = sct_lp(graph, cluster, compute, self.lp_method)
         fav = favorite_children(graph, x, self.threshold)
         queue = PairQueue(model, favorite_parent=fav, exclude_full=self.exclude_full and self.memory_aware)
         queue.run()
