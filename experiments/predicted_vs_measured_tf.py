@@ -6,7 +6,9 @@ communication model with the micro-benchmark between the cluster's devices, then
 placement, the expert placement (GNMT: Baechi 5.3's rules from the model config; skipped for a model without
 rules) and every placer configured under conf/placer/ that can be built alone, predict the step time with
 `algorithms.simulator.simulate` on the profiled graph and the fitted cluster, and measure it with
-`TFBackend.run` (first --warmup steps discarded, mean of the next --steps, Celeritas 6.3).
+`TFBackend.run` (first --warmup steps discarded, mean of the next --steps, Celeritas 6.3). The profile is
+calibrated to an untraced single-device step by default (--calibration none keeps the raw step-stats times,
+which tracing inflates by about 1.5x to 2x here).
 
 TensorFlow's executor runs ready ops in its own order, so the prediction uses the simulator's first-in
 first-out dispatch (no static schedule), the closest of its policies to TensorFlow's ready queue.
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--inter-op-threads", type=int, default=2)
     ap.add_argument("--intra-op-threads", type=int, default=1)
     ap.add_argument("--comm-repeats", type=int, default=5)
-    ap.add_argument("--calibration", default="none", choices=["none", "untraced_step"],
+    ap.add_argument("--calibration", default="untraced_step", choices=["none", "untraced_step"],
                     help="profile calibration (TFBackend.profile_calibration)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="write the rows to this JSON file")

@@ -16,8 +16,8 @@ profiled steps whose costs are averaged. Choices made here:
 * across profiled steps: time by `statistic` (mean, as Baechi, or median); memory by the maximum.
 * ops absent from the step stats (none when graph rewrites are off) keep compute 0 and their static sizes.
 * tracing is not free: on the CPU build here a traced step takes about 1.5x an untraced one and the op times
-  inflate with it. The optional `calibration="untraced_step"` scales them back (see `profile`); it is off by
-  default, as in Baechi.
+  inflate with it. `calibration="untraced_step"` scales them back (see `profile`); the backend uses it by
+  default, ``"none"`` keeps the raw times as Baechi did.
 
 The profiling session has one device (the first GPU when the machine has one, else one CPU), graph rewrites
 off (see `session.py`), so step-stats records map one to one onto captured ops.

@@ -168,3 +168,12 @@ def test_placers_respect_colocation_gnmt(backend, path):
         assert assignment["dec/l3/t1/MatMul"] == "cpu3"
         assert assignment["gradients/enc/l1/t0/MatMul_grad/MatMul"] == "cpu1"
         assert assignment["attention/t0/MatMul"] == "cpu3"
+
+
+def test_backend_config_instantiates():
+    backend = instantiate(OmegaConf.load(os.path.join(CONF_DIR, "backend", "tensorflow.yaml")))
+    assert isinstance(backend, TFBackend) and backend.name == "tensorflow"
+    from algorithms.errors import ConfigError
+    with pytest.raises(ConfigError, match="profile_inter_op_threads"):
+        TFBackend(profile_inter_op_threads=2)
+    assert TFBackend(profile_inter_op_threads=2, profile_calibration="none").profile_inter_op_threads == 2
