@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import statistics
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import torch
 

@@ -41,7 +41,7 @@ import torch
 from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError, InvalidPlacement, InvalidSchedule, OutOfMemory
 
-from .capture import Program, resolve, run_program, tensors_of, value_nbytes
+from .capture import Program, resolve, run_program, tensors_of
 
 log = logging.getLogger(__name__)
 
