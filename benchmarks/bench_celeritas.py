@@ -5,11 +5,13 @@ GPU machine: the full Celeritas placement time (target < 5 s; the paper: 95 s), 
 and after fusion (Table 2), and the simulated step time of Celeritas, Order-Place, METIS and, when their modules
 exist, Baechi's m-ETF, m-SCT and m-TOPO (algorithms.placers.baechi) on the same graph (Table 3).
 
-    python benchmarks/bench_celeritas.py [--levels 1520] [--seed 0] [--tensor-unit 1e4] [--extra-R 20]
+    python benchmarks/bench_celeritas.py [--levels 1140] [--seed 0] [--bytes-per-s 5.7e9] [--tensor-unit 1e4]
+                                         [--extra-R 20]
                                          [--no-baselines] [--skip m_sct ...]
 
-`--tensor-unit` scales every tensor (the generator's tensor_unit_bytes): the default 1e4 gives CCR ~2; about
-1e6 gives CCR in the paper's range (Table 2: 18 to 112). `--extra-R` adds Celeritas runs with other
+The default graph (1140 levels, seed 0) has 36,444 ops. `--bytes-per-s` sets the link bandwidth: the default
+(Baechi's PCIe fit, 5.7e9) gives CCR ~2.4; about 1e8 gives a CCR in the paper's range (Table 2: 18 to 112)
+without changing memory. `--tensor-unit` scales every tensor (and so the output memory). `--extra-R` adds Celeritas runs with other
 exploration ranges (the paper's R = 200 always runs).
 """
 from __future__ import annotations
@@ -45,9 +47,10 @@ def baechi(name: str):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--levels", type=int, default=1520)
+    ap.add_argument("--levels", type=int, default=1140)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tensor-unit", type=float, default=1e4)
+    ap.add_argument("--bytes-per-s", type=float, default=5.7e9)
     ap.add_argument("--extra-R", type=int, nargs="*", default=[])
     ap.add_argument("--no-baselines", action="store_true")
     ap.add_argument("--skip", nargs="*", default=[], help="placer names to leave out (e.g. m_sct)")
@@ -58,10 +61,11 @@ def main() -> None:
                   memory_unit_bytes=1e4, tensor_unit_bytes=args.tensor_unit, seed=args.seed)
     g.index()  # the integer view every placer uses, built once outside the timings
     gen_s = time.perf_counter() - t
-    cl = Cluster([Device(f"gpu{i}", "GPU", 8e9, 1.0) for i in range(4)], 1.34e-4, 5.7e9, "sequential",
+    cl = Cluster([Device(f"gpu{i}", "GPU", 8e9, 1.0) for i in range(4)], 1.34e-4, args.bytes_per_s, "sequential",
                  name="gpu4_8gb")
     print(f"graph: {len(g)} ops, {g.number_of_edges()} edges, static memory {g.total_memory() / 1e9:.2f} GB "
-          f"(generated in {gen_s:.1f} s); cluster: 4 x 8 GB GPUs, sequential transfers")
+          f"(generated in {gen_s:.1f} s); cluster: 4 x 8 GB GPUs, sequential transfers, latency 1.34e-4 s, "
+          f"{args.bytes_per_s:.3g} B/s")
     serial = sum(a["compute_s"] for _, a in g.nx.nodes(data=True))
     print(f"sum of compute (one device, no transfers): {serial:.4f} s; tensor unit {args.tensor_unit:g} bytes")
     print(f"machine load: {os.getloadavg()[0]:.1f} (1-min load average on {os.cpu_count()} cores)")

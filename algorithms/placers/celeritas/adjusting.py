@@ -123,10 +123,9 @@ def adjusting_placement(cidx: GraphIndex, state: CoarseState, seq: Sequence[int]
 
     for c in seq:
         allowed = set(state.allowed(c))
-        need = state.need(c)
         est = [math.inf] * nd
         for d in range(nd):
-            if d in allowed and state.avail[d] >= need:
+            if d in allowed and state.avail[d] >= state.need(c, d):
                 est[d] = comp_est(c, d)
         dk = prev_dev
         key = [e + dur_cache[c][d] for d, e in enumerate(est)] if use_finish else est
@@ -137,7 +136,7 @@ def adjusting_placement(cidx: GraphIndex, state: CoarseState, seq: Sequence[int]
             res.best_effort.append(c)
             state.best_effort_nodes.append(c)
             log.debug("adjusting placement: no device has room for coarse node %d (%.3g bytes); best effort "
-                        "on %s", c, need, devs[d].name)
+                        "on %s", c, state.need(c), devs[d].name)
         else:
             back_cost = max((tt(d1, dk, b) for _, b in cidx.succ[c]), default=0.0)
             if key[dk] - key[d1] > back_cost:           # eq. 9 (inf - finite > back_cost: dk full)

@@ -146,13 +146,20 @@ class CoarseState:
     * when a coarse node pins a group, the memory of the *whole* group is reserved on the device at once (the
       paper, 6.5.2, blames m-TOPO's OOM on charging only a group's first op), so later members cost nothing.
 
-    ``need(c)`` is therefore the memory the node adds: ungrouped members plus the groups it pins.
-    Memory is the static persistent + temporary + output bytes of each op (`node_memory`).
+    ``need(c, d)`` is therefore the memory the node adds on device d: ungrouped members plus the groups it
+    pins, plus (with `count_inputs`, the default) one received copy of the output of every producer outside the
+    node that sits on another device and has not yet been received on d. Memory is the static persistent +
+    temporary + output bytes of each op (`node_memory`). The received copies are our addition to the paper's
+    ``Memory[v]``: the simulator (like a real runtime) holds a tensor received from another device until its
+    last local consumer has run, and without them a device filled to its limit ran out of memory in the
+    simulator with no best effort reported. With them the static figure bounds the simulator's dynamic peak
+    (members that follow a pinned group to another device are charged there at commit time).
     """
 
     def __init__(self, idx: GraphIndex, cluster: Cluster, clusters: Sequence[Sequence[int]],
-                 types: Sequence[str | None] | None = None):
+                 types: Sequence[str | None] | None = None, count_inputs: bool = True):
         self.idx = idx
+        self.count_inputs = count_inputs
         self.cluster = cluster
         self.clusters = [list(m) for m in clusters]
         self.types = list(types) if types is not None else effective_types(idx)
@@ -172,6 +179,20 @@ class CoarseState:
                 raise ValueError(f"coarse node with ops {[idx.names[i] for i in members[:3]]} mixes device "
                                  f"types {sorted(ts)}")
         self.best_effort_nodes: list[int] = []
+        self.op_dev = [-1] * idx.n
+        self.received: list[set[int]] = [set() for _ in cluster.devices]
+        cid = [0] * idx.n
+        for c, members in enumerate(self.clusters):
+            for i in members:
+                cid[i] = c
+        self.ext_inputs: list[list[int]] = []
+        for c, members in enumerate(self.clusters):
+            seen: set[int] = set()
+            for i in members:
+                for p, _ in idx.pred[i]:
+                    if cid[p] != c and p not in seen and idx.output[p] > 0:
+                        seen.add(p)
+            self.ext_inputs.append(sorted(seen))
 
     def allowed(self, c: int) -> list[int]:
         devs = allowed_devices(self.cluster, self.coarse_type[c])
@@ -180,7 +201,7 @@ class CoarseState:
                              f"{[self.idx.names[i] for i in self.clusters[c][:3]]}")
         return devs
 
-    def need(self, c: int) -> float:
+    def need(self, c: int, d: int | None = None) -> float:
         tot = 0.0
         seen: set[str] = set()
         for i in self.clusters[c]:
@@ -190,6 +211,11 @@ class CoarseState:
             elif g not in self.group_dev and g not in seen:
                 seen.add(g)
                 tot += self.group_mem[g]
+        if d is not None and self.count_inputs:
+            out, dev, rec = self.idx.output, self.op_dev, self.received[d]
+            for p in self.ext_inputs[c]:
+                if dev[p] != d and p not in rec:
+                    tot += out[p]
         return tot
 
     def best_effort_device(self, c: int) -> int:
@@ -204,6 +230,18 @@ class CoarseState:
             if g is not None and g not in self.group_dev:
                 self.group_dev[g] = d
         self.coarse_dev[c] = d
+        for i in self.clusters[c]:
+            self.op_dev[i] = self.op_device(i, c)
+        if self.count_inputs:
+            out = self.idx.output
+            for i in self.clusters[c]:
+                di = self.op_dev[i]
+                rec = self.received[di]
+                for p, _ in self.idx.pred[i]:
+                    dp = self.op_dev[p]
+                    if dp != di and dp >= 0 and out[p] > 0 and p not in rec:
+                        rec.add(p)
+                        self.avail[di] -= out[p]
 
     def op_device(self, i: int, c: int) -> int:
         g = self.idx.colocation[i]

@@ -25,19 +25,18 @@ def order_place(state: CoarseState, seq: Sequence[int]) -> list[int]:
     cur = 0
     for c in seq:
         allowed = state.allowed(c)
-        need = state.need(c)
         aset = set(allowed)
         unrestricted = len(allowed) == nd
         chosen = -1
         for k in list(range(cur, nd)) + list(range(0, cur)):
-            if k in aset and state.avail[k] >= need:
+            if k in aset and state.avail[k] >= state.need(c, k):
                 chosen = k
                 break
         if chosen < 0:
             chosen = state.best_effort_device(c)
             state.best_effort_nodes.append(c)
             log.debug("order-place: no device has room for coarse node %d (%.3g bytes); best effort on %s",
-                        c, need, state.cluster.devices[chosen].name)
+                        c, state.need(c), state.cluster.devices[chosen].name)
         elif unrestricted and chosen >= cur:
             cur = chosen
         state.commit(c, chosen)
