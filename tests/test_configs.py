@@ -76,5 +76,5 @@ def test_defaults_are_the_documented_ones():
     choices = cfg.hydra.runtime.choices
     assert (choices.model, choices.backend, choices.cluster, choices.profiler, choices.optimizer, choices.pipeline,
             choices.runtime) == ("synthetic", "none", "cpu4", "file", "none", "none", "none")
-    assert choices.scheduler == "placer_order"
+    assert (choices.placer, choices.scheduler) == ("m_etf", "placer_order")
     assert cfg.tracking.uri.startswith("sqlite:////") or cfg.tracking.uri.startswith("sqlite:///")
