@@ -2,6 +2,8 @@
 
 Modules
 -------
+common         the averaged cost model, edge costs, effective device types, and `CoarseState` (memory,
+               colocation and received-copy book-keeping while coarse nodes are assigned)
 topo           DFS-TOPO (4.2.2) and CPD-TOPO (5.1.3, Algorithm 1 function CPD_Topo; equations 2 and 3)
 ccr            the communication-to-computing ratio (equation 1)
 fusion         Optimal Operation Fusion: the breakpoint dynamic program (equations 4 to 6, Algorithm 1
