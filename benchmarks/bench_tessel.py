@@ -30,6 +30,8 @@ def main() -> None:
     ap.add_argument("--tessel-limit", type=float, default=120.0)
     ap.add_argument("--to-timeout", type=float, default=60.0)
     ap.add_argument("--max-n", type=int, default=8)
+    ap.add_argument("--compare-lazy", action="store_true",
+                    help="also time the search without section V's lazy completion (Figure 10b)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     rec = not args.no_recompute
@@ -62,6 +64,14 @@ def main() -> None:
         note = " (limit hit)" if res.stats.get("timed_out") else ""
         print(f"{shape:5} {spec.K:>3} | {dt:9.2f} {dc:7.2f} {res.n_r:>4} {res.period:>4} {res.lower_bound:>4} "
               f"{'yes' if dt < 60 else 'no':>5} | " + " ".join(f"{c:>9}" for c in to_cells) + note)
+        if args.compare_lazy:
+            t3 = time.perf_counter()
+            eager = TesselScheduler(time_limit_s=args.tessel_limit, lazy=False).search(spec, args.memory)
+            st = res.stats
+            print(f"      lazy: repetend {st['time_repetend_s']:.2f}s warm-up {st['time_warmup_s']:.2f}s "
+                  f"cool-down {st['time_cooldown_s']:.2f}s | not lazy: total {time.perf_counter() - t3:.2f}s "
+                  f"(warm-up {eager.stats['time_warmup_s']:.2f}s, cool-down {eager.stats['time_cooldown_s']:.2f}s, "
+                  f"t_R {eager.period})")
 
 
 if __name__ == "__main__":
