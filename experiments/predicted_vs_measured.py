@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--profile-steps", type=int, default=5)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=7)
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads per device and when profiling")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-comm-benchmark", action="store_true")
     p.add_argument("--paired", action=argparse.BooleanOptionalAction, default=True,

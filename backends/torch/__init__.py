@@ -36,14 +36,16 @@ class TorchBackend(Backend):
 
     granularity: "operator" (one op per aten op) or "module" (ops grouped per module call, see capture.py);
     device: "auto" (CUDA when present, else CPU), "cpu" or "cuda" (profiling device and how GPU-type cluster
-    devices are mapped); threads: intra-op threads in total (None: PyTorch's current setting), split among the
-    CPU worker threads at run time; check_correctness: compare the first placed step with a single-device step
+    devices are mapped); threads: intra-op threads of each virtual CPU device, used when profiling too, so that
+    an op runs in the placed step as it ran when profiled (None: PyTorch's current count when profiling, split
+    among the CPU workers at run time; tiny ops then cost far more in the profile than in the run, because
+    OpenMP's fork-join dominates them: 10x for gnmt_tiny on a loaded 2-core machine); check_correctness: compare the first placed step with a single-device step
     (loss and gradients within rtol/atol) and record the outcome in RunResult.extra.
     """
 
     name = "torch"
 
-    def __init__(self, granularity: str = "operator", device: str = "auto", threads: int | None = None,
+    def __init__(self, granularity: str = "operator", device: str = "auto", threads: int | None = 1,
                  check_correctness: bool = True, rtol: float = 1e-4, atol: float = 1e-5, name: str = "torch"):
         if granularity not in GRANULARITIES:
             raise ConfigError(f"backend.granularity {granularity!r} is not one of {GRANULARITIES}")

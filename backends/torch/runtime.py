@@ -456,10 +456,10 @@ class PlacedExecutor:
 
 
 def set_threads(n_cpu_workers: int, threads: int | None) -> tuple[int, int]:
-    """Split the intra-op threads among the CPU workers; returns (previous, per-worker) thread counts."""
+    """Set the intra-op threads of each CPU worker: `threads` when given, else PyTorch's current count split
+    among the workers. Returns (previous, per-worker) thread counts."""
     prev = torch.get_num_threads()
-    total = threads or prev
-    per = max(1, total // max(1, n_cpu_workers))
+    per = int(threads) if threads else max(1, prev // max(1, n_cpu_workers))
     torch.set_num_threads(per)
     return prev, per
 
