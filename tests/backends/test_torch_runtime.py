@@ -180,3 +180,15 @@ def test_every_configured_placer(path, name):
         pytest.skip(f"{os.path.basename(path)} declines this graph: {exc}")
     sched = PlacerOrderScheduler().order(graph, cluster, pl)
     _run_and_check(backend, model, graph, pl, cluster, sched)
+
+
+def test_threads_per_virtual_device():
+    _, model, graph = _setup("mlp_tiny")
+    cluster = uniform_cluster(2)
+    assign = random_placement(graph, cluster, 0)
+    torch.set_num_threads(2)
+    split = TorchBackend(device="cpu", threads=None).run(model, graph, assign, None, cluster, warmup=0, steps=1)
+    fixed = TorchBackend(device="cpu", threads=2).run(model, graph, assign, None, cluster, warmup=0, steps=1)
+    assert split.extra["threads_per_worker"] == 1 and fixed.extra["threads_per_worker"] == 2
+    assert torch.get_num_threads() == 2  # restored after the run
+    assert split.extra["correct"] and fixed.extra["correct"]
