@@ -32,7 +32,7 @@ import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -342,7 +342,10 @@ class PlacedExecutor:
             consts = self.consts[d]
             frees = self.frees[d]
             kw_over = self.kwargs[d]
-            ctx = torch.cuda.stream(dev.stream) if dev.is_cuda else nullcontext()
+            ctx = ExitStack()
+            if dev.is_cuda:
+                ctx.enter_context(torch.cuda.device(dev.torch_device))
+                ctx.enter_context(torch.cuda.stream(dev.stream))
 
             def get(i: int) -> Any:
                 v = env.get(i)

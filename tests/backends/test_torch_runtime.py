@@ -192,3 +192,20 @@ def test_threads_per_virtual_device():
     assert split.extra["threads_per_worker"] == 1 and fixed.extra["threads_per_worker"] == 2
     assert torch.get_num_threads() == 2  # restored after the run
     assert split.extra["correct"] and fixed.extra["correct"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", ["mlp_tiny", "gnmt_tiny"])
+def test_cuda_devices(name):
+    """GPU-type devices on CUDA: several virtual devices share a GPU (a stream each) when there is one."""
+    backend = TorchBackend(granularity="module", device="cuda")
+    model = backend.build(load_model_cfg(name))
+    graph = backend.profile(model, backend.capture(model), warmup=1, steps=2)
+    assert all(a["profiled_on"] == "cuda" for _, a in graph.nx.nodes(data=True))
+    cluster = uniform_cluster(2, memory_bytes=1e9, type="GPU")
+    fit = backend.comm_benchmark(cluster, sizes=[4096, 1048576], repeats=2)
+    assert fit.bytes_per_s > 0
+    r = backend.run(model, graph, random_placement(graph, cluster, 0), None, cluster, warmup=1, steps=2)
+    assert r.extra["correct"], r.extra
+    assert all(v.startswith("cuda") for v in r.extra["physical_devices"].values())
+    assert max(r.peak_memory_bytes.values()) > 0
