@@ -94,6 +94,8 @@ class JobContext:
     choices: dict[str, str]
     cache: StageCache
     hits: dict[str, bool] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)     # extra metrics stages want logged
+    artifacts: list[Path] = field(default_factory=list)       # extra files stages want logged
     backend: Any = None
     model: Any = None
 
@@ -170,12 +172,21 @@ def stage_profile(ctx: JobContext, graph: OpGraph, gkey: str) -> tuple[OpGraph, 
                                              steps=int(prof.get("steps", 10)),
                                              batch_size=prof.get("batch_size"))
     elif kind == "standard_evaluation":
-        from .standard_eval import standard_evaluation_profile
+        from .standard_eval import publish, standard_evaluation_profile
 
         cfg = dict(prof)
+        cfg["backend"] = _plain(ctx.cfg.backend)
+        cfg["cluster"] = _plain(ctx.cfg.cluster)
 
-        def compute():
-            return standard_evaluation_profile(ctx, graph, prof)
+        def save(v, p):
+            v[0].save(p / "graph.json")
+            atomic_write_json(p / "standard_evaluation.json", v[1])
+
+        def load(p):
+            return OpGraph.load(p / "graph.json"), json.loads((p / "standard_evaluation.json").read_text())
+        res = ctx.stage("profile", cfg, [gkey], lambda: standard_evaluation_profile(ctx, graph, prof), save, load)
+        publish(res.value[1], ctx)
+        return res.value[0], res.key
     else:
         raise ConfigError(f"profiler.kind {kind!r} is not one of file, measured, standard_evaluation")
     cfg["backend"] = _plain(ctx.cfg.backend)
@@ -345,6 +356,8 @@ def run_job(cfg: DictConfig, out: Path, choices: dict[str, str], sweep_dir: str 
         result["status"], result["error"] = "error", f"{type(exc).__name__}: {exc}"
     finally:
         result["cache_hits"] = dict(ctx.hits)
+        metrics.update(ctx.metrics)
+        artifacts.extend(ctx.artifacts)
         atomic_write_json(out / "result.json", result, indent=1)
         artifacts.insert(0, out / "result.json")
         metrics.update({k: result[k] for k in ("placement_time_s", "predicted_step_s", "measured_step_s",

@@ -1,0 +1,53 @@
+"""The orchestrator with real backends: capture, profile, place, run, and the Standard Evaluation profiler."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def _result(lab):
+    (out,) = lab.outputs()
+    return out, json.loads((out / "result.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+def test_torch_gnmt_tiny_expert_runs_for_real(lab):
+    pytest.importorskip("torch")
+    lab.run("model=gnmt_tiny", "backend=torch", "profiler=measured", "runtime=real", "cluster=cpu2",
+            "placer=expert", "profiler.steps=3", "profiler.warmup=1", "runtime.steps=3", "runtime.warmup=1")
+    out, res = _result(lab)
+    assert res["status"] == "ok" and res["measured_step_s"] > 0 and res["predicted_step_s"] > 0
+    placement = json.loads((out / "placement.json").read_text())
+    assert len(set(placement.values())) == 2  # the four-layer expert spread over two devices
+    assert res["traffic_bytes"] > 0 and res["loss"] > 0
+    (run,) = lab.runs()
+    assert "prediction_error" in run.data.metrics and "measured_step_s" in run.data.metrics
+
+
+@pytest.mark.slow
+@pytest.mark.tf
+def test_tensorflow_linreg_tiny_m_etf_runs_for_real(lab):
+    pytest.importorskip("tensorflow")
+    lab.run("model=linreg_tiny", "backend=tensorflow", "profiler=measured", "runtime=real", "cluster=cpu2",
+            "placer=m_etf", "profiler.steps=2", "profiler.warmup=1", "runtime.steps=3", "runtime.warmup=1")
+    _, res = _result(lab)
+    assert res["status"] == "ok" and res["measured_step_s"] > 0 and res["n_ops"] > 10
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+def test_standard_evaluation_profiler_reports_deviation(lab):
+    pytest.importorskip("torch")
+    lab.run("model=mlp_tiny", "backend=torch", "profiler=standard_evaluation", "model.batch_size=16",
+            "cluster=cpu2", "placer=m_etf")
+    out, res = _result(lab)
+    assert res["status"] == "ok"
+    report = json.loads((out / "standard_evaluation.json").read_text())
+    assert report["batch_sizes"] == [2, 4, 8] and report["target_batch_size"] == 16
+    # output tensors grow linearly with the batch: their memory estimate is exact
+    assert report["memory"]["mean"] == pytest.approx(0.0, abs=1e-6)
+    assert 0 <= report["time"]["mean"] < 50
+    (run,) = lab.runs()
+    assert run.data.metrics["se.memory_mean_rel_dev"] == pytest.approx(0.0, abs=1e-6)
