@@ -187,11 +187,16 @@ def test_fusion_lowers_ccr_on_a_training_graph():
     assert ccr(fu.coarse, cl) < ccr(g, cl)
 
 
-def test_celer_fusion_pass_keeps_colocation_valid():
+@pytest.mark.parametrize("mode", ["split", "supergroup"])
+def test_celer_fusion_pass_keeps_colocation_valid(mode):
     from algorithms.workloads.synthetic import level_dag
     g = level_dag(levels=25, training=True, colocated_fraction=0.3, seed=5)
-    p = CelerFusion(R=15, memory_fraction=0.25, device_memory_bytes=4e9, latency_s=1e-5, bytes_per_s=1e9)
+    p = CelerFusion(R=15, memory_fraction=0.25, device_memory_bytes=4e9, latency_s=1e-5, bytes_per_s=1e9,
+                    colocation=mode)
     coarse, cmap = p.apply(g)
+    assert len(coarse) < len(g)
+    if mode == "split":  # every coarse node with a group is a single op of a group spanning coarse nodes
+        assert all(len(cmap[c]) == 1 for c in coarse.ops if coarse.op(c)["colocation"] is not None)
     cmap.check_covers(g)
     assert nx.is_directed_acyclic_graph(coarse.nx)
     # any assignment that respects the coarse colocation respects the original one
@@ -212,7 +217,7 @@ def test_bound_pass_fuses_like_the_placer():
     from algorithms.workloads.synthetic import level_dag
     g = level_dag(levels=30, training=True, seed=8)
     cl = uniform_cluster(4, memory_bytes=g.total_memory() / 2, latency_s=1e-4, bytes_per_s=1e9)
-    p = CelerFusion(R=25).bind(cl)
+    p = CelerFusion(R=25, colocation="supergroup").bind(cl)   # same clusters as the placer's fusion
     coarse, _ = p.apply(g)
     assert p.memory_limit == pytest.approx(0.25 * g.total_memory() / 2)
     info = CeleritasPlacer(R=25).place(g, cl).info

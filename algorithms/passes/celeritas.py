@@ -16,10 +16,14 @@ constructor: `device_memory_bytes` (None: no memory limit, only R bounds a clust
 the cost), with `compute_s` as the computation time.
 
 Colocation: any placer may follow this pass, so the coarse graph must carry the colocation constraints
-itself. Groups that share a coarse node are united (union-find) and every coarse node holding a member of a
-united group gets that group as its `colocation`. On training graphs where each variable is colocated with its
-update op, these united groups can grow large; the Celeritas placer's internal fusion (optimizer=none,
-placer=celeritas) applies the paper's op-level rule instead and is the recommended path for Celeritas itself.
+itself. `colocation="split"` (default): after the breakpoint program, every member of a colocation group that
+ended up in more than one cluster is cut out as a singleton coarse node carrying its group, and its cluster is
+cut around it (the pieces stay contiguous in the topological order, so Lemma 2 still holds);
+groups lying whole inside one cluster need no constraint. This costs fusion: on training graphs, where each
+variable is colocated with its update op at the other end of the step, every variable and update op stands
+alone. `colocation="supergroup"` instead unites groups that share a coarse node (union-find); on such graphs it
+unites nearly everything into one group, i.e. one device. The Celeritas placer's internal fusion
+(optimizer=none, placer=celeritas) applies the paper's op-level rule instead (6.1) and loses neither.
 Fusing ops that need different device types into one coarse node is never done.
 
 Complexity: O(V + E log dmax + E * R).
@@ -46,7 +50,10 @@ class CelerFusion(GraphPass):
 
     def __init__(self, R: int = 200, memory_fraction: float = 0.25, device_memory_bytes: float | None = None,
                  latency_s: float | None = None, bytes_per_s: float | None = None,
-                 cluster_memory_fraction: float = 1.0):
+                 cluster_memory_fraction: float = 1.0, colocation: str = "split"):
+        if colocation not in ("split", "supergroup"):
+            raise ValueError(f"colocation must be 'split' or 'supergroup', got {colocation!r}")
+        self.colocation = colocation
         if int(R) < 1:
             raise ValueError(f"R (exploration range) must be >= 1, got {R!r}")
         if not memory_fraction > 0:
@@ -80,7 +87,7 @@ class CelerFusion(GraphPass):
             comm = self.comm if self.explicit_comm else CommModel.of_cluster(self.cluster)
         else:
             w, comm = list(idx.compute_s), self.comm
-        fu = fuse(graph, w, comm, R=self.R, M=self.memory_limit, colocation="supergroup")
+        fu = fuse(graph, w, comm, R=self.R, M=self.memory_limit, colocation=self.colocation)
         fu.coarse_map.check_covers(graph)
         log.info("celer_fusion: %d ops -> %d coarse ops (M = %.4g bytes)", idx.n, len(fu.coarse), self.memory_limit)
         return fu.coarse, fu.coarse_map

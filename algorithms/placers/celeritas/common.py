@@ -179,7 +179,9 @@ class CoarseState:
                 raise ValueError(f"coarse node with ops {[idx.names[i] for i in members[:3]]} mixes device "
                                  f"types {sorted(ts)}")
         self.best_effort_nodes: list[int] = []
+        self.overflow_nodes: list[int] = []      # nodes whose colocated members overfilled another device
         self.op_dev = [-1] * idx.n
+        self._cache: tuple | None = None
         self.received: list[set[int]] = [set() for _ in cluster.devices]
         cid = [0] * idx.n
         for c, members in enumerate(self.clusters):
@@ -193,6 +195,13 @@ class CoarseState:
                     if cid[p] != c and p not in seen and idx.output[p] > 0:
                         seen.add(p)
             self.ext_inputs.append(sorted(seen))
+        ins: dict[str, set[int]] = {}
+        for i, g in enumerate(idx.colocation):
+            if g is not None:
+                for p, _ in idx.pred[i]:
+                    if idx.colocation[p] != g and idx.output[p] > 0:
+                        ins.setdefault(g, set()).add(p)
+        self.group_in: dict[str, list[int]] = {g: sorted(ins.get(g, ())) for g in self.group_mem}
 
     def allowed(self, c: int) -> list[int]:
         devs = allowed_devices(self.cluster, self.coarse_type[c])
@@ -212,11 +221,46 @@ class CoarseState:
                 seen.add(g)
                 tot += self.group_mem[g]
         if d is not None and self.count_inputs:
-            out, dev, rec = self.idx.output, self.op_dev, self.received[d]
-            for p in self.ext_inputs[c]:
-                if dev[p] != d and p not in rec:
-                    tot += out[p]
+            tot += self._input_charges(c, d).get(d, 0.0)
         return tot
+
+    def _input_charges(self, c: int, d: int) -> dict[int, float]:
+        """Received copies that placing node c on device d adds, per device: one per (producer, device) not
+        yet received there, for every member whose producer sits on another device; and, for every group the
+        node pins to d, the inputs of the group's other members (reserved with the group, like its memory,
+        since they will arrive on d whatever happens; a producer later placed on d is over-counted)."""
+        idx, dev, out = self.idx, self.op_dev, self.idx.output
+        if self._cache is None or self._cache[0] != c:
+            # the (consumer, producer) pairs that can cost a copy, computed once per node (the pins do not
+            # change until the node is committed): external producers, and pairs touching a pinned member
+            members = self.clusters[c]
+            pinned = {i: self.group_dev[g] for i in members
+                      if (g := idx.colocation[i]) is not None and g in self.group_dev}
+            pairs = []
+            if pinned:
+                mine = set(members)
+                for i in members:
+                    for p, _ in idx.pred[i]:
+                        if out[p] > 0 and (p not in mine or i in pinned or p in pinned):
+                            pairs.append((i, p))
+            new_groups = {g for i in members if (g := idx.colocation[i]) is not None and g not in self.group_dev}
+            gin = sorted({p for g in new_groups for p in self.group_in[g]})
+            self._cache = (c, pinned, pairs, gin, members)
+        _, pinned, pairs, gin, members = self._cache
+        sets: dict[int, set[int]] = {}
+        rec_d = self.received[d]
+        if not pinned:                       # fast path: every member runs on d
+            sets[d] = {p for p in self.ext_inputs[c] if dev[p] != d and p not in rec_d}
+        else:
+            for i, p in pairs:
+                di = pinned.get(i, d)
+                dp = dev[p] if dev[p] >= 0 else pinned.get(p, d)
+                if dp != di and p not in self.received[di]:
+                    sets.setdefault(di, set()).add(p)
+        for p in gin:
+            if dev[p] != d and p not in rec_d:
+                sets.setdefault(d, set()).add(p)
+        return {k: sum(out[p] for p in ps) for k, ps in sets.items() if ps}
 
     def best_effort_device(self, c: int) -> int:
         """All devices full: the allowed device with the most memory left (least used)."""
@@ -224,7 +268,12 @@ class CoarseState:
         return max(devs, key=lambda k: (self.avail[k], -k))
 
     def commit(self, c: int, d: int) -> None:
+        charges = self._input_charges(c, d) if self.count_inputs else {}
+        new_groups = {g for i in self.clusters[c]
+                      if (g := self.idx.colocation[i]) is not None and g not in self.group_dev}
         self.avail[d] -= self.need(c)
+        for k, x in charges.items():
+            self.avail[k] -= x
         for i in self.clusters[c]:
             g = self.idx.colocation[i]
             if g is not None and g not in self.group_dev:
@@ -233,15 +282,15 @@ class CoarseState:
         for i in self.clusters[c]:
             self.op_dev[i] = self.op_device(i, c)
         if self.count_inputs:
-            out = self.idx.output
             for i in self.clusters[c]:
                 di = self.op_dev[i]
-                rec = self.received[di]
                 for p, _ in self.idx.pred[i]:
-                    dp = self.op_dev[p]
-                    if dp != di and dp >= 0 and out[p] > 0 and p not in rec:
-                        rec.add(p)
-                        self.avail[di] -= out[p]
+                    if self.op_dev[p] != di and self.idx.output[p] > 0:
+                        self.received[di].add(p)
+            for g in new_groups:
+                self.received[d].update(p for p in self.group_in[g] if self.op_dev[p] != d)
+        if any(self.avail[k] < 0 for k in charges if k != d) and c not in self.best_effort_nodes:
+            self.overflow_nodes.append(c)
 
     def op_device(self, i: int, c: int) -> int:
         g = self.idx.colocation[i]
@@ -266,4 +315,6 @@ class CoarseState:
         return assign, order
 
     def best_effort_ops(self) -> list[str]:
-        return [self.idx.names[i] for c in self.best_effort_nodes for i in self.clusters[c]]
+        """Ops of the nodes placed best effort and of the nodes whose colocated members overfilled a device."""
+        nodes = list(self.best_effort_nodes) + [c for c in self.overflow_nodes if c not in self.best_effort_nodes]
+        return [self.idx.names[i] for c in nodes for i in self.clusters[c]]

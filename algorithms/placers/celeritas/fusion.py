@@ -122,6 +122,38 @@ def split_by_breakpoints(seq: Sequence[int], starts: Sequence[int]) -> list[list
     return [list(seq[bounds[k]:bounds[k + 1]]) for k in range(len(starts))]
 
 
+def split_for_colocation(idx: GraphIndex, clusters: Sequence[Sequence[int]]) -> list[list[int]]:
+    """Refine contiguous clusters so that no colocation group spans two clusters unless each of its members
+    stands alone: every member of a group found in more than one cluster becomes a singleton cluster, and the
+    rest of its cluster is cut around it (the pieces stay contiguous runs of the order, so Lemma 2 still
+    holds). Repeated until no new group spans clusters. O((V + E) * rounds), rounds <= the number of groups."""
+    out = [list(m) for m in clusters]
+    while True:
+        where: dict[str, set[int]] = {}
+        for c, members in enumerate(out):
+            for i in members:
+                g = idx.colocation[i]
+                if g is not None:
+                    where.setdefault(g, set()).add(c)
+        spanning = {g for g, cs in where.items() if len(cs) > 1}
+        new: list[list[int]] = []
+        for members in out:
+            cur: list[int] = []
+            for i in members:
+                if idx.colocation[i] in spanning and len(members) > 1:
+                    if cur:
+                        new.append(cur)
+                        cur = []
+                    new.append([i])
+                else:
+                    cur.append(i)
+            if cur:
+                new.append(cur)
+        if len(new) == len(out):
+            return new
+        out = new
+
+
 @dataclass
 class Fusion:
     """The result of Optimal Operation Fusion on a graph."""
@@ -150,7 +182,9 @@ def build_coarse_graph(graph: OpGraph, clusters: Sequence[Sequence[int]], *, pre
     An edge made only of control edges stays a control edge.
 
     `colocation`: "none" leaves coarse nodes without a group (a placer must then apply the members' groups
-    itself, as `CeleritasPlacer` does); "supergroup" unites every colocation group with every other group that
+    itself, as `CeleritasPlacer` does); "split" expects clusters refined by `split_for_colocation` and gives
+    each singleton member of a group spanning several clusters its group (all other groups lie whole inside
+    one coarse node); "supergroup" unites every colocation group with every other group that
     shares a coarse node with it (union-find) and labels each coarse node holding a member of a united group
     with it, so that any placer that respects coarse colocation yields a valid placement of the original ops.
 
@@ -191,8 +225,14 @@ def build_coarse_graph(graph: OpGraph, clusters: Sequence[Sequence[int]], *, pre
                 a, b = find(gs[0]), find(g)
                 if a != b:
                     parent[b] = a
-    elif colocation != "none":
-        raise ValueError(f"colocation must be 'none' or 'supergroup', got {colocation!r}")
+    elif colocation not in ("none", "split"):
+        raise ValueError(f"colocation must be 'none', 'split' or 'supergroup', got {colocation!r}")
+    if colocation == "split":
+        where: dict[str, set[int]] = {}
+        for c, members in enumerate(clusters):
+            for i in members:
+                if idx.colocation[i] is not None:
+                    where.setdefault(idx.colocation[i], set()).add(c)
     types = eff
     if types is None:
         from .common import effective_types
@@ -222,7 +262,15 @@ def build_coarse_graph(graph: OpGraph, clusters: Sequence[Sequence[int]], *, pre
                 temp += idx.output[i]
             phases.add(idx.phase[i])
         grp = None
-        if colocation == "supergroup":
+        if colocation == "split":
+            gs = {idx.colocation[i] for i in members} - {None}
+            spanning = [g for g in gs if len(where[g]) > 1]
+            if spanning:
+                if len(members) > 1:
+                    raise InvalidGraph(f"colocation group {spanning[0]!r} spans several clusters; refine the "
+                                       f"clusters with split_for_colocation first")
+                grp = spanning[0]
+        elif colocation == "supergroup":
             gs = [idx.colocation[i] for i in members if idx.colocation[i] is not None]
             if gs:
                 grp = "celer_group:" + find(gs[0])
@@ -288,6 +336,11 @@ def fuse(graph: OpGraph, w: Sequence[float], comm: Callable[[float], float] | Ed
     mem = memory if memory is not None else node_memory(idx)
     starts, cut = optimal_breakpoints(idx, seq, comm, mem, R=R, M=M, types=effective_types(idx))
     clusters = split_by_breakpoints(seq, starts)
+    if colocation == "split":
+        n0 = len(clusters)
+        clusters = split_for_colocation(idx, clusters)
+        log.info("fusion: %d clusters -> %d after cutting out members of colocation groups that span clusters",
+                 n0, len(clusters))
     coarse, cmap = build_coarse_graph(graph, clusters, colocation=colocation, prefix=prefix)
     log.info("fusion: %d ops -> %d clusters (R=%d, M=%.3g), cut communication %.6g", idx.n, len(clusters), R,
              M, cut)

@@ -18,7 +18,9 @@ of the graph is already a cluster made by the `CelerFusion` pass (optimizer=cele
 never fused twice.
 
 `Placement.info`: n_ops, n_coarse_ops, ccr_before, ccr_after, cut_communication_s (S of eq. 6), R,
-memory_limit_bytes (M), best_effort (0/1), best_effort_nodes, best_effort_ops (names, at most 1000),
+memory_limit_bytes (M), best_effort (0/1: some node was placed on a full device, or the members it sends
+to their pinned colocation group overfilled that group's device), best_effort_nodes, colocation_overflow_nodes,
+best_effort_ops (names, at most 1000),
 fusion_time_s, adjust_time_s (or place_time_s), planned_makespan_s (Adjusting's own EST model), moves (eq. 9
 moves), memory_moves (moves forced by a full or forbidden d_k).
 
@@ -112,13 +114,15 @@ class _CeleritasBase(Placer):
     @staticmethod
     def _best_effort_info(state: CoarseState, info: dict[str, Any]) -> None:
         ops = state.best_effort_ops()
-        info["best_effort"] = int(bool(state.best_effort_nodes))
+        info["best_effort"] = int(bool(state.best_effort_nodes or state.overflow_nodes))
         info["best_effort_nodes"] = len(state.best_effort_nodes)
+        info["colocation_overflow_nodes"] = len(state.overflow_nodes)
         info["best_effort_ops_count"] = len(ops)
         info["best_effort_ops"] = ops[:MAX_LISTED]
         if ops:
-            log.warning("celeritas: %d ops (%d coarse nodes) placed best effort: every allowed device was full",
-                        len(ops), len(state.best_effort_nodes))
+            log.warning("celeritas: %d ops placed best effort (%d coarse nodes found every allowed device full; "
+                        "%d overfilled a device through their colocation groups)", len(ops),
+                        len(state.best_effort_nodes), len(state.overflow_nodes))
 
 
 class CeleritasPlacer(_CeleritasBase):
