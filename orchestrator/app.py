@@ -461,7 +461,7 @@ def _run_placement(ctx: JobContext, result: dict[str, Any], metrics: dict[str, A
     metrics["cut_edge_bytes"] = sim.cut_edge_bytes
     for d, u in sim.utilization().items():
         metrics[f"utilization.{d}"] = u
-    artifacts.extend(_plots(sim, out))
+    artifacts.extend(_plots(sim, out, graph, assignment))
     if sim.oom is not None:
         result["status"], result["error"] = "oom", sim.oom.message()
         result["oom"] = sim.oom.to_dict()
@@ -497,20 +497,22 @@ def _run_real(ctx: JobContext, graph: OpGraph, assignment: dict[str, str], sched
         metrics["prediction_error"] = (result["predicted_step_s"] - rr.measured_step_s) / rr.measured_step_s
 
 
-def _plots(sim: SimResult, out: Path) -> list[Path]:
-    """Per-run pictures; skipped (with a log line) for graphs too large to draw usefully."""
-    try:
-        from . import plots
-    except ImportError:
-        return []
+def _plots(sim: SimResult, out: Path, graph: OpGraph | None = None,
+           assignment: dict[str, str] | None = None) -> list[Path]:
+    """Per-run pictures: the device timeline (Gantt), memory over time with the limits, and for small graphs
+    the placement drawn on the graph. A picture never fails a job."""
+    from . import plots
+
+    jobs = [("device_timeline.png", lambda p: plots.device_utilization_png(sim, p)),
+            ("memory.png", lambda p: plots.memory_png(sim, p))]
+    if graph is not None and assignment is not None:
+        jobs.append(("placement_graph.png",
+                     lambda p: plots.placement_graph_png(graph, assignment, p, devices=sim.devices)))
     paths = []
-    for name, fn in (("device_timeline.png", getattr(plots, "device_utilization_png", None)),
-                     ("memory.png", getattr(plots, "memory_png", None))):
-        if fn is None:
-            continue
+    for name, fn in jobs:
         try:
-            fn(sim, out / name)
-            paths.append(out / name)
-        except Exception as exc:  # a picture never fails a job
+            if fn(out / name):
+                paths.append(out / name)
+        except Exception as exc:
             log.warning("could not draw %s: %s", name, exc)
     return paths

@@ -122,3 +122,67 @@ def executable_ops_png(decisions: Iterable[Sequence], path: str | os.PathLike, *
         ax.legend(fontsize=7, ncol=2 if len(devs) > 6 else 1, loc="upper right")
     ax.grid(linewidth=0.3, alpha=0.5)
     return _save(fig, path, dpi)
+
+
+def memory_png(sim_result, path: str | os.PathLike, *, title: str | None = None, dpi: int = 120) -> str:
+    """Memory in use over the step, one line per device, each device's limit drawn dashed in the same colour
+    (Baechi Figure 9). The simulator's memory timeline is a step function; an OOM is marked with a cross."""
+    t_max = max([sim_result.makespan] + [t for tl in sim_result.memory_timeline.values() for t, _ in tl])
+    scale, unit = _time_scale(t_max)
+    peak = max(list(sim_result.peak_memory.values()) + [1.0])
+    mscale, munit = next(((f, u) for f, u in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")) if peak >= f), (1.0, "B"))
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    for k, dev in enumerate(sim_result.devices):
+        tl = sim_result.memory_timeline.get(dev) or [(0.0, 0.0)]
+        xs = [t * scale for t, _ in tl] + [t_max * scale]
+        ys = [m / mscale for _, m in tl] + [tl[-1][1] / mscale]
+        color = _PALETTE[k % len(_PALETTE)]
+        ax.step(xs, ys, where="post", color=color, label=f"{dev} (peak {sim_result.peak_memory[dev] / mscale:.3g})")
+        limit = sim_result.memory_limit.get(dev)
+        if limit is not None and limit != float("inf") and limit <= 4 * peak:
+            ax.axhline(limit / mscale, color=color, linestyle="--", linewidth=0.8)
+    if sim_result.oom is not None:
+        o = sim_result.oom
+        ax.plot([o.time_s * scale], [o.used_bytes / mscale], "x", color="red", markersize=10,
+                label=f"OOM: {o.op} on {o.device}")
+    ax.set_xlabel(f"time ({unit})")
+    ax.set_ylabel(f"memory in use ({munit})")
+    ax.set_title(title or "memory over the step (dashed: device limits)")
+    ax.legend(fontsize=7, loc="upper left", ncol=2)
+    return _save(fig, path, dpi)
+
+
+def placement_graph_png(graph, assignment, path: str | os.PathLike, *, devices: Sequence[str] | None = None,
+                        max_ops: int = 300, dpi: int = 120) -> str | None:
+    """The placement drawn on the graph: ops laid out by topological generation (left to right), coloured by
+    device; edges that cross devices drawn red. Returns None (draws nothing) above `max_ops` ops."""
+    import networkx as nx
+
+    if len(graph) > max_ops:
+        return None
+    g = graph.nx
+    layer = {}
+    for k, gen in enumerate(nx.topological_generations(g)):
+        for n in gen:
+            layer[n] = k
+    h = g.copy()
+    nx.set_node_attributes(h, layer, "layer")
+    pos = nx.multipartite_layout(h, subset_key="layer")
+    devs = list(devices) if devices is not None else sorted(set(assignment.values()))
+    color = {d: _PALETTE[k % len(_PALETTE)] for k, d in enumerate(devs)}
+    width = max(6.0, 0.35 * (max(layer.values(), default=0) + 1))
+    fig, ax = plt.subplots(figsize=(min(width, 40), 6))
+    cut = [(u, v) for u, v in g.edges if assignment[u] != assignment[v]]
+    same = [(u, v) for u, v in g.edges if assignment[u] == assignment[v]]
+    nx.draw_networkx_edges(g, pos, edgelist=same, ax=ax, edge_color="#999999", width=0.6, arrowsize=6)
+    nx.draw_networkx_edges(g, pos, edgelist=cut, ax=ax, edge_color="#C44E52", width=0.9, arrowsize=7)
+    nx.draw_networkx_nodes(g, pos, ax=ax, node_size=60 if len(g) > 60 else 160,
+                           node_color=[color[assignment[n]] for n in g.nodes])
+    if len(g) <= 40:
+        nx.draw_networkx_labels(g, pos, ax=ax, font_size=6)
+    for d in devs:
+        ax.plot([], [], "o", color=color[d], label=d)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_title(f"{graph.name}: placement ({len(cut)} of {g.number_of_edges()} edges cross devices, red)")
+    ax.axis("off")
+    return _save(fig, path, dpi)
