@@ -152,8 +152,11 @@ class CoarseState:
     temporary + output bytes of each op (`node_memory`). The received copies are our addition to the paper's
     ``Memory[v]``: the simulator (like a real runtime) holds a tensor received from another device until its
     last local consumer has run, and without them a device filled to its limit ran out of memory in the
-    simulator with no best effort reported. With them the static figure bounds the simulator's dynamic peak
-    (members that follow a pinned group to another device are charged there at commit time).
+    simulator with no best effort reported. With them the static figure bounds the simulator's dynamic peak:
+    a copy is charged as soon as both ends' devices are known, i.e. when the consumer is placed, or when the
+    producer is placed and the consumer is already bound to a pinned group's device. A charge that overfills a
+    device other than the one being chosen (a colocation consequence) is reported (`overflow_nodes`, counted
+    as best effort by the placers).
     """
 
     def __init__(self, idx: GraphIndex, cluster: Cluster, clusters: Sequence[Sequence[int]],
@@ -195,13 +198,6 @@ class CoarseState:
                     if cid[p] != c and p not in seen and idx.output[p] > 0:
                         seen.add(p)
             self.ext_inputs.append(sorted(seen))
-        ins: dict[str, set[int]] = {}
-        for i, g in enumerate(idx.colocation):
-            if g is not None:
-                for p, _ in idx.pred[i]:
-                    if idx.colocation[p] != g and idx.output[p] > 0:
-                        ins.setdefault(g, set()).add(p)
-        self.group_in: dict[str, list[int]] = {g: sorted(ins.get(g, ())) for g in self.group_mem}
 
     def allowed(self, c: int) -> list[int]:
         devs = allowed_devices(self.cluster, self.coarse_type[c])
@@ -226,9 +222,7 @@ class CoarseState:
 
     def _input_charges(self, c: int, d: int) -> dict[int, float]:
         """Received copies that placing node c on device d adds, per device: one per (producer, device) not
-        yet received there, for every member whose producer sits on another device; and, for every group the
-        node pins to d, the inputs of the group's other members (reserved with the group, like its memory,
-        since they will arrive on d whatever happens; a producer later placed on d is over-counted)."""
+        yet received there, for every member whose producer sits on another device."""
         idx, dev, out = self.idx, self.op_dev, self.idx.output
         if self._cache is None or self._cache[0] != c:
             # the (consumer, producer) pairs that can cost a copy, computed once per node (the pins do not
@@ -243,10 +237,8 @@ class CoarseState:
                     for p, _ in idx.pred[i]:
                         if out[p] > 0 and (p not in mine or i in pinned or p in pinned):
                             pairs.append((i, p))
-            new_groups = {g for i in members if (g := idx.colocation[i]) is not None and g not in self.group_dev}
-            gin = sorted({p for g in new_groups for p in self.group_in[g]})
-            self._cache = (c, pinned, pairs, gin, members)
-        _, pinned, pairs, gin, members = self._cache
+            self._cache = (c, pinned, pairs)
+        _, pinned, pairs = self._cache
         sets: dict[int, set[int]] = {}
         rec_d = self.received[d]
         if not pinned:                       # fast path: every member runs on d
@@ -257,9 +249,6 @@ class CoarseState:
                 dp = dev[p] if dev[p] >= 0 else pinned.get(p, d)
                 if dp != di and p not in self.received[di]:
                     sets.setdefault(di, set()).add(p)
-        for p in gin:
-            if dev[p] != d and p not in rec_d:
-                sets.setdefault(d, set()).add(p)
         return {k: sum(out[p] for p in ps) for k, ps in sets.items() if ps}
 
     def best_effort_device(self, c: int) -> int:
@@ -269,8 +258,6 @@ class CoarseState:
 
     def commit(self, c: int, d: int) -> None:
         charges = self._input_charges(c, d) if self.count_inputs else {}
-        new_groups = {g for i in self.clusters[c]
-                      if (g := self.idx.colocation[i]) is not None and g not in self.group_dev}
         self.avail[d] -= self.need(c)
         for k, x in charges.items():
             self.avail[k] -= x
@@ -287,8 +274,20 @@ class CoarseState:
                 for p, _ in self.idx.pred[i]:
                     if self.op_dev[p] != di and self.idx.output[p] > 0:
                         self.received[di].add(p)
-            for g in new_groups:
-                self.received[d].update(p for p in self.group_in[g] if self.op_dev[p] != d)
+            # copies to consumers not placed yet but bound to a pinned group's device
+            for i in self.clusters[c]:
+                di = self.op_dev[i]
+                if self.idx.output[i] <= 0:
+                    continue
+                for q, _ in self.idx.succ[i]:
+                    if self.op_dev[q] >= 0:
+                        continue
+                    g = self.idx.colocation[q]
+                    dq = self.group_dev.get(g) if g is not None else None
+                    if dq is not None and dq != di and i not in self.received[dq]:
+                        self.received[dq].add(i)
+                        self.avail[dq] -= self.idx.output[i]
+                        charges[dq] = charges.get(dq, 0.0) + self.idx.output[i]
         if any(self.avail[k] < 0 for k in charges if k != d) and c not in self.best_effort_nodes:
             self.overflow_nodes.append(c)
 
