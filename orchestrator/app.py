@@ -11,6 +11,7 @@ can hold an op or group) is a legitimate result: status "oom", exit code 0. Any 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import logging
 import math
@@ -479,8 +480,10 @@ def _run_real(ctx: JobContext, graph: OpGraph, assignment: dict[str, str], sched
               result: dict[str, Any], metrics: dict[str, Any]) -> None:
     rt = _plain(ctx.cfg.runtime)
     backend = ctx.get_backend()
-    rr = backend.run(ctx.get_model(), graph, assignment, schedule, cluster, warmup=int(rt.get("warmup", 5)),
-                     steps=int(rt.get("steps", 20)))
+    kwargs: dict[str, Any] = {"warmup": int(rt.get("warmup", 5)), "steps": int(rt.get("steps", 20))}
+    if rt.get("check_correctness") is not None and "check_correctness" in inspect.signature(backend.run).parameters:
+        kwargs["check_correctness"] = bool(rt["check_correctness"])
+    rr = backend.run(ctx.get_model(), graph, assignment, schedule, cluster, **kwargs)
     result["measured_step_s"] = rr.measured_step_s
     result["measured_peak_memory_bytes"] = dict(rr.peak_memory_bytes)
     result["measured_traffic_bytes"] = rr.traffic_bytes
