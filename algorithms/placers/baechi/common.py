@@ -531,24 +531,27 @@ def is_finite_memory(cluster: Cluster) -> bool:
 class PairQueue:
     """The queue of (op, device) pairs of m-ETF (seed 001 section 2.3), shared with m-SCT (2.4).
 
-    One binary heap holds an entry per ready, unplaced op and device it may use, keyed by
-    ``(earliest schedulable time, class, op index, device index)``.  Keys only grow as devices fill up and
-    queues lengthen, so a stored key is a lower bound: the head is re-estimated when popped and pushed back
-    if its key grew (lazy invalidation; nothing is re-sorted).  The re-estimation first tries the O(1) bound
-    ``max(device available, last data-ready time computed for the pair)`` and computes equation (1) afresh
-    only when that bound has not moved.  A fresh head is placed if the device can
-    hold it (`ExecModel.fits`); otherwise the pair is dropped (m-ETF) or the device is excluded from further
-    placement (m-SCT, ``exclude_full``).  Colocation is co-adjusted (3.1): the first member placed pins its
-    group to the device and reserves the group's memory; if the group does not fit, the pair is dropped and
-    the algorithm's next choice is taken.
+    A pair exists for every ready, unplaced op and every device it may use.  Pairs are kept in one binary
+    heap per device, ordered by the op's data-ready time on that device; since the earliest schedulable
+    time (equation (1)) of a pair on p is ``max(avail[p], data ready)``, device p's head is p's best pair
+    and the queue's head is the best of the D heads -- the single pair queue of the paper, split by device
+    so that a device's clock moving on does not invalidate its pairs.  Invalidation is lazy: pairs of placed
+    ops, dropped pairs and stale generations are discarded when they reach a head, and a stored data-ready
+    time that grew (sequential queues) sends the pair back when it is about to be placed; nothing is
+    re-sorted.  The head pair is placed if the device can hold it (`ExecModel.fits`); otherwise the pair is
+    dropped (m-ETF) or the device is excluded from further placement (m-SCT, ``exclude_full``).  Colocation
+    is co-adjusted (3.1): the first member placed pins its group to the device and reserves the group's
+    memory; if the group does not fit, the pair is dropped and the algorithm's next choice is taken.
 
-    With `favorite_parent` (m-SCT) the class orders pairs of equal time as SCT does: 0 for a favorite child
-    on its favorite parent's device, 1 for an *urgent* op (its inputs could be on every device by then),
-    2 otherwise; and a favorite child's pair on another device is not ready before the pair on its parent's
-    device, so the favorite child goes to its parent's device unless that device cannot take it (memory,
-    device type, exclusion).
+    m-ETF breaks ties by earlier data-ready time, then op index, then device index.  With
+    `favorite_parent` (m-SCT), pairs that could start at the same time are ordered by class as SCT does:
+    0 for a favorite child on its favorite parent's device, 1 for an *urgent* op (its inputs could be on
+    every device by then), 2 otherwise (`_head`); a favorite child's pairs on other devices are considered
+    only once its parent's device cannot take it (memory, device type, exclusion): the favorite child waits
+    for its parent's device.
 
-    Complexity: O((V D + R) (log(V D) + in-degree)) for R re-estimations, plus the memory checks.
+    Complexity: O(V D (log V + d)) for in-degree d, plus the memory checks and the re-estimations that
+    sequential queues cause.
     """
 
     def __init__(self, model: ExecModel, favorite_parent: list[int] | None = None,
@@ -563,10 +566,10 @@ class PairQueue:
         self.ready: set[int] = set()
         self.urgent_at = [0.0] * n
         self.tried: dict[int, dict[int, float]] = {}
-        self.heap: list[tuple] = []
-        self.drc = [0.0] * (n * D)     # last data-ready time computed per (op, device): a lower bound
-        self.per_device = favorite_parent is None
-        self.dheap: list[list[tuple[float, int, int]]] = [[] for _ in range(D)]
+        self.dheap: list[list[tuple[float, int, int]]] = [[] for _ in range(D)]   # (data ready, op, gen)
+        self.c_fav: list[list[tuple[int, int]]] = [[] for _ in range(D)]          # released, class 0
+        self.c_urg: list[list[tuple[int, int]]] = [[] for _ in range(D)]          # released, class 1
+        self.c_non: list[list[tuple[float, int, int]]] = [[] for _ in range(D)]   # released, class 2
         self.n_dropped = 0
         self.n_reestimated = 0
 
@@ -578,35 +581,23 @@ class PairQueue:
             return p == m.group_dev[g]
         return not self.excluded[p] and (o * m.D + p) not in self.dropped
 
-    def key(self, o: int, p: int):
-        est = self.m.estimate(o, p)
-        self.drc[o * self.m.D + p] = est.data_ready
-        t = est.start
-        if self.fav is None:
-            return t, 0, est
-        fp = self.fav[o]
-        k0 = t
-        if fp >= 0:
-            pf = self.m.dev[fp]
-            if pf == p:
-                return t, 0, est
-            if pf in self.m.allowed[o] and self.usable(o, pf):
-                e2 = self.m.estimate(o, pf)
-                self.drc[o * self.m.D + pf] = e2.data_ready
-                t2 = e2.start
-                if t2 > k0:
-                    k0 = t2
-        return k0, (1 if t >= self.urgent_at[o] else 2), est
+    def favorite_device(self, o: int) -> int:
+        """The device of o's favorite parent if o may still go there, else -1."""
+        if self.fav is None or self.fav[o] < 0:
+            return -1
+        pf = self.m.dev[self.fav[o]]
+        return pf if pf in self.m.allowed[o] and self.usable(o, pf) else -1
 
     def push_all(self, o: int) -> None:
+        pf = self.favorite_device(o)
         for p in self.m.allowed[o]:
+            if pf >= 0 and p != pf:
+                # a favorite child's pair elsewhere never precedes the pair on its parent's device (same or
+                # later time, worse class); it is pushed when that device stops being usable (`refresh`)
+                continue
             if self.usable(o, p):
-                if self.per_device:
-                    d = self.m.estimate(o, p).data_ready
-                    heapq.heappush(self.dheap[p], (d, o, self.gen[o]))
-                else:
-                    k0, k1, _ = self.key(o, p)
-                    heapq.heappush(self.heap, (k0, k1, o, p, self.gen[o]))
+                d = self.m.estimate(o, p).data_ready
+                heapq.heappush(self.dheap[p], (d, o, self.gen[o]))
 
     def make_ready(self, o: int) -> None:
         self.ready.add(o)
@@ -631,10 +622,10 @@ class PairQueue:
         for o in range(m.n):
             if left[o] == 0:
                 self.make_ready(o)
-        if self.per_device:
+        if self.fav is None:
             self._run_per_device()
         else:
-            self._run_pairs()
+            self._run_classes()
         if m.n_placed < m.n:
             stuck = [m.idx.names[i] for i in range(m.n) if m.dev[i] < 0]
             raise InfeasiblePlacement(f"{len(stuck)} ops could not be placed, e.g. {stuck[:3]}")
@@ -695,25 +686,65 @@ class PairQueue:
             m.commit(o, p, est)
             self._placed(o, first_of_group)
 
-    def _run_pairs(self) -> None:
+    def _valid(self, o: int, p: int, g: int) -> bool:
+        return self.m.dev[o] < 0 and g == self.gen[o] and self.usable(o, p)
+
+    def _head(self, p: int):
+        """m-SCT: device p's best pair as (time, class, op, heap holding it), or None.
+
+        Pairs wait in ``dheap[p]`` by data-ready time; once ready by p's available time they are *released*
+        into one of three heaps by class: favorite child of an op on p (0), urgent (1: its inputs could be
+        on any device by now), others (2, keyed by the time they become urgent).  Released pairs all start
+        at ``avail[p]``, so the best class wins, then the lower op index."""
         m = self.m
-        heap = self.heap
-        while heap:
-            k0, k1, o, p, g = heapq.heappop(heap)
-            if m.dev[o] >= 0 or g != self.gen[o] or not self.usable(o, p):
+        av = m.avail[p]
+        pend, fav, urg, non = self.dheap[p], self.c_fav[p], self.c_urg[p], self.c_non[p]
+        while pend and pend[0][0] <= av:
+            _, o, g = heapq.heappop(pend)
+            if not self._valid(o, p, g):
                 continue
-            # cheap lower bound first: the cached data-ready time only grows
-            av = m.avail[p]
-            d = self.drc[o * m.D + p]
-            q0 = av if av > d else d
-            if q0 > k0:
+            fp = self.fav[o]
+            if fp >= 0 and m.dev[fp] == p:
+                heapq.heappush(fav, (o, g))
+            elif self.urgent_at[o] <= av:
+                heapq.heappush(urg, (o, g))
+            else:
+                heapq.heappush(non, (self.urgent_at[o], o, g))
+        while non and non[0][0] <= av:
+            _, o, g = heapq.heappop(non)
+            heapq.heappush(urg, (o, g))
+        for cls, h in ((0, fav), (1, urg), (2, non)):   # among released pairs a lower class wins
+            while h and not self._valid(h[0][-2], p, h[0][-1]):
+                heapq.heappop(h)
+            if h:
+                return (av, cls, h[0][-2], h)
+        while pend and not self._valid(pend[0][1], p, pend[0][2]):
+            heapq.heappop(pend)
+        if not pend:
+            return None
+        d, o, _ = pend[0]
+        fp = self.fav[o]
+        cls = 0 if fp >= 0 and m.dev[fp] == p else (1 if d >= self.urgent_at[o] else 2)
+        return (d, cls, o, pend)
+
+    def _run_classes(self) -> None:
+        """m-SCT's loop: the best of the D device heads (`_head`) by (time, class, op, device)."""
+        m = self.m
+        D = m.D
+        while True:
+            best = None
+            for p in range(D):
+                h = self._head(p)
+                if h is not None and (best is None or (h[0], h[1], h[2], p) < best[:4]):
+                    best = (h[0], h[1], h[2], p, h[3])
+            if best is None:
+                return
+            t, _, o, p, heap = best
+            est = m.estimate(o, p)
+            heapq.heappop(heap)
+            if est.start > t:   # its stored data-ready time was a lower bound (sequential queues)
                 self.n_reestimated += 1
-                heapq.heappush(heap, (q0, 0, o, p, g))
-                continue
-            n0, n1, est = self.key(o, p)
-            if n0 != k0 or n1 != k1:
-                self.n_reestimated += 1
-                heapq.heappush(heap, (n0, n1, o, p, g))
+                heapq.heappush(self.dheap[p], (est.data_ready, o, self.gen[o]))
                 continue
             if not m.fits(o, p, est):
                 self._no_fit(o, p, est)

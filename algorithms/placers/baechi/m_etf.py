@@ -26,8 +26,12 @@ class METFPlacer(Placer):
     colocation groups are co-adjusted (3.1): the first member placed takes its group, whose memory is
     reserved at once; if the group does not fit, the next pair is tried.
 
-    The queue is a binary heap with lazy invalidation (stored keys are lower bounds, re-estimated when they
-    reach the head); ties go to the op earlier in topological order, then to the lower device index.
+    The queue is kept as one binary heap of pairs per device, ordered by the op's data-ready time on that
+    device, with lazy invalidation (entries of placed ops, dropped pairs and stored times that grew are
+    dealt with when they reach a head; nothing is re-sorted).  Since the earliest schedulable time on p is
+    ``max(avail[p], data ready)``, p's head is p's best pair and the queue's head is the best of the D
+    heads: this is the single pair queue of 2.3, split by device.  Ties go to the earlier data-ready time,
+    then to the op earlier in topological order, then to the lower device index.
     `memory_aware=False` gives classical ETF (memory tracked for reporting, never refused); `group_reserve`
     chooses what a colocation group reserves when it is pinned (`common.ExecModel`; default: its members'
     persistent bytes).

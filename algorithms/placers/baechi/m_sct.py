@@ -192,8 +192,8 @@ class MSCTPlacer(Placer):
     colocation group that does not fit only drops that pair (3.1: the algorithm's next device choice).
 
     Choices where the paper is vague: the finite-device rules of [17] are rendered as the tie classes above
-    and as "the favorite child waits for its parent's device" (its pair on another device is not ready
-    before the pair on the parent's device); urgency ignores communication queues.
+    and as "the favorite child waits for its parent's device" (its pairs on other devices are considered
+    only once that device cannot take it); urgency ignores communication queues.
     `memory_aware=False` gives classical SCT (memory tracked, never refused), which can overflow a device
     (Figure 1); `group_reserve` as in m-ETF; `lp_method` picks the LP solver (`sct_lp`).
 
