@@ -155,8 +155,10 @@ class CoarseState:
     simulator with no best effort reported. With them the static figure bounds the simulator's dynamic peak:
     a copy is charged as soon as both ends' devices are known, i.e. when the consumer is placed, or when the
     producer is placed and the consumer is already bound to a pinned group's device. A charge that overfills a
-    device other than the one being chosen (a colocation consequence) is reported (`overflow_nodes`, counted
-    as best effort by the placers).
+    device other than the one being chosen (a colocation consequence) is recorded (`overflow_nodes`: the nodes
+    whose commit pushed another device over its limit; `overflow_bytes()`), and reported by the placers. The
+    static figure holds every tensor for the whole step, so such an overflow is not necessarily an OOM in
+    the simulator.
     """
 
     def __init__(self, idx: GraphIndex, cluster: Cluster, clusters: Sequence[Sequence[int]],
@@ -258,6 +260,7 @@ class CoarseState:
 
     def commit(self, c: int, d: int) -> None:
         charges = self._input_charges(c, d) if self.count_inputs else {}
+        before = list(self.avail)
         self.avail[d] -= self.need(c)
         for k, x in charges.items():
             self.avail[k] -= x
@@ -288,7 +291,7 @@ class CoarseState:
                         self.received[dq].add(i)
                         self.avail[dq] -= self.idx.output[i]
                         charges[dq] = charges.get(dq, 0.0) + self.idx.output[i]
-        if any(self.avail[k] < 0 for k in charges if k != d) and c not in self.best_effort_nodes:
+        if any(before[k] >= 0 > self.avail[k] for k in charges if k != d):
             self.overflow_nodes.append(c)
 
     def op_device(self, i: int, c: int) -> int:
@@ -314,6 +317,9 @@ class CoarseState:
         return assign, order
 
     def best_effort_ops(self) -> list[str]:
-        """Ops of the nodes placed best effort and of the nodes whose colocated members overfilled a device."""
-        nodes = list(self.best_effort_nodes) + [c for c in self.overflow_nodes if c not in self.best_effort_nodes]
-        return [self.idx.names[i] for c in nodes for i in self.clusters[c]]
+        """Ops of the nodes placed best effort (every allowed device full)."""
+        return [self.idx.names[i] for c in self.best_effort_nodes for i in self.clusters[c]]
+
+    def overflow_bytes(self) -> float:
+        """Static bytes above the devices' limits (best effort, or copies forced by colocation)."""
+        return sum(-a for a in self.avail if a < 0)

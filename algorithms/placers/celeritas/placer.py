@@ -18,9 +18,9 @@ of the graph is already a cluster made by the `CelerFusion` pass (optimizer=cele
 never fused twice.
 
 `Placement.info`: n_ops, n_coarse_ops, ccr_before, ccr_after, cut_communication_s (S of eq. 6), R,
-memory_limit_bytes (M), best_effort (0/1: some node was placed on a full device, or the members it sends
-to their pinned colocation group overfilled that group's device), best_effort_nodes, colocation_overflow_nodes,
-best_effort_ops (names, at most 1000),
+memory_limit_bytes (M), best_effort (0/1: some node found every allowed device full), best_effort_nodes,
+best_effort_ops (names, at most 1000), colocation_overflow_nodes (nodes whose colocated members' received copies
+pushed another device over its limit), memory_overflow_bytes (static bytes above the limits in all),
 fusion_time_s, adjust_time_s (or place_time_s), planned_makespan_s (Adjusting's own EST model), moves (eq. 9
 moves), memory_moves (moves forced by a full or forbidden d_k).
 
@@ -114,15 +114,18 @@ class _CeleritasBase(Placer):
     @staticmethod
     def _best_effort_info(state: CoarseState, info: dict[str, Any]) -> None:
         ops = state.best_effort_ops()
-        info["best_effort"] = int(bool(state.best_effort_nodes or state.overflow_nodes))
+        info["best_effort"] = int(bool(state.best_effort_nodes))
         info["best_effort_nodes"] = len(state.best_effort_nodes)
         info["colocation_overflow_nodes"] = len(state.overflow_nodes)
+        info["memory_overflow_bytes"] = state.overflow_bytes()
         info["best_effort_ops_count"] = len(ops)
         info["best_effort_ops"] = ops[:MAX_LISTED]
         if ops:
-            log.warning("celeritas: %d ops placed best effort (%d coarse nodes found every allowed device full; "
-                        "%d overfilled a device through their colocation groups)", len(ops),
-                        len(state.best_effort_nodes), len(state.overflow_nodes))
+            log.warning("celeritas: %d ops (%d coarse nodes) placed best effort: every allowed device was full",
+                        len(ops), len(state.best_effort_nodes))
+        if state.overflow_nodes:
+            log.warning("celeritas: copies received by colocated ops pushed %d device(s) %.4g bytes over their "
+                        "static memory limit", len(state.overflow_nodes), state.overflow_bytes())
 
 
 class CeleritasPlacer(_CeleritasBase):
