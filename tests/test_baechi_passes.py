@@ -4,7 +4,6 @@ from __future__ import annotations
 import networkx as nx
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from algorithms.cluster import uniform_cluster
 from algorithms.errors import ConfigError, InfeasiblePlacement

@@ -1,10 +1,9 @@
 """Baechi's placers m-TOPO, m-ETF and m-SCT (seed 001, sections 2-4): hand-worked cases and properties."""
 from __future__ import annotations
 
-import math
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from algorithms.cluster import Cluster, Device, uniform_cluster

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import networkx as nx
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
@@ -522,10 +521,6 @@ class ExecModel:
                 parts.append(f"{d.name}: would need {need:.6g} of {d.memory_bytes:.6g} bytes")
         return InfeasiblePlacement(f"{what} fits on no device: " + "; ".join(parts) +
                                    ". Give the devices more memory or place fewer ops together.")
-
-
-def is_finite_memory(cluster: Cluster) -> bool:
-    return any(math.isfinite(d.memory_bytes) for d in cluster.devices)
 
 
 class PairQueue:
