@@ -236,7 +236,9 @@ def stage_optimize(ctx: JobContext, graph: OpGraph, pkey: str, cluster: Cluster)
             cmap = cmap.then(m)
             g = g2
         cmap.check_covers(graph)
-        return g, cmap
+        # composing passes concatenates member lists; keep each coarse op's members in topological order
+        pos = graph.index().pos
+        return g, CoarseMap({c: sorted(members, key=pos.__getitem__) for c, members in cmap.items()})
 
     def save(v, p):
         v[0].save(p / "graph.json")
