@@ -5,12 +5,11 @@ per op, a least-squares line of each cost against the batch size is fitted and e
 size (`algorithms.placers.celeritas.standard_eval.fit_linear_profiles`).
 
 Step 2 (accurate measurement): the target-batch model is placed with the memory-constrained sequential
-DFS-TOPO placement computed on the step-1 estimates, run for a few real training steps on the cluster's
-devices with the backend's runtime, and profiled op by op at the target batch size; these measured figures are
-the profile the placer then uses. Choice where this lab differs from the paper: the backends' placed runtimes
-report step time, peak memory and traffic but not per-op figures, so the per-op measurement of step 2 comes from
-the backend's profiler at the target batch size, taken right after the placed run proved the estimated
-placement executable.
+DFS-TOPO placement computed on the step-1 estimates and run for a few real training steps on the cluster's
+devices with the backend's runtime; the per-op compute times of that placed run (PyTorch times every op on its
+device: `run(..., time_ops=True)`) become the profile's compute times. Per-op memory comes from the backend's
+profiler at the target batch size (sizes of real tensors). A backend whose runtime does not time ops
+(TensorFlow here) gives both from its profiler; `standard_evaluation.json` says which (`compute_from`).
 
 The per-op relative deviation of the step-1 estimates from the step-2 measurements (Table 5's mean, Figure 5's
 CDF), for memory and for compute time, is written to `standard_evaluation.json` and `standard_evaluation.png` in
@@ -18,6 +17,7 @@ the run folder and logged as metrics by the job (`se.*` in result.json's `profil
 """
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import Any, Mapping
 
@@ -62,14 +62,25 @@ def standard_evaluation_profile(ctx: Any, graph: OpGraph, prof: Mapping[str, Any
     placement = SequentialDfsTopoPlacer(float(prof.get("memory_fraction", 1.0))).place(estimate, cluster)
     model = ctx.get_model()
     sched = topological_schedule(graph, placement.assignment, cluster.names)
-    run = backend.run(model, estimate, placement.assignment, sched, cluster, warmup=int(prof.get("run_warmup", 1)),
-                      steps=int(prof.get("run_steps", 3)))
+    kwargs: dict[str, Any] = {"warmup": int(prof.get("run_warmup", 1)), "steps": int(prof.get("run_steps", 3))}
+    timed = "time_ops" in inspect.signature(backend.run).parameters
+    if timed:
+        kwargs["time_ops"] = True
+    run = backend.run(model, estimate, placement.assignment, sched, cluster, **kwargs)
     log.info("standard evaluation step 2: the DFS-TOPO placement ran (%.4g s per step, best effort: %s)",
              run.measured_step_s, bool(placement.info.get("best_effort")))
+    # memory per op from the backend's profiler at the target batch size (real tensors); compute time per op
+    # from the placed run itself when the backend times ops there, else from the profiler
     measured = backend.profile(model, graph, warmup=warmup, steps=steps)
+    op_times = (run.extra or {}).get("op_times_s") or {}
+    for op, t in op_times.items():
+        if op in measured:
+            measured.op(op)["compute_s"] = float(t)
+    measured.invalidate()
     mem = relative_deviation(estimate, measured, "memory")
     tim = relative_deviation(estimate, measured, "time")
-    report = {"target_batch_size": target, "batch_sizes": sizes, "memory": mem.to_dict(), "time": tim.to_dict(),
+    report = {"target_batch_size": target, "batch_sizes": sizes,
+              "compute_from": "placed run" if op_times else "profiler", "memory": mem.to_dict(), "time": tim.to_dict(),
               "dfs_topo_step_s": run.measured_step_s, "best_effort": bool(placement.info.get("best_effort"))}
     log.info("standard evaluation: mean relative deviation of the estimates: memory %.3f, time %.3f",
              mem.mean, tim.mean)

@@ -98,9 +98,11 @@ class TorchBackend(Backend):
 
     def run(self, model: TorchModel, graph: OpGraph, placement: Mapping[str, str],
             schedule: Mapping[str, list[str]] | None, cluster: Cluster, *, warmup: int = 5, steps: int = 20,
-            check_correctness: bool | None = None) -> RunResult:
+            check_correctness: bool | None = None, time_ops: bool = False) -> RunResult:
         """Execute `warmup + steps` placed training steps from the model's initial parameters (the model
-        itself is not modified); see runtime.py. `schedule` None means capture (topological) order."""
+        itself is not modified); see runtime.py. `schedule` None means capture (topological) order.
+        With `time_ops`, every op of the measured steps is timed on its device (wall time minus waits for its
+        inputs; median over the steps) into `extra["op_times_s"]` (the Standard Evaluation's step 2)."""
         if steps < 1:
             raise ConfigError(f"runtime.steps must be >= 1, got {steps}")
         assign = dict(getattr(placement, "assignment", placement))
@@ -130,6 +132,8 @@ class TorchBackend(Backend):
                 for d in devices:
                     if d.is_cuda and not d.shared:
                         torch.cuda.reset_peak_memory_stats(d.torch_device)
+                ex.time_ops = bool(time_ops)
+                op_samples: dict[str, list[float]] = {}
                 times, losses = [], []
                 busy: dict[str, list[float]] = {d.name: [] for d in devices}
                 wait: dict[str, list[float]] = {d.name: [] for d in devices}
@@ -145,6 +149,8 @@ class TorchBackend(Backend):
                             log.warning("placed step differs from the single-device step: %s", check_info)
                     if k >= warmup:
                         times.append(dt)
+                        for op, t in ex.last_op_times.items():
+                            op_samples.setdefault(op, []).append(t)
                         for name in busy:
                             busy[name].append(ex.last_busy[name])
                             wait[name].append(ex.last_wait[name])
@@ -163,6 +169,8 @@ class TorchBackend(Backend):
                  "busy_s": {k: statistics.median(v) for k, v in busy.items()},
                  "wait_s": {k: statistics.median(v) for k, v in wait.items()}, "threads_per_worker": per_worker,
                  "physical_devices": {d.name: str(d.torch_device) for d in devices}, **check_info}
+        if time_ops:
+            extra["op_times_s"] = {op: statistics.median(v) for op, v in op_samples.items()}
         measured = statistics.median(times)
         log.info("ran %s on %s: median step %.4g s over %d steps, traffic %.3g B/step", model.name,
                  cluster.name, measured, len(times), traffic)

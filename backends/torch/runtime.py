@@ -255,6 +255,10 @@ class PlacedExecutor:
         #: per device, seconds of the last step spent running ops (including Python dispatch; on CUDA the time
         #: to issue the kernels) and waiting for copies from other devices
         self.last_busy: dict[str, float] = {}
+        #: set True to time every op of a step (wall time minus waits for inputs; on CUDA each op is
+        #: synchronised, which slows the step): `last_op_times` then holds {op: seconds} of the last step
+        self.time_ops = False
+        self.last_op_times: dict[str, float] = {}
         self.last_wait: dict[str, float] = {}
 
     # ------------------------------------------------------------------ checks
@@ -297,6 +301,7 @@ class PlacedExecutor:
                 arrived[d][i] = threading.Event()
         live = [0.0] * n
         busy = [0.0] * n
+        op_times: dict[str, float] = {}
         waited = [0.0] * n
         lock = threading.Lock()
         abort = threading.Event()
@@ -375,6 +380,7 @@ class PlacedExecutor:
                 for op in self.order[d]:
                     if abort.is_set():
                         raise _Abort()
+                    t_op, w_op = time.perf_counter(), waited[d]
                     for nid in prog.op_nodes[op]:
                         r = prog.nodes[nid]
                         if r.kind != "call":
@@ -400,6 +406,10 @@ class PlacedExecutor:
                                 else:
                                     freed = prog.nodes[i].alloc_bytes
                                 account(d, -freed, repr(op))
+                    if self.time_ops:
+                        if dev.is_cuda:
+                            dev.stream.synchronize()
+                        op_times[op] = time.perf_counter() - t_op - (waited[d] - w_op)
                 busy[d] = time.perf_counter() - t_start - waited[d]
 
         for d in range(n):
@@ -449,6 +459,7 @@ class PlacedExecutor:
             self.store[ph[k]] = val
         self.traffic = traffic[0]
         self.last_busy = {devs[d].name: busy[d] for d in range(n)}
+        self.last_op_times = dict(op_times)
         self.last_wait = {devs[d].name: waited[d] for d in range(n)}
         return elapsed, outs
 
