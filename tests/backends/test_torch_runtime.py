@@ -209,3 +209,21 @@ def test_cuda_devices(name):
     assert r.extra["correct"], r.extra
     assert all(v.startswith("cuda") for v in r.extra["physical_devices"].values())
     assert max(r.peak_memory_bytes.values()) > 0
+
+
+def test_placed_run_times_every_op_on_request():
+    backend, model, graph = _setup("mlp_tiny")
+    cluster = uniform_cluster(2)
+    rng = random.Random(5)
+    pl = {op: rng.choice(cluster.names) for op in graph.ops}
+    groups = graph.colocation_groups()
+    for members in groups.values():  # keep colocation
+        for m in members:
+            pl[m] = pl[members[0]]
+    res = backend.run(model, graph, pl, topological_schedule(graph, pl, cluster.names), cluster, warmup=1,
+                      steps=2, time_ops=True)
+    times = res.extra["op_times_s"]
+    assert set(times) == set(graph.ops)
+    assert all(t >= 0 for t in times.values())
+    assert sum(times.values()) <= 2 * sum(res.step_times_s)  # per-op times fit inside the measured steps
+    assert "op_times_s" not in backend.run(model, graph, pl, None, cluster, warmup=0, steps=1).extra
