@@ -21,7 +21,6 @@ import inspect
 import logging
 from typing import Any, Mapping
 
-from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph, atomic_write_json
 

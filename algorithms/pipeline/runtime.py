@@ -25,12 +25,11 @@ Complexity: O(B log B + B x S) for B blocks with S successors each.
 """
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..graph import atomic_write_json
 from ..errors import InvalidSchedule
 from .schedule import PipelineSchedule
 
@@ -254,15 +253,4 @@ def chrome_trace(schedule: PipelineSchedule, time_unit_us: float = 1000.0,
 
 def save_chrome_trace(path: str | os.PathLike, trace: Mapping[str, Any]) -> None:
     """Write a trace atomically (temporary file + rename)."""
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(trace, f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write_json(path, trace)

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..graph import atomic_write_json
 from ..errors import InvalidSchedule
 from .blocks import Block, MicroBatchSpec
 
@@ -136,18 +136,7 @@ class PipelineSchedule:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write pipeline_schedule.json atomically (temporary file + rename)."""
-        path = os.fspath(path)
-        d = os.path.dirname(os.path.abspath(path))
-        os.makedirs(d, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.to_json(), f, indent=1)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        atomic_write_json(path, self.to_json(), indent=1)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "PipelineSchedule":

@@ -12,18 +12,10 @@ from backends.torch import TorchBackend  # noqa: E402
 from backends.torch.capture import run_program, trace_program  # noqa: E402
 from backends.torch.config import load_model_cfg  # noqa: E402
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("torch_one_thread")]
 
 GNMT_PREFIXES = ("embed", "enc/l0", "enc/l1", "enc/l2", "enc/l3", "dec/l0", "dec/l1", "dec/l2", "dec/l3",
                  "attention", "proj", "loss")
-
-
-@pytest.fixture(autouse=True)
-def _few_threads():
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(prev)
 
 
 def _eager_reference(model):

@@ -11,15 +11,7 @@ from backends.torch import TorchBackend  # noqa: E402
 from backends.torch.comm import fit_linear  # noqa: E402
 from backends.torch.config import load_model_cfg  # noqa: E402
 
-pytestmark = pytest.mark.torch
-
-
-@pytest.fixture(autouse=True)
-def _few_threads():
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(prev)
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("torch_one_thread")]
 
 
 @pytest.fixture(scope="module")

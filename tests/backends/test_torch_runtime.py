@@ -24,17 +24,9 @@ from algorithms.simulator import simulate  # noqa: E402
 from backends.torch import TorchBackend  # noqa: E402
 from backends.torch.config import CONF_DIR, load_model_cfg  # noqa: E402
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("torch_one_thread")]
 
 PLACER_FILES = sorted(glob.glob(os.path.join(CONF_DIR, "placer", "*.yaml")))
-
-
-@pytest.fixture(autouse=True)
-def _few_threads():
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(prev)
 
 
 @functools.lru_cache(maxsize=None)
