@@ -217,6 +217,23 @@ def _fused_attrs(graph: OpGraph, kind: str) -> Callable[[list[int], set[int]], d
     return attrs
 
 
+def _groups_union_find(graph: OpGraph, strict: bool) -> "_UnionFind":
+    """A union-find over the graph's ops with every existing colocation group already united. With `strict`,
+    a group whose ops ask for different device types raises InvalidGraph naming two of them."""
+    idx = graph.index()
+    uf = _UnionFind(_group_types(graph))
+    first: dict[str, int] = {}
+    for i, g in enumerate(idx.colocation):
+        if g is None:
+            continue
+        if g not in first:
+            first[g] = i
+        elif not uf.union(first[g], i) and strict:
+            raise InvalidGraph(f"colocation group {g!r}: op {idx.names[i]!r} asks for another device "
+                               f"type than op {idx.names[first[g]]!r}")
+    return uf
+
+
 # --------------------------------------------------------------------------------------------- passes
 class ColocationGrouping(GraphPass):
     """Colocation grouping (Baechi 3.1): groups from the ops' `colocation` fields, made explicit.
@@ -228,17 +245,7 @@ class ColocationGrouping(GraphPass):
     name = "colocation_grouping"
 
     def apply(self, graph: OpGraph) -> tuple[OpGraph, CoarseMap]:
-        idx = graph.index()
-        uf = _UnionFind(_group_types(graph))
-        first: dict[str, int] = {}
-        for i, g in enumerate(idx.colocation):
-            if g is not None:
-                if g in first:
-                    if not uf.union(first[g], i):
-                        raise InvalidGraph(f"colocation group {g!r}: op {idx.names[i]!r} asks for another device "
-                                           f"type than op {idx.names[first[g]]!r}")
-                else:
-                    first[g] = i
+        uf = _groups_union_find(graph, strict=True)
         out = _check_dag(_regroup(graph, uf, "coloc"), self.name)
         log.info("colocation grouping: %d groups", len({a['colocation'] for _, a in out.nx.nodes(data=True)
                                                           if a.get('colocation') is not None}))
@@ -263,14 +270,7 @@ class CoPlacement(GraphPass):
 
     def apply(self, graph: OpGraph) -> tuple[OpGraph, CoarseMap]:
         idx = graph.index()
-        uf = _UnionFind(_group_types(graph))
-        first: dict[str, int] = {}
-        for i, g in enumerate(idx.colocation):
-            if g is not None:
-                if g in first:
-                    uf.union(first[g], i)
-                else:
-                    first[g] = i
+        uf = _groups_union_find(graph, strict=False)
         n_next = n_fb = 0
         if self.next_op:
             for u, succ in enumerate(idx.succ):
@@ -479,7 +479,6 @@ class ForwardOnlyPlacement(GraphPass):
                 uf.union(i, root[i])
         grouped = _regroup(graph, uf, "fwdgroup")
         gidx = grouped.index()
-        pos = idx.pos
 
         def attrs(mem: list[int], internal_only: set[int]) -> dict[str, Any]:
             r = mem[0]
