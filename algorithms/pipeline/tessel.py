@@ -74,6 +74,8 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import z3
+from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from ..errors import ConfigError, InvalidSchedule
 from .baselines import ConfiguredPipelineScheduler, as_spec
@@ -559,64 +561,67 @@ class TesselScheduler(ConfiguredPipelineScheduler):
                  "timed_out": False, "optimal_repetend": True, "assignment_search": {}}
         state = {"best_t": optimal_t}
         done = False
-        for n_r in range(1, inflight + 1):
-            if done:
-                break
-            mode = self.assignments
-            if mode == "auto":
-                cnt = 0
-                for _ in iter_repetend_assignments(spec, n_r):
-                    cnt += 1
-                    if cnt > self.enumerate_limit:
+        scan = tqdm(range(1, inflight + 1), desc="tessel: repetend scan (N_R)", unit="N_R", disable=None,
+                    leave=False)
+        with scan, logging_redirect_tqdm():
+            for n_r in scan:
+                if done:
+                    break
+                mode = self.assignments
+                if mode == "auto":
+                    cnt = 0
+                    for _ in iter_repetend_assignments(spec, n_r):
+                        cnt += 1
+                        if cnt > self.enumerate_limit:
+                            break
+                    mode = "enumerate" if cnt <= self.enumerate_limit else "smt"
+                stats["assignment_search"][n_r] = mode
+                source = (self._enumerated(spec, n_r, memory, lb, state, deadline, stats) if mode == "enumerate"
+                          else self._smt_assignments(spec, n_r, memory, lb, state, deadline, stats))
+                while True:
+                    tr0 = time.perf_counter()
+                    try:
+                        n, starts, p = next(source)
+                    except StopIteration:
+                        stats["time_repetend_s"] += time.perf_counter() - tr0
+                        if mode == "smt" and stats.get("smt_unknown") == n_r and self.assignments == "auto":
+                            # a Z3 check over all assignments timed out: fall back to visiting them one by one
+                            log.info("tessel: N_R=%d assignment SMT undecided, enumerating instead", n_r)
+                            mode = "enumerate"
+                            stats["assignment_search"][n_r] = "smt+enumerate"
+                            source = self._enumerated(spec, n_r, memory, lb, state, deadline, stats)
+                            continue
                         break
-                mode = "enumerate" if cnt <= self.enumerate_limit else "smt"
-            stats["assignment_search"][n_r] = mode
-            source = (self._enumerated(spec, n_r, memory, lb, state, deadline, stats) if mode == "enumerate"
-                      else self._smt_assignments(spec, n_r, memory, lb, state, deadline, stats))
-            while True:
-                tr0 = time.perf_counter()
-                try:
-                    n, starts, p = next(source)
-                except StopIteration:
+                    t_r, E_R, W_R = repetend_time(spec, n, starts, memory, p)
                     stats["time_repetend_s"] += time.perf_counter() - tr0
-                    if mode == "smt" and stats.get("smt_unknown") == n_r and self.assignments == "auto":
-                        # a Z3 check over all assignments timed out: fall back to visiting them one by one
-                        log.info("tessel: N_R=%d assignment SMT undecided, enumerating instead", n_r)
-                        mode = "enumerate"
-                        stats["assignment_search"][n_r] = "smt+enumerate"
-                        source = self._enumerated(spec, n_r, memory, lb, state, deadline, stats)
+                    if t_r >= state["best_t"]:
                         continue
+                    warm_items = [(i, m) for i in range(spec.K) for m in range(n[i])]
+                    cool_items = [(i, m) for i in range(spec.K) for m in range(n[i] + 1, n_r)]
+                    cool_init = {d: sum((n[i] + 1) * spec.blocks[i].memory for i in spec.on_device(d))
+                                 for d in spec.devices}
+                    tw = time.perf_counter()
+                    w = solve_time_optimal(spec, warm_items, memory, None, sat_only=self.lazy,
+                                           check_timeout_s=self.check_timeout_s, deadline=deadline)
+                    stats["time_warmup_s"] += time.perf_counter() - tw
+                    tc = time.perf_counter()
+                    c = solve_time_optimal(spec, cool_items, memory, cool_init, sat_only=self.lazy,
+                                           check_timeout_s=self.check_timeout_s, deadline=deadline)
+                    stats["time_cooldown_s"] += time.perf_counter() - tc
+                    stats["completion_checks"] += w.checks + c.checks
+                    if w.start is None or c.start is None:
+                        log.info("tessel: repetend %s (t_R=%d) has no feasible warm-up/cool-down", n, t_r)
+                        continue
+                    state["best_t"] = t_r
+                    best = (t_r, n, starts, n_r, w.start, c.start, cool_init, E_R, W_R)
+                    log.info("tessel: N_R=%d repetend %s t_R=%d (lower bound %d)", n_r, n, t_r, lb)
+                    if t_r == lb:
+                        stats["early_exit"] = True
+                        done = True
+                        break
+                if time.perf_counter() >= deadline:
+                    stats["timed_out"] = True
                     break
-                t_r, E_R, W_R = repetend_time(spec, n, starts, memory, p)
-                stats["time_repetend_s"] += time.perf_counter() - tr0
-                if t_r >= state["best_t"]:
-                    continue
-                warm_items = [(i, m) for i in range(spec.K) for m in range(n[i])]
-                cool_items = [(i, m) for i in range(spec.K) for m in range(n[i] + 1, n_r)]
-                cool_init = {d: sum((n[i] + 1) * spec.blocks[i].memory for i in spec.on_device(d))
-                             for d in spec.devices}
-                tw = time.perf_counter()
-                w = solve_time_optimal(spec, warm_items, memory, None, sat_only=self.lazy,
-                                       check_timeout_s=self.check_timeout_s, deadline=deadline)
-                stats["time_warmup_s"] += time.perf_counter() - tw
-                tc = time.perf_counter()
-                c = solve_time_optimal(spec, cool_items, memory, cool_init, sat_only=self.lazy,
-                                       check_timeout_s=self.check_timeout_s, deadline=deadline)
-                stats["time_cooldown_s"] += time.perf_counter() - tc
-                stats["completion_checks"] += w.checks + c.checks
-                if w.start is None or c.start is None:
-                    log.info("tessel: repetend %s (t_R=%d) has no feasible warm-up/cool-down", n, t_r)
-                    continue
-                state["best_t"] = t_r
-                best = (t_r, n, starts, n_r, w.start, c.start, cool_init, E_R, W_R)
-                log.info("tessel: N_R=%d repetend %s t_R=%d (lower bound %d)", n_r, n, t_r, lb)
-                if t_r == lb:
-                    stats["early_exit"] = True
-                    done = True
-                    break
-            if time.perf_counter() >= deadline:
-                stats["timed_out"] = True
-                break
         if best is None:
             raise InvalidSchedule(f"tessel found no schedule for {spec.name} under memory {memory} within "
                                   f"{self.time_limit_s}s")

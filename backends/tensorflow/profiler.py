@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import tensorflow as tf
+from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
@@ -137,20 +139,25 @@ def profile_steps(model: TFModel, *, warmup: int, steps: int, config: Any,
     known = {op.name for op in model.graph.get_operations()}
     out = []
     walls = []
-    with v1.Session(graph=model.graph, config=config) as sess:
+    bar = tqdm(total=warmup + steps + untraced, desc="profiling (warm-up, traced, untraced steps)", unit="step",
+               disable=None, leave=False)
+    with v1.Session(graph=model.graph, config=config) as sess, bar, logging_redirect_tqdm():
         sess.run(model.init_op)
         fetches = [model.train_op, model.loss]
         for _ in range(warmup):
             sess.run(fetches)
+            bar.update()
         opts = v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE)
         for _ in range(steps):
             md = v1.RunMetadata()
             sess.run(fetches, options=opts, run_metadata=md)
             out.append(parse_step_stats(md.step_stats, known))
+            bar.update()
         for _ in range(untraced):
             t0 = time.perf_counter()
             sess.run(fetches)
             walls.append(time.perf_counter() - t0)
+            bar.update()
     return out, walls
 
 

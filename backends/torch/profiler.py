@@ -21,6 +21,8 @@ import time
 from collections import defaultdict
 
 import torch
+from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from algorithms.errors import InvalidGraph
 from algorithms.graph import OpGraph
@@ -35,9 +37,11 @@ def _time_ops_cpu(prog: Program, flat, warmup: int, steps: int) -> dict[str, lis
     from .capture import run_program
 
     times: dict[str, list[float]] = defaultdict(list)
-    for k in range(warmup + steps):
-        rec = (lambda op, s: times[op].append(s)) if k >= warmup else None
-        run_program(prog, flat, on_op=rec)
+    with logging_redirect_tqdm():
+        for k in tqdm(range(warmup + steps), desc="profiling (warm-up + measured steps)", unit="step",
+                      disable=None, leave=False):
+            rec = (lambda op, s: times[op].append(s)) if k >= warmup else None
+            run_program(prog, flat, on_op=rec)
     return times
 
 
@@ -47,7 +51,8 @@ def _time_ops_cuda(prog: Program, flat, warmup: int, steps: int, device: torch.d
     times: dict[str, list[float]] = defaultdict(list)
     temp: dict[str, float] = {}
     keep = set(prog.outputs)
-    for k in range(warmup + steps):
+    for k in tqdm(range(warmup + steps), desc="profiling (warm-up + measured steps)", unit="step", disable=None,
+                  leave=False):
         env = {r.nid: flat[r.index] for r in prog.nodes if r.kind == "placeholder"}
         env.update({nid: c.to(device) for nid, c in prog.consts.items()})
         get = env.__getitem__

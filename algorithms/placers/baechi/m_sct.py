@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
+from tqdm import tqdm
 
 from ...base import Placer
 from ...cluster import Cluster
@@ -144,7 +145,11 @@ def sct_lp(graph: OpGraph, cluster: Cluster, compute: list[float] | None = None,
     ub = np.full(n + 1 + K, np.inf)
     ub[X:] = 1.0
     t0 = time.perf_counter()
-    res = linprog(obj, A_ub=A, b_ub=b, bounds=np.column_stack([lb, ub]), method=method)
+    # one solver call: the bar is a phase message (what is being solved), closed with its elapsed time
+    with tqdm(total=1, desc=f"m-SCT: solving the SCT LP ({n + 1 + K} variables, {r} rows, {method})",
+              unit="LP", disable=None, leave=False) as bar:
+        res = linprog(obj, A_ub=A, b_ub=b, bounds=np.column_stack([lb, ub]), method=method)
+        bar.update()
     facts.update(lp_time_s=time.perf_counter() - t0, lp_status=int(res.status), lp_rows=r)
     if res.x is None:
         log.warning("SCT LP did not solve (status %s: %s); no favorite children", res.status, res.message)

@@ -6,6 +6,8 @@ import heapq
 import logging
 import math
 
+from tqdm import tqdm
+
 from ...base import Placer
 from ...cluster import Cluster
 from ...graph import OpGraph
@@ -104,7 +106,7 @@ class HEFTPlacer(Placer):
                 k += 1
             return t, k
 
-        for i in order:
+        for i in tqdm(order, desc="HEFT: scheduling ops", unit="op", disable=None, leave=False):
             u = units[unit_of[i]]
             if st.assigned(u):
                 cands = [st.unit_dev[u.id]]

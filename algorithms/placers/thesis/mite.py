@@ -5,6 +5,7 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
+from tqdm import tqdm
 
 from ...base import Placer
 from ...cluster import Cluster
@@ -218,7 +219,8 @@ class MITEPlacer(Placer):
         units, unit_of = build_units(graph, cluster)
         st = AssignState(graph, cluster, units, unit_of)
         sc = MiteScorer(st, self.zero_traffic)
-        for u in unit_order(units, groups_first=True):
+        for u in tqdm(unit_order(units, groups_first=True), desc="MITE: assigning units", unit="unit",
+                      disable=None, leave=False):
             cands = st.feasible(u)
             if not cands:
                 raise st.infeasible(u, "MITE: ")
