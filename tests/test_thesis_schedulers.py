@@ -230,18 +230,10 @@ def test_schedulers_work_on_thesis_placements_of_a_training_graph():
 
 
 def _other_placers():
-    out = []
-    try:
-        from algorithms.placers.baechi import METFPlacer, MSCTPlacer, MTOPOPlacer
-        out += [METFPlacer, MSCTPlacer, MTOPOPlacer]
-    except ImportError:
-        pass
-    try:
-        from algorithms.placers.celeritas import CeleritasPlacer, OrderPlacePlacer
-        out += [CeleritasPlacer, OrderPlacePlacer]
-    except ImportError:
-        pass
-    return out
+    from algorithms.placers.baechi import METFPlacer, MSCTPlacer, MTOPOPlacer
+    from algorithms.placers.celeritas import CeleritasPlacer, OrderPlacePlacer
+
+    return [METFPlacer, MSCTPlacer, MTOPOPlacer, CeleritasPlacer, OrderPlacePlacer]
 
 
 @pytest.mark.parametrize("placer", _other_placers(), ids=lambda p: getattr(p, "name", p.__name__))

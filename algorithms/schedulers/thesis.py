@@ -11,6 +11,8 @@ same run (same start times, same makespan). Schedulers work on any placement (th
 """
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import logging
 
 from ..base import Scheduler
@@ -103,8 +105,11 @@ class MsrPolicy(DispatchPolicy):
 
 
 class _PolicyScheduler(Scheduler):
+    """A scheduler that runs the simulator with its dispatch policy and returns the executed order."""
+
+    @abstractmethod
     def policy(self) -> DispatchPolicy:
-        raise NotImplementedError
+        """The dispatch policy the simulator consults at each decision."""
 
     def run(self, graph: OpGraph, cluster: Cluster, placement: Placement, *, record_decisions: bool = True,
             record_memory: bool = False) -> SimResult:
