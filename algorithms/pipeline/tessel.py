@@ -68,7 +68,6 @@ O(K^2) disjunctions and O(K^2) ``If`` terms; the completion solves O(log T) chec
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -317,6 +316,18 @@ def dependency_period_bound(spec: MicroBatchSpec, n: Sequence[int], lo: int, hi:
     return lo
 
 
+def _add_exclusive_modulo(sol: z3.Solver, spec: MicroBatchSpec, idx: Sequence[int], s: Sequence[Any],
+                          period: Any) -> None:
+    """Exclusive execution inside a repetend of length `period`: for every pair of blocks on one device, one
+    ends before the other starts and, wrapped around by one period, still ends before the first restarts."""
+    for x in range(len(idx)):
+        for y in range(x + 1, len(idx)):
+            a, c = idx[x], idx[y]
+            ta, tc = spec.blocks[a].time, spec.blocks[c].time
+            sol.add(z3.Or(z3.And(s[a] + ta <= s[c], s[c] + tc <= s[a] + period),
+                          z3.And(s[c] + tc <= s[a], s[a] + ta <= s[c] + period)))
+
+
 def solve_repetend(spec: MicroBatchSpec, n: Sequence[int], memory: int | None, lo: int, hi: int, *,
                    check_timeout_s: float = 10.0, deadline: float | None = None
                    ) -> tuple[list[int] | None, int | None, int, bool]:
@@ -337,12 +348,7 @@ def solve_repetend(spec: MicroBatchSpec, n: Sequence[int], memory: int | None, l
     E = entry_memory(spec, n)
     for d in spec.devices:
         idx = spec.on_device(d)
-        for x in range(len(idx)):
-            for y in range(x + 1, len(idx)):
-                a, c = idx[x], idx[y]
-                ta, tc = spec.blocks[a].time, spec.blocks[c].time
-                sol.add(z3.Or(z3.And(s[a] + ta <= s[c], s[c] + tc <= s[a] + P),
-                              z3.And(s[c] + tc <= s[a], s[a] + ta <= s[c] + P)))
+        _add_exclusive_modulo(sol, spec, idx, s, P)
         if memory is not None:
             for b_ in idx:
                 terms = [z3.If(s[a] <= s[b_], spec.blocks[a].memory, 0) for a in idx if spec.blocks[a].memory]
@@ -724,13 +730,7 @@ class TesselScheduler(ConfiguredPipelineScheduler):
                 for j in spec.succs[i]:
                     sol.add(sv[i] + spec.blocks[i].time <= sv[j] + (nv[i] - nv[j]) * p)
             for d in spec.devices:
-                idx = spec.on_device(d)
-                for x in range(len(idx)):
-                    for y in range(x + 1, len(idx)):
-                        a, c = idx[x], idx[y]
-                        ta, tc = spec.blocks[a].time, spec.blocks[c].time
-                        sol.add(z3.Or(z3.And(sv[a] + ta <= sv[c], sv[c] + tc <= sv[a] + p),
-                                      z3.And(sv[c] + tc <= sv[a], sv[a] + ta <= sv[c] + p)))
+                _add_exclusive_modulo(sol, spec, spec.on_device(d), sv, p)
             r = sol.check()
             res = None
             if r == z3.sat:

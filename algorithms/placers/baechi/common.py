@@ -673,13 +673,7 @@ class PairQueue:
                 heapq.heapreplace(dheap[p], (est.data_ready, o, gen[o]))
                 continue
             heapq.heappop(dheap[p])
-            if not m.fits(o, p, est):
-                self._no_fit(o, p, est)
-                continue
-            grp = m.gid[o]
-            first_of_group = grp >= 0 and m.group_dev[grp] < 0
-            m.commit(o, p, est)
-            self._placed(o, first_of_group)
+            self._try_commit(o, p, est)
 
     def _valid(self, o: int, p: int, g: int) -> bool:
         return self.m.dev[o] < 0 and g == self.gen[o] and self.usable(o, p)
@@ -741,13 +735,19 @@ class PairQueue:
                 self.n_reestimated += 1
                 heapq.heappush(self.dheap[p], (est.data_ready, o, self.gen[o]))
                 continue
-            if not m.fits(o, p, est):
-                self._no_fit(o, p, est)
-                continue
-            grp = m.gid[o]
-            first_of_group = grp >= 0 and m.group_dev[grp] < 0
-            m.commit(o, p, est)
-            self._placed(o, first_of_group)
+            self._try_commit(o, p, est)
+
+    def _try_commit(self, o: int, p: int, est: Estimate) -> bool:
+        """Place op o on device p as estimated if its memory fits there (else record the refusal)."""
+        m = self.m
+        if not m.fits(o, p, est):
+            self._no_fit(o, p, est)
+            return False
+        grp = m.gid[o]
+        first_of_group = grp >= 0 and m.group_dev[grp] < 0
+        m.commit(o, p, est)
+        self._placed(o, first_of_group)
+        return True
 
     def _no_fit(self, o: int, p: int, est: Estimate) -> None:
         m = self.m
