@@ -347,3 +347,39 @@ def test_synthetic_training_graph_memory_limited():
         res = simulate(g, cl, pl, pl.order)
         assert res.ok, (type(placer).__name__, res.oom.message() if res.oom else "")
         assert len(pl.devices_used()) >= 2
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_dags(min_ops=2, max_ops=30, colocation=False, training=True), random_clusters(min_devices=2))
+def test_sct_lp_reductions_keep_the_optimum(graph, cluster):
+    """The implied-edge, slack-edge and bound reductions of `sct_lp` are exact: the LP optimum (makespan)
+    equals the one of the LP as written, and the returned x satisfies the full LP with that makespan."""
+    x_red, f_red = sct_lp(graph, cluster)
+    x_full, f_full = sct_lp(graph, cluster, reduce=False)
+    assert f_red["lp_status"] == 0 and f_full["lp_status"] == 0
+    if "lp_makespan_s" not in f_full:
+        return                                  # no edges or all costs zero: nothing was solved
+    assert f_red["lp_makespan_s"] == pytest.approx(f_full["lp_makespan_s"], rel=1e-6, abs=1e-9)
+    # x_red is feasible for the full LP: at most one favorite child / parent in the relaxed sense, and the
+    # left-justified starts it implies finish within the optimum
+    idx = graph.index()
+    edges = [(i, j, b) for i in range(idx.n) for j, b in idx.succ[i]]
+    out_sum = [0.0] * idx.n
+    in_sum = [0.0] * idx.n
+    for (i, j, _), xe in zip(edges, x_red):
+        out_sum[i] += xe
+        in_sum[j] += xe
+    for v in range(idx.n):
+        assert out_sum[v] >= len(idx.succ[v]) - 1 - 1e-6
+        assert in_sum[v] >= len(idx.pred[v]) - 1 - 1e-6
+    devs = cluster.devices
+    p = [idx.compute_s[i] * sum(1.0 / d.speed for d in devs) / len(devs) for i in range(idx.n)]
+    lat = [[cluster.latency_table[a][b] for b in range(len(devs))] for a in range(len(devs))]
+    pairs = [(a, b) for a in range(len(devs)) for b in range(len(devs)) if a != b]
+    mlat = sum(lat[a][b] for a, b in pairs) / len(pairs)
+    mibw = sum(1.0 / cluster.bandwidth_table[a][b] for a, b in pairs) / len(pairs)
+    start = [0.0] * idx.n
+    for (i, j, b), xe in zip(edges, x_red):         # edges in topological order of their source
+        start[j] = max(start[j], start[i] + p[i] + (mlat + b * mibw) * xe)
+    span = max(start[i] + p[i] for i in range(idx.n))
+    assert span <= f_full["lp_makespan_s"] * (1 + 1e-5) + 1e-9
