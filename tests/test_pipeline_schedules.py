@@ -13,7 +13,8 @@ from algorithms.pipeline.blocks import Block, MicroBatchSpec, blocks_from_placem
 from algorithms.pipeline.runtime import (build_actions, check_deadlock_free, chrome_trace, simulate_actions)
 from algorithms.pipeline.schedule import PipelineSchedule, ScheduleViolation, validate
 from algorithms.pipeline.tessel import (TesselScheduler, TimeOptimalScheduler, dependency_period_ok, extend,
-                                        iter_repetend_assignments)
+                                        iter_repetend_assignments, repetend_time, solve_repetend,
+                                        solve_time_optimal)
 
 
 def _two_stage() -> MicroBatchSpec:
@@ -44,6 +45,20 @@ def test_shapes_have_balanced_training_blocks():
     assert m.block("emb").devices == ("d0", "d1", "d2", "d3")
     with pytest.raises(ConfigError):
         make_shape("w", 4)
+
+
+def test_nn_shape_is_mt5_layout():
+    # encoder stages on the first half of the devices, decoder stages on the second half, the shared embedding
+    # looked up on all devices before each (Figure 8d, the authors' NN case)
+    nn = make_shape("nn", 4, recompute=True)
+    alld = ("d0", "d1", "d2", "d3")
+    assert [b.name for b in nn.blocks if b.devices == alld] == ["emb_enc", "emb_dec", "emb_dec_b", "emb_enc_b"]
+    assert [(b.name, b.devices) for b in nn.blocks if len(b.devices) == 1 and b.kind == "forward"] == \
+        [("enc0", ("d0",)), ("enc1", ("d1",)), ("dec2", ("d2",)), ("dec3", ("d3",))]
+    assert nn.block("dec2_b").time == 3 and nn.block("emb_dec_b").time == 2
+    assert nn.lower_bound() == 10
+    with pytest.raises(ConfigError):
+        make_shape("nn", 1)
 
 
 def test_cyclic_spec_rejected():
@@ -203,6 +218,39 @@ def test_tessel_finds_zero_bubble_repetend_on_v(memory):
     assert b - a == res.period
     if memory is not None:
         assert max(sched.peak_memory().values()) <= memory
+
+
+def test_nn_repetend_at_lower_bound_exists():
+    # the N_R = 6 repetend Tessel finds on NN: its period and its compacted t_R meet the lower bound (0% bubble)
+    spec = make_shape("nn", 4, recompute=True)
+    n = (5, 5, 5, 4, 4, 4, 3, 2, 1, 1, 0, 0)
+    lb = spec.lower_bound()
+    starts, p, _, _ = solve_repetend(spec, n, None, lb, lb)
+    assert p == lb
+    assert repetend_time(spec, n, starts, None, p)[0] == lb
+
+
+@pytest.mark.slow
+def test_tessel_reaches_lower_bound_on_nn():
+    spec = make_shape("nn", 4, recompute=True)
+    ts = TesselScheduler(time_limit_s=120)
+    res = ts.search(spec, None)
+    assert res.period == spec.lower_bound() == 10 and res.repetend_bubble_rate == 0.0
+    ts.schedule(spec, None, None, 12).validate()
+
+
+def test_completion_symmetry_keeps_the_optimum():
+    # Property IV.1 on warm-up (prefix) and cool-down (suffix) sets of equations 5 and 6 keeps the makespan
+    spec = make_shape("v", 4, recompute=True)
+    n, n_r = (3, 2, 1, 0, 0, 0, 0, 0), 4
+    warm = [(i, m) for i in range(spec.K) for m in range(n[i])]
+    cool = [(i, m) for i in range(spec.K) for m in range(n[i] + 1, n_r)]
+    init = {d: sum((n[i] + 1) * spec.blocks[i].memory for i in spec.on_device(d)) for d in spec.devices}
+    for items, ini in ((warm, None), (cool, init)):
+        for mem in (None, 4):
+            a = solve_time_optimal(spec, items, mem, ini)
+            b = solve_time_optimal(spec, items, mem, ini, symmetry=True)
+            assert a.optimal and b.optimal and a.makespan == b.makespan
 
 
 @pytest.mark.parametrize("shape", ["v", "k"])

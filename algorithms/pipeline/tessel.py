@@ -119,8 +119,15 @@ def solve_time_optimal(spec: MicroBatchSpec, items: Sequence[IItem], memory: int
 
     Binary search on the makespan bound T between max(device load, critical path) and the sequential sum of
     times (always enough: running the blocks one by one in the order of any feasible schedule keeps its
-    per-device memory order). ``symmetry`` adds Property IV.1 (same block, older micro-batch first), valid for
-    sets of whole micro-batches. ``sat_only`` stops at the first feasible schedule (the lazy search's
+    per-device memory order). ``symmetry`` adds Property IV.1 (same block, older micro-batch first). It is valid
+    (keeps the optimal makespan) for sets of whole micro-batches and for the warm-up and cool-down sets of
+    equations 5 and 6: there block i holds an interval of micro-batch indices, [0, n_i) or (n_i, N_R), with
+    n_p >= n_i for each dependency p -> i. Relabelling, block by block in topological order, the instances of
+    block i so that the k-th earliest belongs to the k-th micro-batch of its interval changes no device's
+    timeline (same time, devices and memory delta) and keeps every dependency: by induction the instances of
+    p are already in order, and the k-th earliest instance of i starts after at least k + 1 (warm-up), or
+    k + 1 - (n_p - n_i) (cool-down: the n_p - n_i oldest instances of i have their p done before the
+    phase), instances of p have ended. ``sat_only`` stops at the first feasible schedule (the lazy search's
     existence check). Returns the best schedule found (``optimal`` False if a check timed out).
     """
     t0 = time.perf_counter()
@@ -607,12 +614,13 @@ class TesselScheduler(ConfiguredPipelineScheduler):
                     cool_init = {d: sum((n[i] + 1) * spec.blocks[i].memory for i in spec.on_device(d))
                                  for d in spec.devices}
                     tw = time.perf_counter()
-                    w = solve_time_optimal(spec, warm_items, memory, None, sat_only=self.lazy,
+                    w = solve_time_optimal(spec, warm_items, memory, None, sat_only=self.lazy, symmetry=True,
                                            check_timeout_s=self.check_timeout_s, deadline=deadline)
                     stats["time_warmup_s"] += time.perf_counter() - tw
                     tc = time.perf_counter()
                     c = solve_time_optimal(spec, cool_items, memory, cool_init, sat_only=self.lazy,
-                                           check_timeout_s=self.check_timeout_s, deadline=deadline)
+                                           symmetry=True, check_timeout_s=self.check_timeout_s,
+                                           deadline=deadline)
                     stats["time_cooldown_s"] += time.perf_counter() - tc
                     stats["completion_checks"] += w.checks + c.checks
                     if w.start is None or c.start is None:
@@ -635,12 +643,12 @@ class TesselScheduler(ConfiguredPipelineScheduler):
         if self.lazy:   # time-optimal completion, once, for the best repetend
             comp_deadline = time.perf_counter() + self.completion_timeout_s
             tw = time.perf_counter()
-            w = solve_time_optimal(spec, list(warm), memory, None, check_timeout_s=self.check_timeout_s,
-                                   deadline=comp_deadline)
+            w = solve_time_optimal(spec, list(warm), memory, None, symmetry=True,
+                                   check_timeout_s=self.check_timeout_s, deadline=comp_deadline)
             stats["time_warmup_s"] += time.perf_counter() - tw
             tc = time.perf_counter()
-            c = solve_time_optimal(spec, list(cool), memory, cool_init, check_timeout_s=self.check_timeout_s,
-                                   deadline=comp_deadline)
+            c = solve_time_optimal(spec, list(cool), memory, cool_init, symmetry=True,
+                                   check_timeout_s=self.check_timeout_s, deadline=comp_deadline)
             stats["time_cooldown_s"] += time.perf_counter() - tc
             stats["completion_checks"] += w.checks + c.checks
             stats["optimal_completion"] = bool(w.optimal and c.optimal)
