@@ -177,6 +177,17 @@ def test_chimera_and_1f1b_plus_are_valid():
         OneFOneBScheduler().schedule(v, None, None, 8).makespan
 
 
+@pytest.mark.parametrize("recompute, unit", [(False, 16), (True, 22)])
+def test_chimera_unit_is_time_optimal_on_4_devices(recompute, unit):
+    # one Chimera unit (D real micro-batches = 2 X micro-batches) is as short as the TO search allows; units are
+    # concatenated directly, so the steady bubble is the unit's own: 1 - 16/22 with recompute
+    x = make_shape("x", 4, recompute=recompute)
+    c = ChimeraScheduler().schedule(x, None, None, 2)
+    to = TimeOptimalScheduler(time_limit_s=60).schedule(x, None, None, 2)
+    assert to.info["optimal"] and c.makespan == to.makespan == unit
+    assert ChimeraScheduler().schedule(x, None, None, 8).makespan == 4 * unit
+
+
 def test_generator_breaking_memory_cap_is_reported():
     with pytest.raises(ScheduleViolation) as ei:
         GPipeScheduler().schedule(make_shape("v", 4), None, 3, 8)
