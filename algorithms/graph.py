@@ -12,7 +12,7 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
 import networkx as nx
@@ -57,6 +57,10 @@ class GraphIndex:
     colocation: list[str | None]
     device_type: list[str | None]
     phase: list[str]
+    #: bytes a copy of the op's output takes on a device that receives it: the largest tensor the op sends
+    #: (its largest out-edge), at least its output bytes.  An op whose output is a view of another tensor
+    #: (output_bytes 0, e.g. a transpose) still costs the receiver the whole tensor.
+    copy_bytes: list[float] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -190,6 +194,8 @@ class OpGraph:
             colocation=[a.get("colocation") for a in attrs],
             device_type=[a.get("device_type") for a in attrs],
             phase=[a.get("phase", "forward") for a in attrs],
+            copy_bytes=[max([float(attrs[i]["output_bytes"])] + [b for _, b in succ[i]])
+                        for i in range(len(order))],
         )
 
     def copy(self, name: str | None = None) -> "OpGraph":

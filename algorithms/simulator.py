@@ -18,7 +18,9 @@ Model
 * Dynamic memory per device: persistent bytes of every op placed there are held for the whole step;
   temporary bytes are held while the op runs; an op's output is allocated when the op starts and held on the
   producer's device until its last local consumer has finished and every outgoing transfer has completed; on a
-  receiving device the copy is held from its arrival until the last consumer there has finished. The first
+  receiving device the copy (`GraphIndex.copy_bytes`: the largest tensor the op sends, at least its output
+  bytes, so that a view such as a transpose, which owns no storage where it is made, still costs the
+  receiver the whole tensor) is held from its arrival until the last consumer there has finished. The first
   time a device's usage exceeds its memory the simulator records an out-of-memory event naming the op, the
   device, the time and the bytes; it goes on simulating so that the peak is still reported.
 
@@ -236,6 +238,7 @@ def simulate(graph: OpGraph, cluster: Cluster, placement: Placement | Mapping[st
     persist = idx.persistent
     temp = idx.temporary
     outb = idx.output
+    copyb = idx.copy_bytes                 # a received copy holds the tensor that crossed
 
     def alloc(d: int, nbytes: float, t: float, op: int) -> None:
         m = mem[d] + nbytes
@@ -362,7 +365,7 @@ def simulate(graph: OpGraph, cluster: Cluster, placement: Placement | Mapping[st
                         key = (j, d)
                         recv_ref[key] -= 1
                         if recv_ref[key] == 0:
-                            free(d, outb[j], t)
+                            free(d, copyb[j], t)
                 if home_ref[i] == 0:
                     free(d, outb[i], t)
                 for j, _ in succ[i]:
@@ -382,7 +385,7 @@ def simulate(graph: OpGraph, cluster: Cluster, placement: Placement | Mapping[st
             else:
                 i, dj = a, b
                 recv_ref[(i, dj)] = len(remote[i][dj][1])
-                alloc(dj, outb[i], t, i)
+                alloc(dj, copyb[i], t, i)
                 release_home(i, t)
                 for j in remote[i][dj][1]:
                     input_arrived(j, t)

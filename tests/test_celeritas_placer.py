@@ -125,7 +125,7 @@ def test_order_place_fills_devices_in_order():
         g.add_op(f"v{k}", compute_s=1.0, persistent_bytes=10)
         if k:
             g.add_edge(f"v{k - 1}", f"v{k}", bytes=1)
-    cl = uniform_cluster(3, memory_bytes=30)
+    cl = uniform_cluster(3, memory_bytes=31)   # three ops of 10 bytes plus the 1-byte copy received from before
     p = OrderPlacePlacer(fuse=False).place(g, cl)
     assert [p.assignment[f"v{k}"] for k in range(8)] == ["cpu0"] * 3 + ["cpu1"] * 3 + ["cpu2"] * 2
 

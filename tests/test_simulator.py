@@ -206,3 +206,19 @@ def test_never_below_critical_path_on_many_devices(g, data):
     r = simulate(g, c, pl)
     assert r.makespan >= _critical_path(g) - 1e-9
     assert not math.isnan(r.makespan)
+
+
+def test_a_received_copy_takes_the_bytes_that_crossed():
+    # v is a view (no storage of its own: output 0) of w's 100-byte tensor; its consumer c sits on another
+    # device, which must hold the 100 bytes it receives until c has run
+    g = OpGraph("view")
+    g.add_op("w", compute_s=1.0, output_bytes=100)
+    g.add_op("v", compute_s=1.0, output_bytes=0)
+    g.add_op("c", compute_s=1.0, output_bytes=5)
+    g.add_edge("w", "v", bytes=100)
+    g.add_edge("v", "c", bytes=100)
+    cl = uniform_cluster(2, latency_s=0.5)
+    res = simulate(g, cl, {"w": "cpu0", "v": "cpu0", "c": "cpu1"})
+    assert res.peak_memory["cpu1"] == pytest.approx(105.0)
+    assert res.peak_memory["cpu0"] == pytest.approx(100.0)
+    assert g.index().copy_bytes == [100.0, 100.0, 5.0]

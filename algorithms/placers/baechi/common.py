@@ -243,6 +243,7 @@ class ExecModel:
         self.persist = idx.persistent
         self.temp = idx.temporary
         self.out = idx.output
+        self.copyb = idx.copy_bytes       # bytes of a received copy (as the simulator charges it)
         # device-type constraints (an op inherits its colocation group's)
         gid: list[int] = [-1] * n
         groups: dict[str, int] = {}
@@ -281,7 +282,7 @@ class ExecModel:
         self.group_share = [0.0] * len(self.members)
         for k, mem in enumerate(self.members):
             for i in mem:
-                ext = sum(self.out[j] for j, _ in self.pred[i] if gid[j] != k)
+                ext = sum(self.copyb[j] for j, _ in self.pred[i] if gid[j] != k)
                 if group_reserve == "full":
                     self.share[i] = self.temp[i] + self.out[i] + ext
                 elif group_reserve == "transient":
@@ -405,7 +406,7 @@ class ExecModel:
         else:
             persist = 0.0
             release = (self.group_slot[g], self.share[o])
-        copies = [(a, self.out[j]) for j, _, _, a in est.new] if est.new else []
+        copies = [(a, self.copyb[j]) for j, _, _, a in est.new] if est.new else []
         return persist, at_start, copies, release
 
     def need(self, o: int, p: int, est: Estimate) -> float:
@@ -485,7 +486,7 @@ class ExecModel:
                 if a > t:
                     t = a
                 er, kr = ce[r]
-                self.mem[r].free(er, self.out[j], a, seq=2 * kr + 1)
+                self.mem[r].free(er, self.copyb[j], a, seq=2 * kr + 1)
         self.mem[q].free(t, self.out[j], self.start[j], seq=seq)
 
     # ----------------------------------------------------------------- results

@@ -63,7 +63,7 @@ class MTOPOPlacer(Placer):
                 for j, _ in idx.pred[i]:   # copies that became known after the group was placed
                     if dev[j] >= 0 and dev[j] != q and (j, q) not in copied:
                         copied.add((j, q))
-                        held[q] += idx.output[j]
+                        held[q] += idx.copy_bytes[j]
                 continue
             members = groups[g] if g is not None else [i]
             base = sum(size[m] for m in members)
@@ -74,7 +74,7 @@ class MTOPOPlacer(Placer):
                     continue
                 # received copies of inputs already placed elsewhere (once per producer and device)
                 srcs = {j for m in members for j, _ in idx.pred[m] if dev[j] >= 0 and dev[j] != p}
-                need = base + sum(idx.output[j] for j in srcs if (j, p) not in copied)
+                need = base + sum(idx.copy_bytes[j] for j in srcs if (j, p) not in copied)
                 if used[p] + base <= cap_all and held[p] + need <= limit[p]:
                     chosen = p
                     break

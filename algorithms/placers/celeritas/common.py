@@ -197,7 +197,7 @@ class CoarseState:
             seen: set[int] = set()
             for i in members:
                 for p, _ in idx.pred[i]:
-                    if cid[p] != c and p not in seen and idx.output[p] > 0:
+                    if cid[p] != c and p not in seen and idx.copy_bytes[p] > 0:
                         seen.add(p)
             self.ext_inputs.append(sorted(seen))
 
@@ -225,7 +225,7 @@ class CoarseState:
     def _input_charges(self, c: int, d: int) -> dict[int, float]:
         """Received copies that placing node c on device d adds, per device: one per (producer, device) not
         yet received there, for every member whose producer sits on another device."""
-        idx, dev, out = self.idx, self.op_dev, self.idx.output
+        idx, dev, out = self.idx, self.op_dev, self.idx.copy_bytes
         if self._cache is None or self._cache[0] != c:
             # the (consumer, producer) pairs that can cost a copy, computed once per node (the pins do not
             # change until the node is committed): external producers, and pairs touching a pinned member
@@ -275,12 +275,12 @@ class CoarseState:
             for i in self.clusters[c]:
                 di = self.op_dev[i]
                 for p, _ in self.idx.pred[i]:
-                    if self.op_dev[p] != di and self.idx.output[p] > 0:
+                    if self.op_dev[p] != di and self.idx.copy_bytes[p] > 0:
                         self.received[di].add(p)
             # copies to consumers not placed yet but bound to a pinned group's device
             for i in self.clusters[c]:
                 di = self.op_dev[i]
-                if self.idx.output[i] <= 0:
+                if self.idx.copy_bytes[i] <= 0:
                     continue
                 for q, _ in self.idx.succ[i]:
                     if self.op_dev[q] >= 0:
@@ -289,8 +289,8 @@ class CoarseState:
                     dq = self.group_dev.get(g) if g is not None else None
                     if dq is not None and dq != di and i not in self.received[dq]:
                         self.received[dq].add(i)
-                        self.avail[dq] -= self.idx.output[i]
-                        charges[dq] = charges.get(dq, 0.0) + self.idx.output[i]
+                        self.avail[dq] -= self.idx.copy_bytes[i]
+                        charges[dq] = charges.get(dq, 0.0) + self.idx.copy_bytes[i]
         if any(before[k] >= 0 > self.avail[k] for k in charges if k != d):
             self.overflow_nodes.append(c)
 
