@@ -475,14 +475,28 @@ def _run_placement(ctx: JobContext, result: dict[str, Any], metrics: dict[str, A
         if result["status"] == "oom":
             log.warning("not running the placed model: the simulator predicts out of memory")
         else:
-            _run_real(ctx, graph, assignment, schedule, cluster, result, metrics)
+            _run_real(ctx, graph, assignment, schedule, cluster, result, metrics, sim)
+
+
+RUN_ORDERS = ("threads", "planned")
 
 
 def _run_real(ctx: JobContext, graph: OpGraph, assignment: dict[str, str], schedule: Schedule, cluster: Cluster,
-              result: dict[str, Any], metrics: dict[str, Any]) -> None:
+              result: dict[str, Any], metrics: dict[str, Any], sim: SimResult | None = None) -> None:
     rt = _plain(ctx.cfg.runtime)
     backend = ctx.get_backend()
     kwargs: dict[str, Any] = {"warmup": int(rt.get("warmup", 5)), "steps": int(rt.get("steps", 20))}
+    order = rt.get("order", "threads")
+    if order not in RUN_ORDERS:
+        raise ConfigError(f"runtime.order: {order!r} is not one of {RUN_ORDERS}")
+    if order == "planned":
+        if "plan" not in inspect.signature(backend.run).parameters:
+            raise ConfigError(f"runtime.order=planned: backend {ctx.cfg.backend.name!r} cannot follow a plan; "
+                              f"use runtime.order=threads")
+        if sim is None:
+            raise ConfigError("runtime.order=planned needs the simulated step")
+        start = {name: sim.start[i] for i, name in enumerate(sim.names)}
+        kwargs["plan"] = (start, [(op, dst, arrive) for op, _, dst, _, arrive, _ in sim.transfers])
     if rt.get("check_correctness") is not None and "check_correctness" in inspect.signature(backend.run).parameters:
         kwargs["check_correctness"] = bool(rt["check_correctness"])
     rr = backend.run(ctx.get_model(), graph, assignment, schedule, cluster, **kwargs)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import statistics
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import torch
 
@@ -98,11 +98,15 @@ class TorchBackend(Backend):
 
     def run(self, model: TorchModel, graph: OpGraph, placement: Mapping[str, str],
             schedule: Mapping[str, list[str]] | None, cluster: Cluster, *, warmup: int = 5, steps: int = 20,
-            check_correctness: bool | None = None, time_ops: bool = False) -> RunResult:
+            check_correctness: bool | None = None, time_ops: bool = False,
+            plan: tuple[Mapping[str, float], Sequence[tuple[str, str, float]]] | None = None) -> RunResult:
         """Execute `warmup + steps` placed training steps from the model's initial parameters (the model
         itself is not modified); see runtime.py. `schedule` None means capture (topological) order.
         With `time_ops`, every op of the measured steps is timed on its device (wall time minus waits for its
-        inputs; median over the steps) into `extra["op_times_s"]` (the Standard Evaluation's step 2)."""
+        inputs; median over the steps) into `extra["op_times_s"]` (the Standard Evaluation's step 2).
+        With `plan` = (planned start per op, [(producer op, destination device, arrival time)]), e.g. from the
+        simulator, the step runs on one thread in the plan's order (`PlacedExecutor.step_planned`: live memory
+        per virtual device then follows the plan, and the step time is a serial one); CPU devices only."""
         if steps < 1:
             raise ConfigError(f"runtime.steps must be >= 1, got {steps}")
         assign = dict(getattr(placement, "assignment", placement))
@@ -133,12 +137,21 @@ class TorchBackend(Backend):
                     if d.is_cuda and not d.shared:
                         torch.cuda.reset_peak_memory_stats(d.torch_device)
                 ex.time_ops = bool(time_ops)
+                events = None
+                if plan is not None:
+                    if any(d.is_cuda for d in devices):
+                        raise ConfigError("runtime.order=planned runs virtual CPU devices one op at a time; "
+                                          "with GPUs use runtime.order=threads")
+                    events = ex.plan_from(*plan)
                 op_samples: dict[str, list[float]] = {}
                 times, losses = [], []
                 busy: dict[str, list[float]] = {d.name: [] for d in devices}
                 wait: dict[str, list[float]] = {d.name: [] for d in devices}
                 for k in range(warmup + steps):
-                    dt, outs = ex.step()
+                    if events is None:
+                        dt, outs = ex.step(retain_grads=(k == 0 and check))
+                    else:
+                        dt, outs = ex.step_planned(events, retain_grads=(k == 0 and check))
                     losses.append(float(outs[0]))
                     if k == 0 and check:
                         torch.set_num_threads(max(1, self.threads or prev_threads))

@@ -207,12 +207,28 @@ class PlacedExecutor:
         self.node_dev: dict[int, int] = {nid: self.pos[placement[op]] for nid, op in prog.op_of.items()}
         self._check_deadlock(placement)
         nodes = prog.nodes
-        keep = set(prog.outputs)
+        P = prog.n_params
+        # What a training step hands to the next one: the loss, new parameters and new optimizer state.  The
+        # gradients are also program outputs (for the correctness check) but are freed after their last use,
+        # as a training step frees them; `step(retain_grads=True)` keeps them, outside the accounting.
+        self.grad_nids = set(prog.outputs[1:1 + P])
+        keep = set(prog.outputs) - self.grad_nids
+        # In-place updates: a parameter (or state) and its new value on the same device share one storage in
+        # a real optimizer step (p.sub_(lr * g)); the captured program is functional, so the old value is
+        # released once its new value exists and its last local reader has run (it stays in memory otherwise).
+        ph_of_index = {r.index: r.nid for r in nodes if r.kind == "placeholder"}
+        self.replaces: dict[int, int] = {}       # new-value nid -> placeholder nid it replaces
+        for k in range(P + P * prog.n_state):
+            out_nid, ph_nid = prog.outputs[1 + P + k], ph_of_index[k]
+            if nodes[out_nid].kind == "call" and self.node_dev[out_nid] == self.node_dev[ph_nid]:
+                self.replaces[out_nid] = ph_nid
+        self.replaced_ph = set(self.replaces.values())
         # remote destinations of every value, and when each device drops what it holds
         self.sends: dict[int, list[int]] = defaultdict(list)
         self.frees: list[dict[int, list[int]]] = [defaultdict(list) for _ in self.devices]
         self.drop_now: set[int] = set()
         local_use: set[tuple[int, int]] = set()
+        self.local_read: set[int] = set()        # placeholders read by an op on their own device
         for d, ops in enumerate(self.order):
             last: dict[int, int] = {}
             for op in ops:
@@ -231,6 +247,9 @@ class PlacedExecutor:
             for i, nid in last.items():
                 if i not in keep or self.node_dev[i] != d:
                     self.frees[d][nid].append(i)
+            for i in last:
+                if nodes[i].kind == "placeholder" and self.node_dev[i] == d:
+                    self.local_read.add(i)
         for r in nodes:
             if r.kind == "call" and r.nid not in keep and (r.nid, self.node_dev[r.nid]) not in local_use:
                 self.drop_now.add(r.nid)
@@ -258,6 +277,8 @@ class PlacedExecutor:
         #: set True to time every op of a step (wall time minus waits for inputs; on CUDA each op is
         #: synchronised, which slows the step): `last_op_times` then holds {op: seconds} of the last step
         self.time_ops = False
+        #: a list to record (planned time, device, live bytes, what) at every change in `step_planned`, or None
+        self.memory_trace: list[tuple[float, str, float, str]] | None = None
         self.last_op_times: dict[str, float] = {}
         self.last_wait: dict[str, float] = {}
 
@@ -289,8 +310,11 @@ class PlacedExecutor:
             raise InvalidSchedule(f"schedule deadlocks: {desc}")
 
     # ------------------------------------------------------------------ one step
-    def step(self) -> tuple[float, list[Any]]:
-        """Run one training step; return (seconds, flat outputs). Parameters are updated in `store`."""
+    def step(self, retain_grads: bool = False) -> tuple[float, list[Any]]:
+        """Run one training step; return (seconds, flat outputs). Parameters are updated in `store`.
+
+        Gradients are freed after their last use; with `retain_grads` they are also kept (not accounted) so
+        that the returned outputs hold them, else their places in the outputs are None."""
         prog, devs = self.prog, self.devices
         n = len(devs)
         envs: list[dict[int, Any]] = [dict() for _ in range(n)]
@@ -305,6 +329,19 @@ class PlacedExecutor:
         waited = [0.0] * n
         lock = threading.Lock()
         abort = threading.Event()
+        # in-place updates: a placeholder is released when both its new value exists and its last local
+        # reader has run (whichever comes second releases it)
+        half_done: set[int] = set()
+        retained: dict[int, Any] = {}
+
+        def release_old(ph: int, d: int, what: str) -> None:
+            with lock:
+                both = ph in half_done
+                half_done.add(ph)
+            if both:
+                envs[d].pop(ph, None)
+                account(d, -prog.nodes[ph].nbytes, what)
+
         errors: list[BaseException] = []
         traffic = [0.0]
 
@@ -388,6 +425,11 @@ class PlacedExecutor:
                         val = r.target(*resolve(r.args, get), **resolve(kw_over.get(nid, r.kwargs), get))
                         env[nid] = val
                         account(d, r.alloc_bytes, repr(op))
+                        ph = self.replaces.get(nid)
+                        if ph is not None:
+                            if ph not in self.local_read:
+                                half_done.add(ph)
+                            release_old(ph, d, repr(op))
                         if nid in self.sends:
                             ready = None
                             if dev.is_cuda:
@@ -395,14 +437,22 @@ class PlacedExecutor:
                                 ready.record(dev.stream)
                             send(nid, val, d, ready)
                         if nid in self.drop_now:
-                            env.pop(nid, None)
+                            v = env.pop(nid, None)
+                            if retain_grads and nid in self.grad_nids:
+                                retained[nid] = v
                             account(d, -r.alloc_bytes, repr(op))
                         for i in frees.get(nid, ()):
-                            if env.pop(i, None) is not None:
+                            if self.node_dev[i] == d and prog.nodes[i].kind == "placeholder":
+                                # persistent until its new value exists (in-place update), then released
+                                if i in self.replaced_ph:
+                                    release_old(i, d, repr(op))
+                                continue
+                            v = env.pop(i, None)
+                            if v is not None:
+                                if retain_grads and i in self.grad_nids:
+                                    retained[i] = v
                                 if self.node_dev[i] != d:
                                     freed = prog.nodes[i].nbytes        # a received copy
-                                elif prog.nodes[i].kind == "placeholder":
-                                    freed = 0.0                         # persistent: stays in the store
                                 else:
                                     freed = prog.nodes[i].alloc_bytes
                                 account(d, -freed, repr(op))
@@ -444,7 +494,12 @@ class PlacedExecutor:
         outs = []
         for i in prog.outputs:
             d = self.node_dev[i]
-            outs.append(envs[d][i])
+            if i in self.grad_nids:
+                outs.append(envs[d].get(i, retained.get(i)))
+            elif i in envs[d]:
+                outs.append(envs[d][i])
+            else:                              # a placeholder passed through unchanged
+                outs.append(self.store[i])
         # new parameters and optimizer state replace the old ones on their Variable's device
         P, S = prog.n_params, prog.n_params * prog.n_state
         ph = {r.index: r.nid for r in prog.nodes if r.kind == "placeholder"}
@@ -461,6 +516,196 @@ class PlacedExecutor:
         self.last_busy = {devs[d].name: busy[d] for d in range(n)}
         self.last_op_times = dict(op_times)
         self.last_wait = {devs[d].name: waited[d] for d in range(n)}
+        return elapsed, outs
+
+    # ------------------------------------------------------------------ one step, following a plan
+    def plan_from(self, start: Mapping[str, float], arrivals: Sequence[tuple[str, str, float]]) -> list[tuple]:
+        """Events of a planned step: every op at its planned start, every copy at its planned arrival.
+
+        `start` maps op -> planned start time; `arrivals` lists (producer op, destination device, arrival
+        time), e.g. the simulator's transfers.  At equal times copies come before op starts (the simulator
+        handles arrivals before devices pick their next op); ops at equal times keep the schedule's order on
+        their device and the capture order across devices.  O((V + T) log(V + T))."""
+        rank = {op: k for k, op in enumerate(self.prog.op_nodes)}
+        events: list[tuple] = []
+        for d, ops in enumerate(self.order):
+            for k, op in enumerate(ops):
+                if op not in start:
+                    raise InvalidSchedule(f"the plan has no start time for op {op!r}")
+                events.append((float(start[op]), 1, k, rank[op], op, d))
+        for k, (op, dst, t) in enumerate(arrivals):
+            if op not in self.prog.op_nodes or dst not in self.pos:
+                raise InvalidSchedule(f"the plan copies op {op!r} to device {dst!r}, which the program lacks")
+            events.append((float(t), 0, k, rank[op], op, self.pos[dst]))
+        events.sort(key=lambda e: e[:4])
+        return events
+
+    def step_planned(self, events: Sequence[tuple], retain_grads: bool = False) -> tuple[float, list[Any]]:
+        """Run one training step with one thread, ops and copies in the order of a plan (`plan_from`).
+
+        Virtual CPU devices share the host's cores, so their threads do not keep the relative speeds the
+        profile predicts, and copies pushed by a device that runs ahead pile up on one that lags: live memory
+        then depends on the host's thread scheduling rather than on the placement.  Following the plan, every
+        device's live memory goes through the same sequence as in the simulation (ops atomically at their
+        start; a copy is allocated on arrival; a value stays on its device until its last local use and its
+        last copy), so a per-device memory cap is checked against what the placement itself implies.  The
+        step time is then the time of a serial execution (ops plus copies), not of a parallel one.
+        A copy that the plan lacks is made when its consumer first needs it.  O(N + U) Python work plus the
+        ops and copies."""
+        prog, devs = self.prog, self.devices
+        n = len(devs)
+        envs: list[dict[int, Any]] = [dict() for _ in range(n)]
+        live = [0.0] * n
+        busy = [0.0] * n
+        traffic = 0.0
+        op_times: dict[str, float] = {}
+        retained: dict[int, Any] = {}
+        half_done: set[int] = set()
+        pending = {i: len(dests) for i, dests in self.sends.items()}   # copies still to make per value
+        held: dict[int, Any] = {}          # freed locally, kept (and accounted) until its last copy
+        ran: set[str] = set()
+
+        trace = self.memory_trace
+        now = [0.0]
+
+        def account(d: int, delta: float, what: str) -> None:
+            live[d] += delta
+            if live[d] > self.peak[d]:
+                self.peak[d] = live[d]
+            if trace is not None:
+                trace.append((now[0], devs[d].name, live[d], what))
+            if delta > 0 and live[d] > devs[d].memory_limit:
+                raise OutOfMemory(f"out of memory on device {devs[d].name!r} at {what}: "
+                                  f"{live[d]:.6g} bytes live, limit {devs[d].memory_limit:.6g}",
+                                  op=what, device=devs[d].name, used_bytes=live[d],
+                                  limit_bytes=devs[d].memory_limit)
+
+        def free_home(i: int, d: int, nbytes: float, what: str) -> None:
+            v = envs[d].pop(i, None)
+            if retain_grads and i in self.grad_nids and v is not None:
+                retained[i] = v
+            if pending.get(i, 0) > 0:
+                held[i] = v
+            else:
+                account(d, -nbytes, what)
+
+        def copy_to(i: int, dst: int) -> None:
+            nonlocal traffic
+            if dst in self._copied.get(i, ()):
+                return
+            src = self.node_dev[i]
+            v = envs[src].get(i, held.get(i))
+            if v is None:
+                raise InvalidSchedule(f"the plan copies the value of op {prog.op_of[i]!r} to "
+                                      f"{devs[dst].name!r} before it exists")
+            envs[dst][i] = _map_tensors(v, lambda t: t.clone())
+            self._copied.setdefault(i, set()).add(dst)
+            nb = prog.nodes[i].nbytes
+            traffic += nb
+            account(dst, nb, f"copy of {prog.op_of[i]!r}")
+            pending[i] -= 1
+            if pending[i] == 0 and i in held:
+                held.pop(i)
+                account(src, -(prog.nodes[i].alloc_bytes if prog.nodes[i].kind == "call" else 0.0),
+                        f"copy of {prog.op_of[i]!r}")
+
+        def release_old(ph: int, d: int, what: str) -> None:
+            if ph in half_done:
+                envs[d].pop(ph, None)
+                account(d, -prog.nodes[ph].nbytes, what)
+            else:
+                half_done.add(ph)
+
+        def run_op(d: int, op: str) -> None:
+            env, consts, frees = envs[d], self.consts[d], self.frees[d]
+
+            def get(i: int) -> Any:
+                v = env.get(i)
+                if v is not None:
+                    return v
+                if i in consts:
+                    return consts[i]
+                if self.node_dev.get(i) != d and prog.op_of[i] in ran:
+                    copy_to(i, d)                 # a copy the plan did not list: made on first use
+                    return env[i]
+                raise InvalidSchedule(f"op {op!r} on {devs[d].name!r} needs the value of op "
+                                      f"{prog.op_of[i]!r}, which the plan has not produced yet")
+
+            t_op = time.perf_counter()
+            for nid in prog.op_nodes[op]:
+                r = prog.nodes[nid]
+                if r.kind != "call":
+                    continue
+                val = r.target(*resolve(r.args, get), **resolve(self.kwargs[d].get(nid, r.kwargs), get))
+                env[nid] = val
+                account(d, r.alloc_bytes, repr(op))
+                ph = self.replaces.get(nid)
+                if ph is not None:
+                    if ph not in self.local_read:
+                        half_done.add(ph)
+                    release_old(ph, d, repr(op))
+                if nid in self.drop_now:
+                    free_home(nid, d, r.alloc_bytes, repr(op))
+                for i in frees.get(nid, ()):
+                    if self.node_dev[i] == d and prog.nodes[i].kind == "placeholder":
+                        if i in self.replaced_ph:
+                            release_old(i, d, repr(op))
+                        continue
+                    if self.node_dev[i] != d:
+                        if env.pop(i, None) is not None:
+                            account(d, -prog.nodes[i].nbytes, repr(op))
+                    elif i in env:
+                        free_home(i, d, prog.nodes[i].alloc_bytes, repr(op))
+            dt = time.perf_counter() - t_op
+            busy[d] += dt
+            if self.time_ops:
+                op_times[op] = dt
+            ran.add(op)
+
+        self._copied: dict[int, set[int]] = {}
+        t0 = time.perf_counter()
+        for i, d in self.placeholder_dev.items():
+            envs[d][i] = self.store[i]
+            account(d, prog.nodes[i].nbytes, "parameters and inputs")
+        late: dict[str, list[int]] = defaultdict(list)   # copies planned before their producer ran (ties)
+
+        def deliver(op: str, d: int) -> None:
+            for nid in prog.op_nodes[op]:
+                if d in self.sends.get(nid, ()):
+                    copy_to(nid, d)
+
+        for t_plan, kind, _, _, op, d in events:
+            now[0] = t_plan
+            if kind == 1:
+                run_op(d, op)
+                for dst in late.pop(op, ()):
+                    deliver(op, dst)
+            elif op in ran or not any(prog.nodes[nid].kind == "call" for nid in prog.op_nodes[op]):
+                deliver(op, d)                    # Variable and Input ops hold their values from the start
+            else:
+                late[op].append(d)
+        elapsed = time.perf_counter() - t0
+        outs = []
+        for i in prog.outputs:
+            d = self.node_dev[i]
+            if i in self.grad_nids:
+                outs.append(envs[d].get(i, retained.get(i)))
+            elif i in envs[d]:
+                outs.append(envs[d][i])
+            else:
+                outs.append(self.store[i])
+        P, S = prog.n_params, prog.n_params * prog.n_state
+        ph = {r.index: r.nid for r in prog.nodes if r.kind == "placeholder"}
+        for k in range(P + S):
+            out_nid = prog.outputs[1 + P + k]
+            val = envs[self.node_dev[out_nid]].get(out_nid, self.store.get(out_nid))
+            if self.node_dev[out_nid] != self.placeholder_dev[ph[k]]:
+                val = _map_tensors(val, lambda t: t.clone())
+            self.store[ph[k]] = val
+        self.traffic = traffic
+        self.last_busy = {devs[d].name: busy[d] for d in range(n)}
+        self.last_op_times = dict(op_times)
+        self.last_wait = {devs[d].name: 0.0 for d in range(n)}
         return elapsed, outs
 
     def close(self) -> None:
