@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from algorithms.cluster import Cluster, Device, uniform_cluster
-from algorithms.errors import InfeasiblePlacement
+from algorithms.errors import ConfigError, InfeasiblePlacement
 from algorithms.graph import OpGraph
 from algorithms.passes.baechi import ColocationGrouping, OperatorFusion
 from algorithms.placement import check_placement, check_schedule
@@ -383,3 +383,25 @@ def test_sct_lp_reductions_keep_the_optimum(graph, cluster):
         start[j] = max(start[j], start[i] + p[i] + (mlat + b * mibw) * xe)
     span = max(start[i] + p[i] for i in range(idx.n))
     assert span <= f_full["lp_makespan_s"] * (1 + 1e-5) + 1e-9
+
+
+def test_m_sct_excludes_only_an_exhausted_device():
+    # x (8 bytes of output) feeds y and z (4 temporary bytes each).  cpu0 (10 bytes) cannot run y or z while
+    # x's output is live there (8 + 4 > 10): a transient refusal, since that output is freed once both have
+    # run; cpu1 (13 bytes) takes them with a copy of x.  Excluding at the first refusal drops cpu0 for good,
+    # the default only when a device could not hold the op even with no transient tensors live.
+    g = OpGraph("transient")
+    g.add_op("x", compute_s=1.0, output_bytes=8)
+    for name in ("y", "z"):
+        g.add_op(name, compute_s=1.0, temporary_bytes=4)
+        g.add_edge("x", name, bytes=8)
+    cl = Cluster([Device("cpu0", "CPU", 10.0), Device("cpu1", "CPU", 13.0)], latency_s=0.1)
+    strict = MSCTPlacer(exclusion="refusal").place(g, cl)
+    default = MSCTPlacer().place(g, cl)
+    assert strict.info["n_excluded_devices"] == 1
+    assert default.info["n_excluded_devices"] == 0
+    for pl in (strict, default):
+        assert pl["x"] == "cpu0" and pl["y"] == pl["z"] == "cpu1"
+        assert simulate(g, cl, pl, pl.order).ok
+    with pytest.raises(ConfigError, match="exclusion"):
+        MSCTPlacer(exclusion="never").place(g, cl)

@@ -54,6 +54,10 @@ from ...placement import Placement
 
 log = logging.getLogger(__name__)
 
+#: When m-SCT excludes a device (see `PairQueue`): "exhausted" -- the op could not fit there even with no
+#: transient memory live; "refusal" -- at the first op the device cannot hold when it is chosen.
+EXCLUSIONS = ("exhausted", "refusal")
+
 #: What a colocation group reserves when its first member is placed (see `ExecModel`).
 GROUP_RESERVE = ("persistent", "transient", "full")
 
@@ -414,6 +418,17 @@ class ExecModel:
         persist, at_start, copies, release = self._mem_request(o, p, est)
         return self.mem[p].bound_if(est.start, persist, at_start, copies, release)
 
+    def exhausted(self, o: int, p: int, est: Estimate) -> bool:
+        """True when device p could not hold op o even with none of its transient memory live: what stays
+        allocated for the whole step (persistent bytes, colocation reservations) plus o's own bytes and
+        copies already exceed the limit, so waiting for frees cannot help."""
+        persist, at_start, copies, release = self._mem_request(o, p, est)
+        mem = self.mem[p]
+        floor = mem.persistent + persist + at_start + sum(b for _, b in copies)
+        if release is not None:
+            floor -= release[1]
+        return floor > mem.limit
+
     def fits(self, o: int, p: int, est: Estimate) -> bool:
         if not self.memory_aware:
             return True
@@ -535,7 +550,10 @@ class PairQueue:
     ops, dropped pairs and stale generations are discarded when they reach a head, and a stored data-ready
     time that grew (sequential queues) sends the pair back when it is about to be placed; nothing is
     re-sorted.  The head pair is placed if the device can hold it (`ExecModel.fits`); otherwise the pair is
-    dropped (m-ETF) or the device is excluded from further placement (m-SCT, ``exclude_full``).  Colocation
+    dropped (m-ETF) or the device is excluded from further placement (m-SCT, ``exclude_full``; with
+    ``exclusion="exhausted"`` only when the device could not hold the op even with no transient memory live,
+    otherwise the pair is dropped as in m-ETF: under dynamic memory a device refusing an op because tensors
+    are live at that moment has not run out of memory, those tensors are freed later).  Colocation
     is co-adjusted (3.1): the first member placed pins its group to the device and reserves the group's
     memory; if the group does not fit, the pair is dropped and the algorithm's next choice is taken.
 
@@ -551,10 +569,13 @@ class PairQueue:
     """
 
     def __init__(self, model: ExecModel, favorite_parent: list[int] | None = None,
-                 exclude_full: bool = False):
+                 exclude_full: bool = False, exclusion: str = "exhausted"):
+        if exclusion not in EXCLUSIONS:
+            raise ConfigError(f"placer.exclusion: {exclusion!r} is not one of {EXCLUSIONS}")
         self.m = model
         self.fav = favorite_parent
         self.exclude_full = exclude_full
+        self.exclusion = exclusion
         n, D = model.n, model.D
         self.excluded = [False] * D
         self.dropped: set[int] = set()
@@ -761,7 +782,7 @@ class PairQueue:
             raise InfeasiblePlacement(
                 f"op {name!r} of colocation group {m.group_names[g]!r} must go to device {dname!r}, which "
                 f"would need {need:.6g} of {m.mem[p].limit:.6g} bytes")
-        if self.exclude_full and g < 0:
+        if self.exclude_full and g < 0 and (self.exclusion == "refusal" or m.exhausted(o, p, est)):
             log.debug("device %s cannot hold op %s (%.6g bytes needed): excluded", dname, name, need)
             self.excluded[p] = True
             for r in sorted(self.ready):

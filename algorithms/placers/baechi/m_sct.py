@@ -300,13 +300,19 @@ class MSCTPlacer(Placer):
     as m-ETF, see `common`), but: a favorite child is placed on its favorite parent's device unless that
     device cannot take it, and among pairs that could start at the same time the favorite child on its
     parent's device goes first, then urgent ops (ops whose inputs could be on any device by then), then the
-    rest; (4) when a device cannot hold the op chosen for it, the device is excluded from further placement
+    rest; (4) when a device runs out of available memory it is excluded from further placement
     (`exclude_full`, the paper's rule; ops of a colocation group already pinned there still go there).  A
     colocation group that does not fit only drops that pair (3.1: the algorithm's next device choice).
 
     Choices where the paper is vague: the finite-device rules of [17] are rendered as the tie classes above
     and as "the favorite child waits for its parent's device" (its pairs on other devices are considered
-    only once that device cannot take it); urgency ignores communication queues.
+    only once that device cannot take it); urgency ignores communication queues.  "Runs out of available
+    memory" under dynamic memory (4.2): with `exclusion="exhausted"` (default) a device is excluded when it
+    could not hold the chosen op even with none of its transient tensors live (what stays allocated for the
+    step plus the op exceeds its memory); a refusal caused by tensors live at that moment only drops the
+    pair, as in m-ETF, since they are freed later.  `exclusion="refusal"` excludes at the first refusal (on
+    an operator-level GNMT at 60% of the need per device that excludes all four devices within the forward
+    pass, because list scheduling fills every device to its limit with live activations).
     `memory_aware=False` gives classical SCT (memory tracked, never refused), which can overflow a device
     (Figure 1); `group_reserve` as in m-ETF; `lp_method` picks the LP solver (`sct_lp`).
 
@@ -319,7 +325,8 @@ class MSCTPlacer(Placer):
     name = "m_sct"
 
     def __init__(self, threshold: float = 0.1, exclude_full: bool = True, memory_aware: bool = True,
-                 group_reserve: str = "persistent", lp_method: str = "highs-ipm"):
+                 group_reserve: str = "persistent", lp_method: str = "highs-ipm", exclusion: str = "exhausted"):
+        self.exclusion = exclusion
         if lp_method not in LP_METHODS:
             raise ConfigError(f"placer.lp_method: {lp_method!r} is not one of {LP_METHODS}")
         self.lp_method = lp_method
@@ -337,7 +344,8 @@ class MSCTPlacer(Placer):
         compute = [sum(row) / D for row in model.dur]
         x, facts = sct_lp(graph, cluster, compute, self.lp_method)
         fav = favorite_children(graph, x, self.threshold)
-        queue = PairQueue(model, favorite_parent=fav, exclude_full=self.exclude_full and self.memory_aware)
+        queue = PairQueue(model, favorite_parent=fav, exclude_full=self.exclude_full and self.memory_aware,
+                          exclusion=self.exclusion)
         queue.run()
         info = dict(facts)
         info.update(n_favorite_children=sum(1 for f in fav if f >= 0),
