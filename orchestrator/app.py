@@ -414,6 +414,11 @@ def place_graph(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any]
     result["n_ops"] = len(graph)
     result["devices"] = cluster.names
     result["memory_limit_bytes"] = {d.name: _finite(d.memory_bytes) for d in cluster.devices}
+    for d in cluster.devices:
+        if math.isfinite(d.memory_bytes):
+            metrics[f"memory_limit_bytes.{d.name}"] = d.memory_bytes
+    if result.get("memory_need_bytes") is not None:
+        metrics["memory_need_bytes"] = result["memory_need_bytes"]
     coarse, cmap, okey = stage_optimize(ctx, graph, pkey, cluster)
     result["n_ops_placed"] = len(coarse)
     coarse_pl, ptime, plkey = stage_place(ctx, coarse, okey, cluster)
