@@ -491,6 +491,17 @@ class PlacedExecutor:
             if d.is_cuda:
                 d.stream.synchronize()
         elapsed = time.perf_counter() - t0
+        outs = self._finish(envs, retained)
+        self.traffic = traffic[0]
+        self.last_busy = {devs[d].name: busy[d] for d in range(n)}
+        self.last_op_times = dict(op_times)
+        self.last_wait = {devs[d].name: waited[d] for d in range(n)}
+        return elapsed, outs
+
+    def _finish(self, envs: list[dict[int, Any]], retained: Mapping[int, Any]) -> list[Any]:
+        """The step's flat outputs (gradients from `retained` once freed, None if not retained), then the new
+        parameters and optimizer state replace the old ones on their Variable's device."""
+        prog, devs = self.prog, self.devices
         outs = []
         for i in prog.outputs:
             d = self.node_dev[i]
@@ -500,23 +511,17 @@ class PlacedExecutor:
                 outs.append(envs[d][i])
             else:                              # a placeholder passed through unchanged
                 outs.append(self.store[i])
-        # new parameters and optimizer state replace the old ones on their Variable's device
         P, S = prog.n_params, prog.n_params * prog.n_state
         ph = {r.index: r.nid for r in prog.nodes if r.kind == "placeholder"}
         for k in range(P + S):
             out_nid = prog.outputs[1 + P + k]
-            val = envs[self.node_dev[out_nid]][out_nid]
-            target_dev = devs[self.placeholder_dev[ph[k]]]
+            val = envs[self.node_dev[out_nid]].get(out_nid, self.store.get(out_nid))
             if self.node_dev[out_nid] != self.placeholder_dev[ph[k]]:
-                val, ev = copy_value(val, devs[self.node_dev[out_nid]], target_dev)
+                val, ev = copy_value(val, devs[self.node_dev[out_nid]], devs[self.placeholder_dev[ph[k]]])
                 if ev is not None:
                     ev.synchronize()
             self.store[ph[k]] = val
-        self.traffic = traffic[0]
-        self.last_busy = {devs[d].name: busy[d] for d in range(n)}
-        self.last_op_times = dict(op_times)
-        self.last_wait = {devs[d].name: waited[d] for d in range(n)}
-        return elapsed, outs
+        return outs
 
     # ------------------------------------------------------------------ one step, following a plan
     def plan_from(self, start: Mapping[str, float], arrivals: Sequence[tuple[str, str, float]]) -> list[tuple]:
@@ -685,23 +690,7 @@ class PlacedExecutor:
             else:
                 late[op].append(d)
         elapsed = time.perf_counter() - t0
-        outs = []
-        for i in prog.outputs:
-            d = self.node_dev[i]
-            if i in self.grad_nids:
-                outs.append(envs[d].get(i, retained.get(i)))
-            elif i in envs[d]:
-                outs.append(envs[d][i])
-            else:
-                outs.append(self.store[i])
-        P, S = prog.n_params, prog.n_params * prog.n_state
-        ph = {r.index: r.nid for r in prog.nodes if r.kind == "placeholder"}
-        for k in range(P + S):
-            out_nid = prog.outputs[1 + P + k]
-            val = envs[self.node_dev[out_nid]].get(out_nid, self.store.get(out_nid))
-            if self.node_dev[out_nid] != self.placeholder_dev[ph[k]]:
-                val = _map_tensors(val, lambda t: t.clone())
-            self.store[ph[k]] = val
+        outs = self._finish(envs, retained)
         self.traffic = traffic
         self.last_busy = {devs[d].name: busy[d] for d in range(n)}
         self.last_op_times = dict(op_times)
