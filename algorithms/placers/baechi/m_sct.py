@@ -103,8 +103,32 @@ def _heads_tails(src: np.ndarray, dst: np.ndarray, p: np.ndarray, c: np.ndarray,
     return np.array(h0l), np.array(h1l), np.array(t1l)
 
 
+#: HiGHS options given to the interior point by default: IPX on the dual LP, which HiGHS solves faster
+#: here (LP 20.9 s -> 17.7 s on the 20,308-op benchmark graph).
+DEFAULT_LP_OPTIONS: dict[str, Any] = {"ipx_dualize_strategy": 1}
+
+
+def _solve(obj, A, b, bounds, method: str, options: dict[str, Any]):
+    """`linprog` with HiGHS `options` passed through (SciPy hands options it does not know to HiGHS verbatim,
+    with a warning, silenced here); without them if this SciPy refuses them."""
+    import warnings
+
+    from scipy.optimize import OptimizeWarning
+
+    extra = dict(options) if method == "highs-ipm" else {k: v for k, v in options.items() if not k.startswith("ipx")}
+    if extra:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", OptimizeWarning)
+                return linprog(obj, A_ub=A, b_ub=b, bounds=bounds, method=method, options=extra)
+        except (TypeError, ValueError) as exc:
+            log.warning("SciPy refused the HiGHS options %s (%s); solving without them", extra, exc)
+    return linprog(obj, A_ub=A, b_ub=b, bounds=bounds, method=method)
+
+
 def sct_lp(graph: OpGraph, cluster: Cluster, compute: list[float] | None = None,
-           method: str = "highs-ipm", reduce: bool = True) -> tuple[np.ndarray, dict]:
+           method: str = "highs-ipm", reduce: bool = True,
+           options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
     """Solve the LP relaxation of SCT's favorite-child ILP, Baechi equation (2) (Hanen & Munier 1995, 3.2).
 
     Variables: a start time s_i >= 0 per op, the makespan w, and x_ij in [0, 1] per edge i -> j, where
@@ -256,7 +280,7 @@ def sct_lp(graph: OpGraph, cluster: Cluster, compute: list[float] | None = None,
     # one solver call: the bar is a phase message (what is being solved), closed with its elapsed time
     with tqdm(total=1, desc=f"m-SCT: solving the SCT LP ({nv} variables, {r} rows, {method})",
               unit="LP", disable=None, leave=False) as bar:
-        res = linprog(obj, A_ub=A, b_ub=b, bounds=np.column_stack([lb, ub]), method=method)
+        res = _solve(obj, A, b, np.column_stack([lb, ub]), method, options or {})
         bar.update()
     facts.update(lp_time_s=time.perf_counter() - t0, lp_status=int(res.status), lp_rows=r)
     if res.x is None:
@@ -314,7 +338,8 @@ class MSCTPlacer(Placer):
     an operator-level GNMT at 60% of the need per device that excludes all four devices within the forward
     pass, because list scheduling fills every device to its limit with live activations).
     `memory_aware=False` gives classical SCT (memory tracked, never refused), which can overflow a device
-    (Figure 1); `group_reserve` as in m-ETF; `lp_method` picks the LP solver (`sct_lp`).
+    (Figure 1); `group_reserve` as in m-ETF; `lp_method` picks the LP solver (`sct_lp`) and `lp_options`
+    HiGHS options for it (default `DEFAULT_LP_OPTIONS`).
 
     `info` holds lp_time_s, lp_status, n_favorite_children, n_excluded_devices, the predicted makespan and
     the predicted peak bytes per device.  An op that fits nowhere raises `InfeasiblePlacement`.
@@ -325,7 +350,9 @@ class MSCTPlacer(Placer):
     name = "m_sct"
 
     def __init__(self, threshold: float = 0.1, exclude_full: bool = True, memory_aware: bool = True,
-                 group_reserve: str = "persistent", lp_method: str = "highs-ipm", exclusion: str = "exhausted"):
+                 group_reserve: str = "persistent", lp_method: str = "highs-ipm", exclusion: str = "exhausted",
+                 lp_options: dict[str, Any] | None = None):
+        self.lp_options = dict(DEFAULT_LP_OPTIONS if lp_options is None else lp_options)
         self.exclusion = exclusion
         if lp_method not in LP_METHODS:
             raise ConfigError(f"placer.lp_method: {lp_method!r} is not one of {LP_METHODS}")
@@ -342,7 +369,7 @@ class MSCTPlacer(Placer):
         model = ExecModel(graph, cluster, memory_aware=self.memory_aware, group_reserve=self.group_reserve)
         D = model.D
         compute = [sum(row) / D for row in model.dur]
-        x, facts = sct_lp(graph, cluster, compute, self.lp_method)
+        x, facts = sct_lp(graph, cluster, compute, self.lp_method, options=self.lp_options)
         fav = favorite_children(graph, x, self.threshold)
         queue = PairQueue(model, favorite_parent=fav, exclude_full=self.exclude_full and self.memory_aware,
                           exclusion=self.exclusion)
