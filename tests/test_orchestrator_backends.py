@@ -51,3 +51,14 @@ def test_standard_evaluation_profiler_reports_deviation(lab):
     assert 0 <= report["time"]["mean"] < 50
     (run,) = lab.runs()
     assert run.data.metrics["se.memory_mean_rel_dev"] == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.tf
+def test_planned_order_is_refused_by_a_backend_that_cannot_follow_a_plan(lab):
+    pytest.importorskip("tensorflow")
+    p = lab.run("model=linreg_tiny", "backend=tensorflow", "profiler=measured", "runtime=real", "cluster=cpu2",
+                "placer=m_etf", "profiler.steps=2", "profiler.warmup=1", "runtime.order=planned", check=False)
+    assert p.returncode == 1
+    _, res = _result(lab)
+    assert res["status"] == "error" and "runtime.order" in res["error"]
