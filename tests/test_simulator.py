@@ -7,7 +7,7 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from algorithms import InvalidSchedule, OpGraph, Placement, simulate, uniform_cluster
+from algorithms import InvalidSchedule, OpGraph, simulate, uniform_cluster
 from algorithms.cluster import Cluster, Device
 from algorithms.placement import topological_schedule
 from algorithms.simulator import RankPolicy, sim_result_from_dict, sim_result_to_dict
