@@ -189,7 +189,7 @@ class DeviceMemory:
         return self.persistent + peak
 
 
-@dataclass
+@dataclass(slots=True)
 class Estimate:
     """Earliest schedulable time of an op on a device (equation (1) plus the queue wait of 3.4)."""
 
@@ -377,6 +377,28 @@ class ExecModel:
                     dr = a
         av = self.avail[p]
         return Estimate(av if av > dr else dr, dr, trans)
+
+    def data_ready(self, o: int, p: int) -> float:
+        """The data-ready part of `estimate(o, p)` without building the estimate (the pair queues' key).
+        In sequential mode it is the same lower bound the queues re-check.  O(in-degree)."""
+        if self.sequential:
+            return self.estimate(o, p).data_ready
+        dev, end, arr, lat, bw = self.dev, self.end, self.arr, self.lat, self.bw
+        dr = 0.0
+        for j, b in self.pred[o]:
+            q = dev[j]
+            if q == p:
+                a = end[j]
+            else:
+                a = end[j] + (lat[q][p] + b / bw[q][p])
+                aj = arr[j]
+                if aj is not None:
+                    ex = aj.get(p)
+                    if ex is not None and ex >= a:
+                        a = ex
+            if a > dr:
+                dr = a
+        return dr
 
     def data_ready_anywhere(self, o: int) -> float:
         """Time by which o's inputs could be on every device (communication queues ignored): an op is
@@ -613,7 +635,7 @@ class PairQueue:
                 # later time, worse class); it is pushed when that device stops being usable (`refresh`)
                 continue
             if self.usable(o, p):
-                d = self.m.estimate(o, p).data_ready
+                d = self.m.data_ready(o, p)
                 heapq.heappush(self.dheap[p], (d, o, self.gen[o]))
 
     def make_ready(self, o: int) -> None:
