@@ -405,3 +405,73 @@ def test_m_sct_excludes_only_an_exhausted_device():
         assert simulate(g, cl, pl, pl.order).ok
     with pytest.raises(ConfigError, match="exclusion"):
         MSCTPlacer(exclusion="never").place(g, cl)
+
+
+# ------------------------------------------------------------------------- group retries and m-TOPO rounds
+def pinned_group_graph() -> OpGraph:
+    """c holds 5 persistent bytes (weights) and feeds a; a and b form a colocation group (a forward op and
+    its backward op) and b needs 6 temporary bytes.  On 10-byte devices a goes with c (no transfer), so b
+    finds its group's device full: 5 + a's output 1 + 6 + b's output 1 = 13 > 10.  On the other device b
+    needs 1 (copy of c's output) + 1 + 6 + 1 = 9 <= 10."""
+    g = OpGraph("pinned")
+    g.add_op("c", compute_s=1.0, persistent_bytes=5, output_bytes=1)
+    g.add_op("a", compute_s=1.0, output_bytes=1, colocation="g")
+    g.add_op("b", compute_s=1.0, temporary_bytes=6, output_bytes=1, colocation="g", phase="backward")
+    g.add_edge("c", "a", bytes=1)
+    g.add_edge("a", "b", bytes=1)
+    return g
+
+
+@pytest.mark.parametrize("cls", [METFPlacer, MSCTPlacer])
+def test_group_overflow_retries_with_the_group_kept_off_the_full_device(cls):
+    g = pinned_group_graph()
+    cl = uniform_cluster(2, 10, latency_s=0.5)
+    with pytest.raises(InfeasiblePlacement, match="'b' of colocation group 'g' must go to device 'cpu0'"):
+        cls(group_retries=0).place(g, cl)
+    pl = cls().place(g, cl)
+    assert pl.info["n_group_retries"] == 1
+    assert pl["c"] == "cpu0" and pl["a"] == "cpu1" and pl["b"] == "cpu1"
+    res = simulate(g, cl, pl, pl.order)
+    assert res.ok and max(res.peak_memory.values()) <= 10
+
+
+def test_group_retries_must_be_non_negative():
+    with pytest.raises(ConfigError, match="group_retries"):
+        METFPlacer(group_retries=-1)
+    with pytest.raises(ConfigError, match="group_retries"):
+        MSCTPlacer(group_retries=-1)
+
+
+def m_topo_rounds_graph() -> OpGraph:
+    """A forward chain f0 -> f1 -> f2 -> f3 and its backward chain b3 -> ... -> b0, each b_i colocated with
+    f_i; the backward ops need 8 temporary bytes.  m-TOPO fills device 0 with f0, f1 under its cap; their
+    backward partners then need 8 more bytes there than a first pass accounts for: on 16-byte devices the
+    first pass puts everything on device 0 (peak 17); the second lowers device 0's cap below the 8 bytes
+    its checks let through and splits the chains after f2 (peaks 16 and 13)."""
+    g = OpGraph("rounds")
+    for i in range(4):
+        g.add_op(f"f{i}", compute_s=1.0, output_bytes=2, colocation=f"g{i}")
+    for i in range(4):
+        g.add_op(f"b{i}", compute_s=1.0, temporary_bytes=8, output_bytes=1, colocation=f"g{i}",
+                 phase="backward", forward_of=f"f{i}")
+    for i in range(3):
+        g.add_edge(f"f{i}", f"f{i + 1}", bytes=2)
+        g.add_edge(f"b{i + 1}", f"b{i}", bytes=1)
+    g.add_edge("f3", "b3", bytes=2)
+    for i in range(3):
+        g.add_edge(f"f{i}", f"b{i}", bytes=2)
+    return g
+
+
+def test_m_topo_lowers_the_cap_of_a_device_its_groups_overfill():
+    g = m_topo_rounds_graph()
+    cl = uniform_cluster(2, 16)
+    one = MTOPOPlacer(max_rounds=1).place(g, cl)
+    assert one.info["n_group_overflows"] > 0
+    assert not simulate(g, cl, one, one.order).ok
+    pl = MTOPOPlacer().place(g, cl)
+    assert pl.info["rounds"] > 1 and pl.info["n_group_overflows"] == 0
+    assert pl.info["cap_bytes.cpu0"] < pl.info["cap_bytes"]
+    res = simulate(g, cl, pl, pl.order)
+    assert res.ok, res.oom.message() if res.oom else ""
+    check_placement(g, cl, pl)

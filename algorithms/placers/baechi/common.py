@@ -201,6 +201,36 @@ class Estimate:
     extend: list[tuple[int, float]] = field(default_factory=list)
 
 
+class GroupOverflow(InfeasiblePlacement):
+    """A later member of a colocation group does not fit on the device its group is pinned to; carries the
+    group and device indices so that a placer can retry with the group kept off that device."""
+
+    def __init__(self, message: str, group: int, device: int):
+        super().__init__(message)
+        self.group = group
+        self.device = device
+
+
+def place_with_group_retries(run, D: int, max_retries: int):
+    """Run a list-scheduling placement, ``run(banned)``, again each time it ends in `GroupOverflow`, with
+    the failing (group, device) pair added to ``banned`` (a set of ``group * D + device``) so that the group's
+    first member takes its next device choice.  Baechi 3.1 places a colocation group where its memory fits
+    when its first member is placed; under dynamic memory (4.2) that cannot be known in advance (a group
+    joining a forward op and its backward ops needs its memory long after the first member runs), so the
+    check is made a posteriori.  Returns (run's result, retries); re-raises after `max_retries`.  Each
+    retry costs one list scheduling pass (not the LP of m-SCT)."""
+    banned: set[int] = set()
+    for retry in range(max_retries + 1):
+        try:
+            return run(banned), retry
+        except GroupOverflow as exc:
+            if retry == max_retries:
+                raise
+            log.info("%s; retrying with that group kept off that device", exc)
+            banned.add(exc.group * D + exc.device)
+    raise AssertionError("unreachable")
+
+
 class ExecModel:
     """The placement-time simulation of Baechi's ES (module docstring): device clocks, transfers and their
     cache, communication queues, dynamic memory, colocation-group reservations.
@@ -591,10 +621,11 @@ class PairQueue:
     """
 
     def __init__(self, model: ExecModel, favorite_parent: list[int] | None = None,
-                 exclude_full: bool = False, exclusion: str = "exhausted"):
+                 exclude_full: bool = False, exclusion: str = "exhausted", banned: set[int] | None = None):
         if exclusion not in EXCLUSIONS:
             raise ConfigError(f"placer.exclusion: {exclusion!r} is not one of {EXCLUSIONS}")
         self.m = model
+        self.banned = banned or set()     # group * D + device: an unpinned group may not start there
         self.fav = favorite_parent
         self.exclude_full = exclude_full
         self.exclusion = exclusion
@@ -616,8 +647,11 @@ class PairQueue:
     def usable(self, o: int, p: int) -> bool:
         m = self.m
         g = m.gid[o]
-        if g >= 0 and m.group_dev[g] >= 0:
-            return p == m.group_dev[g]
+        if g >= 0:
+            if m.group_dev[g] >= 0:
+                return p == m.group_dev[g]
+            if self.banned and g * m.D + p in self.banned:
+                return False
         return not self.excluded[p] and (o * m.D + p) not in self.dropped
 
     def favorite_device(self, o: int) -> int:
@@ -801,9 +835,9 @@ class PairQueue:
         name = m.idx.names[o]
         dname = m.cluster.devices[p].name
         if g >= 0 and m.group_dev[g] >= 0:
-            raise InfeasiblePlacement(
+            raise GroupOverflow(
                 f"op {name!r} of colocation group {m.group_names[g]!r} must go to device {dname!r}, which "
-                f"would need {need:.6g} of {m.mem[p].limit:.6g} bytes")
+                f"would need {need:.6g} of {m.mem[p].limit:.6g} bytes", g, p)
         if self.exclude_full and g < 0 and (self.exclusion == "refusal" or m.exhausted(o, p, est)):
             log.debug("device %s cannot hold op %s (%.6g bytes needed): excluded", dname, name, need)
             self.excluded[p] = True

@@ -6,9 +6,10 @@ import time
 
 from ...base import Placer
 from ...cluster import Cluster
+from ...errors import ConfigError
 from ...graph import OpGraph
 from ...placement import Placement
-from .common import ExecModel, PairQueue
+from .common import ExecModel, PairQueue, place_with_group_retries
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,10 @@ class METFPlacer(Placer):
     the next pair is considered.  Placing an op advances the device's available time and makes its children
     ready.  Memory is tracked dynamically as in Baechi's execution simulator (4.2, see `common`), and
     colocation groups are co-adjusted (3.1): the first member placed takes its group, whose memory is
-    reserved at once; if the group does not fit, the next pair is tried.
+    reserved at once; if the group does not fit, the next pair is tried.  Under dynamic memory a later
+    member can still find its group's device full (a backward op long after its forward op); the placement
+    is then run again with that group kept off that device, at most `group_retries` times
+    (`common.place_with_group_retries`; ``info["n_group_retries"]``).
 
     The queue is kept as one binary heap of pairs per device, ordered by the op's data-ready time on that
     device, with lazy invalidation (entries of placed ops, dropped pairs and stored times that grew are
@@ -46,17 +50,25 @@ class METFPlacer(Placer):
 
     name = "m_etf"
 
-    def __init__(self, memory_aware: bool = True, group_reserve: str = "persistent"):
+    def __init__(self, memory_aware: bool = True, group_reserve: str = "persistent", group_retries: int = 16):
         self.memory_aware = bool(memory_aware)
         self.group_reserve = group_reserve
+        if group_retries < 0:
+            raise ConfigError(f"placer.group_retries: {group_retries!r} must be >= 0")
+        self.group_retries = int(group_retries)
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         t0 = time.perf_counter()
-        model = ExecModel(graph, cluster, memory_aware=self.memory_aware, group_reserve=self.group_reserve)
-        queue = PairQueue(model)
-        queue.run()
+
+        def run(banned):
+            model = ExecModel(graph, cluster, memory_aware=self.memory_aware, group_reserve=self.group_reserve)
+            queue = PairQueue(model, banned=banned)
+            queue.run()
+            return model, queue
+
+        (model, queue), retries = place_with_group_retries(run, len(cluster.devices), self.group_retries)
         info = {"n_dropped_pairs": queue.n_dropped, "n_reestimated": queue.n_reestimated,
-                "algorithm_time_s": time.perf_counter() - t0}
+                "n_group_retries": retries, "algorithm_time_s": time.perf_counter() - t0}
         pl = model.placement(info)
         log.info("m-ETF placed %d ops on %d devices; predicted makespan %.6g s in %.3f s", model.n,
                  model.D, pl.info["predicted_makespan_s"], info["algorithm_time_s"])

@@ -15,7 +15,7 @@ from ...cluster import Cluster
 from ...errors import ConfigError
 from ...graph import OpGraph
 from ...placement import Placement
-from .common import ExecModel, PairQueue
+from .common import ExecModel, PairQueue, place_with_group_retries
 
 log = logging.getLogger(__name__)
 
@@ -393,7 +393,9 @@ class MSCTPlacer(Placer):
     parent's device goes first, then urgent ops (ops whose inputs could be on any device by then), then the
     rest; (4) when a device runs out of available memory it is excluded from further placement
     (`exclude_full`, the paper's rule; ops of a colocation group already pinned there still go there).  A
-    colocation group that does not fit only drops that pair (3.1: the algorithm's next device choice).
+    colocation group that does not fit only drops that pair (3.1: the algorithm's next device choice); a later
+    member that finds its group's device full makes the list scheduling run again with that group kept off
+    that device (`group_retries`, as in m-ETF; the LP is solved once).
 
     Choices where the paper is vague: the finite-device rules of [17] are rendered as the tie classes above
     and as "the favorite child waits for its parent's device" (its pairs on other devices are considered
@@ -418,7 +420,10 @@ class MSCTPlacer(Placer):
 
     def __init__(self, threshold: float = 0.1, exclude_full: bool = True, memory_aware: bool = True,
                  group_reserve: str = "persistent", lp_method: str = "highs-ipm", exclusion: str = "exhausted",
-                 lp_options: dict[str, Any] | None = None):
+                 lp_options: dict[str, Any] | None = None, group_retries: int = 16):
+        if group_retries < 0:
+            raise ConfigError(f"placer.group_retries: {group_retries!r} must be >= 0")
+        self.group_retries = int(group_retries)
         self.lp_options = dict(DEFAULT_LP_OPTIONS if lp_options is None else lp_options)
         self.exclusion = exclusion
         if lp_method not in LP_METHODS:
@@ -438,11 +443,18 @@ class MSCTPlacer(Placer):
         compute = [sum(row) / D for row in model.dur]
         x, facts = sct_lp(graph, cluster, compute, self.lp_method, options=self.lp_options)
         fav = favorite_children(graph, x, self.threshold)
-        queue = PairQueue(model, favorite_parent=fav, exclude_full=self.exclude_full and self.memory_aware,
-                          exclusion=self.exclusion)
-        queue.run()
+
+        def run(banned):
+            m = model if not banned else ExecModel(graph, cluster, memory_aware=self.memory_aware,
+                                                   group_reserve=self.group_reserve)
+            queue = PairQueue(m, favorite_parent=fav, exclude_full=self.exclude_full and self.memory_aware,
+                              exclusion=self.exclusion, banned=banned)
+            queue.run()
+            return m, queue
+
+        (model, queue), retries = place_with_group_retries(run, D, self.group_retries)
         info = dict(facts)
-        info.update(n_favorite_children=sum(1 for f in fav if f >= 0),
+        info.update(n_group_retries=retries, n_favorite_children=sum(1 for f in fav if f >= 0),
                     n_excluded_devices=sum(queue.excluded), n_dropped_pairs=queue.n_dropped,
                     n_reestimated=queue.n_reestimated, algorithm_time_s=time.perf_counter() - t0)
         pl = model.placement(info)
