@@ -22,7 +22,7 @@ def test_gnmt_mem_limited_sweep_has_table_4s_shape(lab):
     assert set(results) == {"single", "expert", "m_topo", "m_etf", "m_sct"}
     need = results["single"]["memory_need_bytes"]
     for r in results.values():
-        assert r["memory_limit_bytes"]["cpu0"] == pytest.approx(0.9 * need)
+        assert r["memory_limit_bytes"]["cpu0"] == pytest.approx(0.7 * need)
     # single device: out of memory (the simulator stops it before the run)
     assert results["single"]["status"] == "oom" and results["single"].get("measured_step_s") is None
     # m-SCT fits with most measured profiles; otherwise (a documented limit of list scheduling without waiting
