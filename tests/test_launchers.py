@@ -4,7 +4,6 @@ packages; they are skipped where those are not installed."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
