@@ -408,28 +408,6 @@ class ExecModel:
         av = self.avail[p]
         return Estimate(av if av > dr else dr, dr, trans)
 
-    def data_ready(self, o: int, p: int) -> float:
-        """The data-ready part of `estimate(o, p)` without building the estimate (the pair queues' key).
-        In sequential mode it is the same lower bound the queues re-check.  O(in-degree)."""
-        if self.sequential:
-            return self.estimate(o, p).data_ready
-        dev, end, arr, lat, bw = self.dev, self.end, self.arr, self.lat, self.bw
-        dr = 0.0
-        for j, b in self.pred[o]:
-            q = dev[j]
-            if q == p:
-                a = end[j]
-            else:
-                a = end[j] + (lat[q][p] + b / bw[q][p])
-                aj = arr[j]
-                if aj is not None:
-                    ex = aj.get(p)
-                    if ex is not None and ex >= a:
-                        a = ex
-            if a > dr:
-                dr = a
-        return dr
-
     def data_ready_anywhere(self, o: int) -> float:
         """Time by which o's inputs could be on every device (communication queues ignored): an op is
         *urgent* in SCT once it can start right away on any device."""
@@ -669,7 +647,7 @@ class PairQueue:
                 # later time, worse class); it is pushed when that device stops being usable (`refresh`)
                 continue
             if self.usable(o, p):
-                d = self.m.data_ready(o, p)
+                d = self.m.estimate(o, p).data_ready
                 heapq.heappush(self.dheap[p], (d, o, self.gen[o]))
 
     def make_ready(self, o: int) -> None:
