@@ -8,6 +8,7 @@
 Each concrete class is selected by a Hydra YAML whose `_target_` names it; `name` and the first line of the
 class docstring are what `python -m orchestrator.catalog` lists.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -24,8 +25,7 @@ class Placer(ABC):
     name: str = "placer"
 
     @abstractmethod
-    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
-        ...
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placement: ...
 
 
 class Scheduler(ABC):
@@ -34,8 +34,7 @@ class Scheduler(ABC):
     name: str = "scheduler"
 
     @abstractmethod
-    def order(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Schedule:
-        ...
+    def order(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Schedule: ...
 
 
 class GraphPass(ABC):
@@ -44,8 +43,7 @@ class GraphPass(ABC):
     name: str = "pass"
 
     @abstractmethod
-    def apply(self, graph: OpGraph) -> tuple[OpGraph, CoarseMap]:
-        ...
+    def apply(self, graph: OpGraph) -> tuple[OpGraph, CoarseMap]: ...
 
 
 class PipelineScheduler(ABC):
@@ -54,8 +52,7 @@ class PipelineScheduler(ABC):
     name: str = "pipeline"
 
     @abstractmethod
-    def schedule(self, blocks: Any, devices: Any, memory: Any, n_micro: int) -> Any:
-        ...
+    def schedule(self, blocks: Any, devices: Any, memory: Any, n_micro: int) -> Any: ...
 
 
 def describe(obj_or_cls: Any) -> str:

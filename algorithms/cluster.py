@@ -14,11 +14,13 @@ with optional per-pair overrides (`links`). A transfer between an op and itself 
 A link given only as ``src -> dst`` also serves ``dst -> src`` unless that direction has its own entry
 (transfer rates are bidirectional in the thesis' device model, section 6.2).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .errors import InvalidCluster
 from .graph import DEVICE_TYPES
@@ -133,27 +135,35 @@ class Cluster:
     def total_memory(self) -> float:
         return sum(d.memory_bytes for d in self.devices)
 
-    def scaled(self, memory_fraction: float) -> "Cluster":
+    def scaled(self, memory_fraction: float) -> Cluster:
         """A copy with every device's memory multiplied by `memory_fraction`."""
         if not memory_fraction > 0:
             raise InvalidCluster(f"memory_fraction must be > 0, got {memory_fraction!r}")
         devs = [Device(d.name, d.type, d.memory_bytes * memory_fraction, d.speed) for d in self.devices]
         return Cluster(devs, self.latency_s, self.bytes_per_s, self.mode, dict(self.links), self.name)
 
-    def with_memory(self, memory_bytes: Mapping[str, float] | float) -> "Cluster":
+    def with_memory(self, memory_bytes: Mapping[str, float] | float) -> Cluster:
         """A copy with new memory limits (one number for all devices, or per device)."""
         if isinstance(memory_bytes, Mapping):
-            devs = [Device(d.name, d.type, float(memory_bytes.get(d.name, d.memory_bytes)), d.speed)
-                    for d in self.devices]
+            devs = [
+                Device(d.name, d.type, float(memory_bytes.get(d.name, d.memory_bytes)), d.speed) for d in self.devices
+            ]
         else:
             devs = [Device(d.name, d.type, float(memory_bytes), d.speed) for d in self.devices]
         return Cluster(devs, self.latency_s, self.bytes_per_s, self.mode, dict(self.links), self.name)
 
-    def with_comm(self, latency_s: float, bytes_per_s: float,
-                  links: Mapping[tuple[str, str], Link] | None = None) -> "Cluster":
+    def with_comm(
+        self, latency_s: float, bytes_per_s: float, links: Mapping[tuple[str, str], Link] | None = None
+    ) -> Cluster:
         """A copy with a new communication model (e.g. fitted by a micro-benchmark)."""
-        return Cluster(list(self.devices), latency_s, bytes_per_s, self.mode,
-                       dict(links if links is not None else self.links), self.name)
+        return Cluster(
+            list(self.devices),
+            latency_s,
+            bytes_per_s,
+            self.mode,
+            dict(links if links is not None else self.links),
+            self.name,
+        )
 
     # ----------------------------------------------------------------- (de)serialisation
     def to_dict(self) -> dict[str, Any]:
@@ -161,12 +171,14 @@ class Cluster:
             "name": self.name,
             "devices": [d.to_dict() for d in self.devices],
             "comm": {"latency_s": self.latency_s, "bytes_per_s": self.bytes_per_s, "mode": self.mode},
-            "links": [{"src": s, "dst": d, "latency_s": l.latency_s, "bytes_per_s": l.bytes_per_s}
-                      for (s, d), l in self.links.items()],
+            "links": [
+                {"src": s, "dst": d, "latency_s": l.latency_s, "bytes_per_s": l.bytes_per_s}
+                for (s, d), l in self.links.items()
+            ],
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], name: str | None = None) -> "Cluster":
+    def from_dict(cls, data: Mapping[str, Any], name: str | None = None) -> Cluster:
         """Build from the cluster config of docs/formats.md (extra keys such as `_target_` are ignored)."""
         if not isinstance(data, Mapping):
             raise InvalidCluster("cluster config must be a mapping with 'devices' and 'comm'")
@@ -181,8 +193,14 @@ class Cluster:
             if unknown:
                 raise InvalidCluster(f"device {d['name']!r}: unknown keys {sorted(unknown)}")
             mem = d.get("memory_bytes", math.inf)
-            devs.append(Device(str(d["name"]), str(d.get("type", "CPU")),
-                               float(mem) if mem is not None else math.inf, float(d.get("speed", 1.0))))
+            devs.append(
+                Device(
+                    str(d["name"]),
+                    str(d.get("type", "CPU")),
+                    float(mem) if mem is not None else math.inf,
+                    float(d.get("speed", 1.0)),
+                )
+            )
         comm = dict(data.get("comm") or {})
         unknown = set(comm) - {"latency_s", "bytes_per_s", "mode"}
         if unknown:
@@ -192,21 +210,37 @@ class Cluster:
             try:
                 links[(str(l["src"]), str(l["dst"]))] = Link(
                     float(l.get("latency_s", comm.get("latency_s", 0.0))),
-                    float(l.get("bytes_per_s", comm.get("bytes_per_s", math.inf))))
+                    float(l.get("bytes_per_s", comm.get("bytes_per_s", math.inf))),
+                )
             except KeyError as exc:
                 raise InvalidCluster(f"cluster links[{k}] needs {exc.args[0]!r}") from None
         bps = comm.get("bytes_per_s", math.inf)
-        cl = cls(devs, float(comm.get("latency_s", 0.0)), float(bps) if bps is not None else math.inf,
-                 str(comm.get("mode", "parallel")), links, str(name or data.get("name") or "cluster"))
+        cl = cls(
+            devs,
+            float(comm.get("latency_s", 0.0)),
+            float(bps) if bps is not None else math.inf,
+            str(comm.get("mode", "parallel")),
+            links,
+            str(name or data.get("name") or "cluster"),
+        )
         frac = data.get("memory_fraction")
         if frac is not None and float(frac) != 1.0:
             cl = cl.scaled(float(frac))
         return cl
 
 
-def uniform_cluster(n: int, memory_bytes: float = math.inf, *, type: str = "CPU", speed: float = 1.0,
-                    latency_s: float = 0.0, bytes_per_s: float = math.inf, mode: str = "parallel",
-                    prefix: str | None = None, name: str | None = None) -> Cluster:
+def uniform_cluster(
+    n: int,
+    memory_bytes: float = math.inf,
+    *,
+    type: str = "CPU",
+    speed: float = 1.0,
+    latency_s: float = 0.0,
+    bytes_per_s: float = math.inf,
+    mode: str = "parallel",
+    prefix: str | None = None,
+    name: str | None = None,
+) -> Cluster:
     """`n` identical devices named ``<prefix><i>`` (prefix defaults to the lower-case type)."""
     prefix = prefix if prefix is not None else type.lower()
     devs = [Device(f"{prefix}{i}", type, memory_bytes, speed) for i in range(n)]

@@ -2,6 +2,7 @@
 
 Every message names the op, device, key or value at fault and, where it helps, what to do about it.
 """
+
 from __future__ import annotations
 
 
@@ -32,9 +33,16 @@ class InfeasiblePlacement(LabError):
 class OutOfMemory(InfeasiblePlacement):
     """A device's memory limit is crossed; carries the op, device, time and bytes."""
 
-    def __init__(self, message: str, *, op: str | None = None, device: str | None = None,
-                 time_s: float | None = None, used_bytes: float | None = None,
-                 limit_bytes: float | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        op: str | None = None,
+        device: str | None = None,
+        time_s: float | None = None,
+        used_bytes: float | None = None,
+        limit_bytes: float | None = None,
+    ):
         super().__init__(message)
         self.op = op
         self.device = device

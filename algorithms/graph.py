@@ -6,14 +6,16 @@ placers use on their hot paths.
 
 Units: bytes and seconds everywhere.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import os
 import tempfile
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 import networkx as nx
 
@@ -25,8 +27,18 @@ DEVICE_TYPES = ("CPU", "GPU", "TPU")
 #: Numeric op attributes every op must carry (non-negative, finite).
 COST_KEYS = ("compute_s", "persistent_bytes", "temporary_bytes", "output_bytes")
 #: Op attributes written to JSON, in this order.
-OP_KEYS = ("name", "type", "phase", "compute_s", "persistent_bytes", "temporary_bytes", "output_bytes",
-           "colocation", "device_type", "forward_of")
+OP_KEYS = (
+    "name",
+    "type",
+    "phase",
+    "compute_s",
+    "persistent_bytes",
+    "temporary_bytes",
+    "output_bytes",
+    "colocation",
+    "device_type",
+    "forward_of",
+)
 
 
 def _check_number(value: Any, what: str) -> float:
@@ -86,16 +98,35 @@ class OpGraph:
         self._index: GraphIndex | None = None
 
     # ----------------------------------------------------------------- building
-    def add_op(self, name: str, *, compute_s: float = 0.0, persistent_bytes: float = 0,
-               temporary_bytes: float = 0, output_bytes: float = 0, type: str = "Op",
-               phase: str = "forward", colocation: str | None = None, device_type: str | None = None,
-               forward_of: str | None = None, compute_s_by_type: Mapping[str, float] | None = None,
-               **extra: Any) -> None:
+    def add_op(
+        self,
+        name: str,
+        *,
+        compute_s: float = 0.0,
+        persistent_bytes: float = 0,
+        temporary_bytes: float = 0,
+        output_bytes: float = 0,
+        type: str = "Op",
+        phase: str = "forward",
+        colocation: str | None = None,
+        device_type: str | None = None,
+        forward_of: str | None = None,
+        compute_s_by_type: Mapping[str, float] | None = None,
+        **extra: Any,
+    ) -> None:
         if name in self.nx:
             raise InvalidGraph(f"duplicate op name {name!r}")
-        attrs = dict(type=type, phase=phase, compute_s=compute_s, persistent_bytes=persistent_bytes,
-                     temporary_bytes=temporary_bytes, output_bytes=output_bytes, colocation=colocation,
-                     device_type=device_type, forward_of=forward_of)
+        attrs = dict(
+            type=type,
+            phase=phase,
+            compute_s=compute_s,
+            persistent_bytes=persistent_bytes,
+            temporary_bytes=temporary_bytes,
+            output_bytes=output_bytes,
+            colocation=colocation,
+            device_type=device_type,
+            forward_of=forward_of,
+        )
         if compute_s_by_type:
             attrs["compute_s_by_type"] = dict(compute_s_by_type)
         attrs.update(extra)
@@ -163,8 +194,9 @@ class OpGraph:
 
     def total_memory(self) -> float:
         """Static sum of every op's persistent, temporary and output bytes (an upper bound of need)."""
-        return sum(a["persistent_bytes"] + a["temporary_bytes"] + a["output_bytes"]
-                   for _, a in self.nx.nodes(data=True))
+        return sum(
+            a["persistent_bytes"] + a["temporary_bytes"] + a["output_bytes"] for _, a in self.nx.nodes(data=True)
+        )
 
     def index(self) -> GraphIndex:
         """The compiled integer view, rebuilt lazily after a change. O(V + E)."""
@@ -185,7 +217,10 @@ class OpGraph:
         nodes = g.nodes
         attrs = [nodes[n] for n in order]
         return GraphIndex(
-            names=order, pos=pos, succ=succ, pred=pred,
+            names=order,
+            pos=pos,
+            succ=succ,
+            pred=pred,
             compute_s=[float(a["compute_s"]) for a in attrs],
             compute_by_type=[a.get("compute_s_by_type") or None for a in attrs],
             persistent=[float(a["persistent_bytes"]) for a in attrs],
@@ -194,22 +229,21 @@ class OpGraph:
             colocation=[a.get("colocation") for a in attrs],
             device_type=[a.get("device_type") for a in attrs],
             phase=[a.get("phase", "forward") for a in attrs],
-            copy_bytes=[max([float(attrs[i]["output_bytes"])] + [b for _, b in succ[i]])
-                        for i in range(len(order))],
+            copy_bytes=[max([float(attrs[i]["output_bytes"])] + [b for _, b in succ[i]]) for i in range(len(order))],
         )
 
-    def copy(self, name: str | None = None) -> "OpGraph":
+    def copy(self, name: str | None = None) -> OpGraph:
         other = OpGraph(name or self.name)
         other.nx = self.nx.copy()
         return other
 
-    def subgraph(self, ops: Iterable[str], name: str | None = None) -> "OpGraph":
+    def subgraph(self, ops: Iterable[str], name: str | None = None) -> OpGraph:
         other = OpGraph(name or self.name)
         other.nx = self.nx.subgraph(list(ops)).copy()
         return other
 
     # ----------------------------------------------------------------- validation
-    def validate(self, cluster: Any = None) -> "OpGraph":
+    def validate(self, cluster: Any = None) -> OpGraph:
         """Raise `InvalidGraph` naming the culprit if the graph is malformed; return self.
 
         Checks costs and sizes (present, finite, >= 0), phases, `forward_of` targets, colocation groups whose
@@ -226,8 +260,10 @@ class OpGraph:
             if by:
                 for t, v in by.items():
                     if t not in DEVICE_TYPES:
-                        raise InvalidGraph(f"op {name!r}: compute_s_by_type has unknown device type {t!r}; "
-                                           f"expected one of {DEVICE_TYPES}")
+                        raise InvalidGraph(
+                            f"op {name!r}: compute_s_by_type has unknown device type {t!r}; "
+                            f"expected one of {DEVICE_TYPES}"
+                        )
                     _check_number(v, f"op {name!r}: compute_s_by_type[{t}]")
             if a.get("phase", "forward") not in PHASES:
                 raise InvalidGraph(f"op {name!r}: phase {a.get('phase')!r} is not one of {PHASES}")
@@ -247,8 +283,9 @@ class OpGraph:
                 continue
             if grp in want and want[grp][0] != dt:
                 other_op, other_dt = want[grp][1], want[grp][0]
-                raise InvalidGraph(f"colocation group {grp!r}: op {other_op!r} asks for {other_dt} but op "
-                                   f"{name!r} asks for {dt}")
+                raise InvalidGraph(
+                    f"colocation group {grp!r}: op {other_op!r} asks for {other_dt} but op {name!r} asks for {dt}"
+                )
             want.setdefault(grp, (dt, name))
         if not nx.is_directed_acyclic_graph(g):
             cycle = nx.find_cycle(g)
@@ -259,8 +296,10 @@ class OpGraph:
             for name, a in g.nodes(data=True):
                 dt = a.get("device_type")
                 if dt is not None and dt not in types:
-                    raise InvalidGraph(f"op {name!r} needs device type {dt} but cluster "
-                                       f"{getattr(cluster, 'name', '')!r} only has {sorted(types)}")
+                    raise InvalidGraph(
+                        f"op {name!r} needs device type {dt} but cluster "
+                        f"{getattr(cluster, 'name', '')!r} only has {sorted(types)}"
+                    )
         return self
 
     # ----------------------------------------------------------------- (de)serialisation
@@ -276,12 +315,14 @@ class OpGraph:
                 if k not in rec:
                     rec[k] = v
             ops.append(rec)
-        edges = [{"src": u, "dst": v, "bytes": d.get("bytes", 0), "control": bool(d.get("control", False))}
-                 for u, v, d in self.nx.edges(data=True)]
+        edges = [
+            {"src": u, "dst": v, "bytes": d.get("bytes", 0), "control": bool(d.get("control", False))}
+            for u, v, d in self.nx.edges(data=True)
+        ]
         return {"format": FORMAT, "name": self.name, "ops": ops, "edges": edges}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, validate: bool = True) -> "OpGraph":
+    def from_dict(cls, data: Mapping[str, Any], *, validate: bool = True) -> OpGraph:
         if not isinstance(data, Mapping):
             raise InvalidGraph("graph JSON must be an object with keys 'format', 'name', 'ops', 'edges'")
         fmt = data.get("format", FORMAT)
@@ -327,7 +368,7 @@ class OpGraph:
         atomic_write_json(path, self.to_dict())
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, validate: bool = True) -> "OpGraph":
+    def load(cls, path: str | os.PathLike, *, validate: bool = True) -> OpGraph:
         try:
             with open(path) as f:
                 data = json.load(f)
@@ -346,6 +387,7 @@ def _topological_order(g: nx.DiGraph) -> list[str]:
     indeg = {n: d for n, d in g.in_degree()}
     order_of = {n: i for i, n in enumerate(g.nodes)}
     import heapq
+
     heap = [(order_of[n], n) for n, d in indeg.items() if d == 0]
     heapq.heapify(heap)
     out: list[str] = []

@@ -1,9 +1,11 @@
 """Placements, per-device schedules, coarse maps, and independent checkers for them."""
+
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .cluster import Cluster
 from .errors import InvalidPlacement, InvalidSchedule
@@ -71,8 +73,9 @@ def check_placement(graph: OpGraph, cluster: Cluster, placement: Placement | Map
         if grp is not None:
             if grp in group_dev and group_dev[grp][0] != dev:
                 other, odev = group_dev[grp][1], group_dev[grp][0]
-                raise InvalidPlacement(f"colocation group {grp!r} split: op {other!r} on {odev!r}, "
-                                       f"op {op!r} on {dev!r}")
+                raise InvalidPlacement(
+                    f"colocation group {grp!r} split: op {other!r} on {odev!r}, op {op!r} on {dev!r}"
+                )
             group_dev.setdefault(grp, (dev, op))
 
 
@@ -95,8 +98,9 @@ def check_schedule(graph: OpGraph, placement: Placement | Mapping[str, str], sch
             raise InvalidSchedule(f"op {op!r} is missing from the schedule of device {assign.get(op)!r}")
 
 
-def topological_schedule(graph: OpGraph, placement: Placement | Mapping[str, str],
-                         devices: Iterable[str] | None = None) -> Schedule:
+def topological_schedule(
+    graph: OpGraph, placement: Placement | Mapping[str, str], devices: Iterable[str] | None = None
+) -> Schedule:
     """Each device runs its ops in the graph's (deterministic) topological order. O(V + E)."""
     assign = placement.assignment if isinstance(placement, Placement) else placement
     out: Schedule = {d: [] for d in (devices or [])}
@@ -113,10 +117,10 @@ class CoarseMap(dict):
     """
 
     @classmethod
-    def identity(cls, graph: OpGraph) -> "CoarseMap":
+    def identity(cls, graph: OpGraph) -> CoarseMap:
         return cls({op: [op] for op in graph.ops})
 
-    def then(self, later: Mapping[str, list[str]]) -> "CoarseMap":
+    def then(self, later: Mapping[str, list[str]]) -> CoarseMap:
         return CoarseMap({c: [o for mid in members for o in self[mid]] for c, members in later.items()})
 
     def inverse(self) -> dict[str, str]:

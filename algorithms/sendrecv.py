@@ -28,10 +28,11 @@ every cut edge (the simulator's `cut_edge_bytes`).
 
 Complexity: O(V + E) for the insertion and for `traffic`.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Mapping
+from collections.abc import Mapping
 
 from .cluster import Cluster
 from .graph import OpGraph
@@ -45,8 +46,9 @@ def _assignment(placement: Placement | Mapping[str, str]) -> Mapping[str, str]:
     return placement.assignment if isinstance(placement, Placement) else placement
 
 
-def insert_send_recv(graph: OpGraph, placement: Placement | Mapping[str, str], *,
-                     send_ops: bool = False) -> tuple[OpGraph, Placement]:
+def insert_send_recv(
+    graph: OpGraph, placement: Placement | Mapping[str, str], *, send_ops: bool = False
+) -> tuple[OpGraph, Placement]:
     """Return a new graph with one receive op (and, with `send_ops`, one send op) per (producer, destination
     device) and the placement extended to the new ops. The input graph and placement are not modified. Send ops
     are named ``<producer>/_send/<device>`` and receive ops ``<producer>/_recv/<device>`` (with a numeric suffix
@@ -111,8 +113,13 @@ def traffic(graph: OpGraph, placement: Placement | Mapping[str, str]) -> float:
     return tot
 
 
-def makespan(graph: OpGraph, cluster: Cluster, placement: Placement | Mapping[str, str],
-             schedule: Schedule | None = None, policy: DispatchPolicy | None = None) -> float:
+def makespan(
+    graph: OpGraph,
+    cluster: Cluster,
+    placement: Placement | Mapping[str, str],
+    schedule: Schedule | None = None,
+    policy: DispatchPolicy | None = None,
+) -> float:
     """Eq. 2.1: ``max over devices of exec(d)``, the time the last device finishes (including the last
     transfer), from the discrete-event simulator with the given static schedule or dispatch policy."""
     return simulate(graph, cluster, placement, schedule, policy, record_memory=False).makespan

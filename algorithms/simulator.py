@@ -34,12 +34,14 @@ returned, so running a policy once yields a static schedule that replays to the 
 Complexity: O((V + E) log V) with a static order or a heap policy; a dynamic policy adds the cost of its
 `choose` over the executable ops at each decision.
 """
+
 from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .cluster import Cluster
 from .errors import InvalidSchedule
@@ -58,12 +60,19 @@ class OOMEvent:
     limit_bytes: float
 
     def message(self) -> str:
-        return (f"out of memory on device {self.device!r} at t={self.time_s:.6g}s while allocating for op "
-                f"{self.op!r}: {self.used_bytes:.6g} bytes needed, limit {self.limit_bytes:.6g}")
+        return (
+            f"out of memory on device {self.device!r} at t={self.time_s:.6g}s while allocating for op "
+            f"{self.op!r}: {self.used_bytes:.6g} bytes needed, limit {self.limit_bytes:.6g}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "device": self.device, "time_s": self.time_s, "used_bytes": self.used_bytes,
-                "limit_bytes": self.limit_bytes}
+        return {
+            "op": self.op,
+            "device": self.device,
+            "time_s": self.time_s,
+            "used_bytes": self.used_bytes,
+            "limit_bytes": self.limit_bytes,
+        }
 
 
 @dataclass
@@ -91,8 +100,9 @@ class SimResult:
     def ok(self) -> bool:
         return self.oom is None
 
-    def timeline(self, coarse_map: Mapping[str, list[str]] | None = None,
-                 weights: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+    def timeline(
+        self, coarse_map: Mapping[str, list[str]] | None = None, weights: Mapping[str, float] | None = None
+    ) -> list[dict[str, Any]]:
         """Per-op [start, end] records. With a coarse map, each coarse op's span is shared out among its
         original members one after another, in proportion to `weights` (e.g. their compute times; equal
         shares where all weights are zero)."""
@@ -138,7 +148,7 @@ class DispatchPolicy:
     def key(self, op: int, ready_time: float, seq: int) -> tuple:
         return (seq,)
 
-    def choose(self, device: int, candidates: list[int], state: "SimState") -> int:
+    def choose(self, device: int, candidates: list[int], state: SimState) -> int:
         """Return the position in `candidates` of the op to run (dynamic policies only)."""
         raise NotImplementedError
 
@@ -161,9 +171,16 @@ class FifoPolicy(DispatchPolicy):
     """Run executable ops in the order they became executable (thesis 5.2)."""
 
 
-def simulate(graph: OpGraph, cluster: Cluster, placement: Placement | Mapping[str, str],
-             schedule: Schedule | None = None, policy: DispatchPolicy | None = None, *,
-             record_memory: bool = True, record_decisions: bool = False) -> SimResult:
+def simulate(
+    graph: OpGraph,
+    cluster: Cluster,
+    placement: Placement | Mapping[str, str],
+    schedule: Schedule | None = None,
+    policy: DispatchPolicy | None = None,
+    *,
+    record_memory: bool = True,
+    record_decisions: bool = False,
+) -> SimResult:
     """Simulate one training step of `graph` placed by `placement` on `cluster`.
 
     Give either `schedule` (a static per-device order, checked first) or `policy`; with neither, executable
@@ -201,7 +218,7 @@ def simulate(graph: OpGraph, cluster: Cluster, placement: Placement | Mapping[st
         policy = policy or FifoPolicy()
         policy.prepare(graph, cluster, dev_of)
         dynamic = policy.dynamic
-    ready: list[list] = [[] for _ in range(nd)]   # heap entries (key, i) or plain list for dynamic
+    ready: list[list] = [[] for _ in range(nd)]  # heap entries (key, i) or plain list for dynamic
     is_ready = [False] * n
 
     # input bookkeeping: which (producer -> device) arrivals each op waits for
@@ -238,7 +255,7 @@ def simulate(graph: OpGraph, cluster: Cluster, placement: Placement | Mapping[st
     persist = idx.persistent
     temp = idx.temporary
     outb = idx.output
-    copyb = idx.copy_bytes                 # a received copy holds the tensor that crossed
+    copyb = idx.copy_bytes  # a received copy holds the tensor that crossed
 
     def alloc(d: int, nbytes: float, t: float, op: int) -> None:
         m = mem[d] + nbytes
@@ -392,21 +409,31 @@ def simulate(graph: OpGraph, cluster: Cluster, placement: Placement | Mapping[st
         dispatch(t)
 
     if done[0] < n:
-        _raise_deadlock(names, devs, dev_of, pred, missing, start, static, seq_of if static else None,
-                        ptr if static else None)
+        _raise_deadlock(
+            names, devs, dev_of, pred, missing, start, static, seq_of if static else None, ptr if static else None
+        )
 
     makespan = max((e for e in end), default=0.0)
     if transfers:
         makespan = max(makespan, max(tr[4] for tr in transfers))
     return SimResult(
-        names=list(names), devices=[d.name for d in devs], start=start, end=end, device_of=dev_of,
-        order={devs[d].name: order_out[d] for d in range(nd)}, makespan=makespan if n else 0.0,
+        names=list(names),
+        devices=[d.name for d in devs],
+        start=start,
+        end=end,
+        device_of=dev_of,
+        order={devs[d].name: order_out[d] for d in range(nd)},
+        makespan=makespan if n else 0.0,
         busy_s={devs[d].name: busy_s[d] for d in range(nd)},
         peak_memory={devs[d].name: peak[d] for d in range(nd)},
         memory_limit={devs[d].name: limit[d] for d in range(nd)},
         memory_timeline={devs[d].name: mtl[d] for d in range(nd)},
-        traffic_bytes=traffic[0], cut_edge_bytes=cut_edge_bytes, transfers=transfers, oom=oom[0],
-        decisions=decisions)
+        traffic_bytes=traffic[0],
+        cut_edge_bytes=cut_edge_bytes,
+        transfers=transfers,
+        oom=oom[0],
+        decisions=decisions,
+    )
 
 
 def _raise_deadlock(names, devs, dev_of, pred, missing, start, static, seq_of, ptr) -> None:
@@ -416,7 +443,8 @@ def _raise_deadlock(names, devs, dev_of, pred, missing, start, static, seq_of, p
             waiting = [names[j] for j, _ in pred[i] if math.isnan(start[j])]
             raise InvalidSchedule(
                 f"schedule deadlocks: device {devs[d].name!r} waits to run op {names[i]!r}, whose input(s) "
-                f"{waiting[:3]} never run because they are ordered after a blocked op on their device")
+                f"{waiting[:3]} never run because they are ordered after a blocked op on their device"
+            )
     stuck = [names[i] for i in range(len(names)) if math.isnan(start[i])]
     raise InvalidSchedule(f"simulation stopped with {len(stuck)} ops never run, e.g. {stuck[:3]}")
 
@@ -424,27 +452,44 @@ def _raise_deadlock(names, devs, dev_of, pred, missing, start, static, seq_of, p
 def sim_result_to_dict(r: SimResult) -> dict[str, Any]:
     """JSON-ready form of a SimResult (for caches and artifacts)."""
     return {
-        "names": r.names, "devices": r.devices, "start": r.start, "end": r.end, "device_of": r.device_of,
-        "order": r.order, "makespan": r.makespan, "busy_s": r.busy_s, "peak_memory": r.peak_memory,
+        "names": r.names,
+        "devices": r.devices,
+        "start": r.start,
+        "end": r.end,
+        "device_of": r.device_of,
+        "order": r.order,
+        "makespan": r.makespan,
+        "busy_s": r.busy_s,
+        "peak_memory": r.peak_memory,
         "memory_limit": {k: (None if math.isinf(v) else v) for k, v in r.memory_limit.items()},
-        "memory_timeline": {d: [list(p) for p in v]
-                                                            for d, v in r.memory_timeline.items()},
-        "traffic_bytes": r.traffic_bytes, "cut_edge_bytes": r.cut_edge_bytes,
-        "transfers": [list(t) for t in r.transfers], "oom": r.oom.to_dict() if r.oom else None,
+        "memory_timeline": {d: [list(p) for p in v] for d, v in r.memory_timeline.items()},
+        "traffic_bytes": r.traffic_bytes,
+        "cut_edge_bytes": r.cut_edge_bytes,
+        "transfers": [list(t) for t in r.transfers],
+        "oom": r.oom.to_dict() if r.oom else None,
         "decisions": [list(d) for d in r.decisions],
     }
 
 
 def sim_result_from_dict(d: Mapping[str, Any]) -> SimResult:
     return SimResult(
-        names=list(d["names"]), devices=list(d["devices"]), start=list(d["start"]), end=list(d["end"]),
-        device_of=list(d["device_of"]), order={k: list(v) for k, v in d["order"].items()},
-        makespan=d["makespan"], busy_s=dict(d["busy_s"]), peak_memory=dict(d["peak_memory"]),
+        names=list(d["names"]),
+        devices=list(d["devices"]),
+        start=list(d["start"]),
+        end=list(d["end"]),
+        device_of=list(d["device_of"]),
+        order={k: list(v) for k, v in d["order"].items()},
+        makespan=d["makespan"],
+        busy_s=dict(d["busy_s"]),
+        peak_memory=dict(d["peak_memory"]),
         memory_limit={k: (math.inf if v is None else v) for k, v in d["memory_limit"].items()},
         memory_timeline={k: [tuple(p) for p in v] for k, v in d["memory_timeline"].items()},
-        traffic_bytes=d["traffic_bytes"], cut_edge_bytes=d["cut_edge_bytes"],
-        transfers=[tuple(t) for t in d["transfers"]], oom=OOMEvent(**d["oom"]) if d["oom"] else None,
-        decisions=[tuple(x) for x in d["decisions"]])
+        traffic_bytes=d["traffic_bytes"],
+        cut_edge_bytes=d["cut_edge_bytes"],
+        transfers=[tuple(t) for t in d["transfers"]],
+        oom=OOMEvent(**d["oom"]) if d["oom"] else None,
+        decisions=[tuple(x) for x in d["decisions"]],
+    )
 
 
 class RankPolicy(DispatchPolicy):

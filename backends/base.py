@@ -2,11 +2,13 @@
 
 A backend never imports the orchestrator; it receives plain dicts (the model config) and data-model objects.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from algorithms.cluster import Cluster
 from algorithms.graph import OpGraph
@@ -49,8 +51,9 @@ class Backend(ABC):
         """The training step as an OpGraph (structure, phases, forward_of, colocation, sizes)."""
 
     @abstractmethod
-    def profile(self, model: Any, graph: OpGraph, *, warmup: int = 5, steps: int = 10,
-                batch_size: int | None = None) -> OpGraph:
+    def profile(
+        self, model: Any, graph: OpGraph, *, warmup: int = 5, steps: int = 10, batch_size: int | None = None
+    ) -> OpGraph:
         """`graph` with measured costs (compute_s, persistent/temporary/output bytes, edge bytes)."""
 
     @abstractmethod
@@ -58,6 +61,15 @@ class Backend(ABC):
         """Time real copies between the cluster's devices and fit latency + bytes / bandwidth."""
 
     @abstractmethod
-    def run(self, model: Any, graph: OpGraph, placement: Mapping[str, str], schedule: Mapping[str, list[str]],
-            cluster: Cluster, *, warmup: int = 5, steps: int = 20) -> RunResult:
+    def run(
+        self,
+        model: Any,
+        graph: OpGraph,
+        placement: Mapping[str, str],
+        schedule: Mapping[str, list[str]],
+        cluster: Cluster,
+        *,
+        warmup: int = 5,
+        steps: int = 20,
+    ) -> RunResult:
         """Execute training steps placed and ordered as given; measure step time, peak memory, traffic."""

@@ -5,10 +5,12 @@ The orchestrator hands the backend an already-composed dict; tests and experimen
 (the base file first, this file's keys over it), ``${seed}`` is resolved from `seed`, and `overrides` are
 applied last. O(size of the YAML files).
 """
+
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from omegaconf import OmegaConf
 
@@ -37,8 +39,9 @@ def _load(name: str, folder: str) -> Any:
     return merged
 
 
-def load_model_cfg(name: str, overrides: Mapping[str, Any] | None = None, *, seed: int = 0,
-                   conf_dir: str | None = None) -> dict[str, Any]:
+def load_model_cfg(
+    name: str, overrides: Mapping[str, Any] | None = None, *, seed: int = 0, conf_dir: str | None = None
+) -> dict[str, Any]:
     """conf/model/`name`.yaml as a resolved plain dict (``seed`` filled in, `overrides` applied)."""
     folder = os.path.join(conf_dir or CONF_DIR, "model")
     node = _load(name, folder)

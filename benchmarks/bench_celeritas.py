@@ -14,6 +14,7 @@ The default graph (1140 levels, seed 0) has 36,444 ops. `--bytes-per-s` sets the
 without changing memory. `--tensor-unit` scales every tensor (and so the output memory). `--extra-R` adds Celeritas runs with other
 exploration ranges (the paper's R = 200 always runs).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from algorithms.cluster import Cluster, Device  # noqa: E402
 from algorithms.placement import check_placement  # noqa: E402
-from algorithms.placers.celeritas import CeleritasPlacer, MetisPlacer, OrderPlacePlacer  # noqa: E402
-from algorithms.placers.celeritas import SequentialDfsTopoPlacer  # noqa: E402
+from algorithms.placers.celeritas import (  # noqa: E402
+    CeleritasPlacer,
+    MetisPlacer,
+    OrderPlacePlacer,
+    SequentialDfsTopoPlacer,  # noqa: E402
+)
 from algorithms.simulator import simulate  # noqa: E402
 from algorithms.workloads.synthetic import level_dag  # noqa: E402
 
@@ -56,16 +61,29 @@ def main() -> None:
     ap.add_argument("--skip", nargs="*", default=[], help="placer names to leave out (e.g. m_sct)")
     args = ap.parse_args()
     t = time.perf_counter()
-    g = level_dag(levels=args.levels, min_nodes_per_level=4, max_nodes_per_level=12, edge_probability=0.15,
-                  edge_level_limit=5, random_edges=200, colocated_fraction=0.15, training=True,
-                  memory_unit_bytes=1e4, tensor_unit_bytes=args.tensor_unit, seed=args.seed)
+    g = level_dag(
+        levels=args.levels,
+        min_nodes_per_level=4,
+        max_nodes_per_level=12,
+        edge_probability=0.15,
+        edge_level_limit=5,
+        random_edges=200,
+        colocated_fraction=0.15,
+        training=True,
+        memory_unit_bytes=1e4,
+        tensor_unit_bytes=args.tensor_unit,
+        seed=args.seed,
+    )
     g.index()  # the integer view every placer uses, built once outside the timings
     gen_s = time.perf_counter() - t
-    cl = Cluster([Device(f"gpu{i}", "GPU", 8e9, 1.0) for i in range(4)], 1.34e-4, args.bytes_per_s, "sequential",
-                 name="gpu4_8gb")
-    print(f"graph: {len(g)} ops, {g.number_of_edges()} edges, static memory {g.total_memory() / 1e9:.2f} GB "
-          f"(generated in {gen_s:.1f} s); cluster: 4 x 8 GB GPUs, sequential transfers, latency 1.34e-4 s, "
-          f"{args.bytes_per_s:.3g} B/s")
+    cl = Cluster(
+        [Device(f"gpu{i}", "GPU", 8e9, 1.0) for i in range(4)], 1.34e-4, args.bytes_per_s, "sequential", name="gpu4_8gb"
+    )
+    print(
+        f"graph: {len(g)} ops, {g.number_of_edges()} edges, static memory {g.total_memory() / 1e9:.2f} GB "
+        f"(generated in {gen_s:.1f} s); cluster: 4 x 8 GB GPUs, sequential transfers, latency 1.34e-4 s, "
+        f"{args.bytes_per_s:.3g} B/s"
+    )
     serial = sum(a["compute_s"] for _, a in g.nx.nodes(data=True))
     print(f"sum of compute (one device, no transfers): {serial:.4f} s; tensor unit {args.tensor_unit:g} bytes")
     print(f"machine load: {os.getloadavg()[0]:.1f} (1-min load average on {os.cpu_count()} cores)")
@@ -97,8 +115,10 @@ def main() -> None:
         notes = ""
         if name.startswith(("celeritas", "order_place")):
             i = pl.info
-            notes = (f"nodes {i['n_ops']} -> {i['n_coarse_ops']}, CCR {i['ccr_before']:.3f} -> "
-                     f"{i['ccr_after']:.3f}, fusion {i['fusion_time_s']:.2f} s, best_effort {i['best_effort']}")
+            notes = (
+                f"nodes {i['n_ops']} -> {i['n_coarse_ops']}, CCR {i['ccr_before']:.3f} -> "
+                f"{i['ccr_after']:.3f}, fusion {i['fusion_time_s']:.2f} s, best_effort {i['best_effort']}"
+            )
             if name.startswith("celeritas"):
                 notes += f", adjust {i['adjust_time_s']:.3f} s, moves {i['moves']}"
         elif "best_effort" in pl.info:

@@ -5,6 +5,7 @@
 Prints the graph size and the best wall time of several runs for a static order and for the FIFO policy,
 in parallel and sequential communication mode.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,16 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     t0 = time.perf_counter()
-    g = level_dag(levels=args.levels, min_nodes_per_level=40, max_nodes_per_level=60, edge_probability=0.012,
-                  edge_level_limit=5, random_edges=5000, seed=1, colocated_fraction=0.1)
+    g = level_dag(
+        levels=args.levels,
+        min_nodes_per_level=40,
+        max_nodes_per_level=60,
+        edge_probability=0.012,
+        edge_level_limit=5,
+        random_edges=5000,
+        seed=1,
+        colocated_fraction=0.1,
+    )
     gen_s = time.perf_counter() - t0
     g.index()
     rng = random.Random(0)
@@ -39,8 +48,10 @@ def main() -> None:
                 r = simulate(g, c, pl, **kw)
                 best = min(best, time.perf_counter() - t0)
             status = "OK" if best < 2.0 else "SLOWER THAN TARGET"
-            print(f"{mode:10s} {label:12s}: {best:.3f} s  (makespan {r.makespan:.4g} s, "
-                  f"{len(r.transfers)} transfers)  target < 2 s: {status}")
+            print(
+                f"{mode:10s} {label:12s}: {best:.3f} s  (makespan {r.makespan:.4g} s, "
+                f"{len(r.transfers)} transfers)  target < 2 s: {status}"
+            )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ below `--memory-headroom` (default 2) times the graph's need gets its memory sca
 The thesis found HEFT the slowest partitioner on the synthetic graphs (Figure 7.3) and ICP the slowest on the
 TensorFlow graphs (Figure 7.6).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,23 +29,50 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from algorithms.errors import InfeasiblePlacement  # noqa: E402
 from algorithms.graph import OpGraph  # noqa: E402
-from algorithms.placers.thesis import (BatchSplitPlacer, CriticalPathPlacer, DFSPlacer, HashingPlacer,  # noqa: E402
-                                       HEFTPlacer, IteratedCriticalPathPlacer, MITEPlacer)
+from algorithms.placers.thesis import (
+    BatchSplitPlacer,
+    CriticalPathPlacer,
+    DFSPlacer,
+    HashingPlacer,  # noqa: E402
+    HEFTPlacer,
+    IteratedCriticalPathPlacer,
+    MITEPlacer,
+)
 from algorithms.placers.thesis.common import size_est  # noqa: E402
 from algorithms.schedulers.thesis import PCTScheduler  # noqa: E402
 from algorithms.workloads.synthetic import level_dag, thesis_devices  # noqa: E402
 
-PLACERS = {"hashing": HashingPlacer, "heft": HEFTPlacer, "batch_split": BatchSplitPlacer,
-           "icp": IteratedCriticalPathPlacer, "critical_path": CriticalPathPlacer, "mite": MITEPlacer,
-           "dfs": DFSPlacer}
+PLACERS = {
+    "hashing": HashingPlacer,
+    "heft": HEFTPlacer,
+    "batch_split": BatchSplitPlacer,
+    "icp": IteratedCriticalPathPlacer,
+    "critical_path": CriticalPathPlacer,
+    "mite": MITEPlacer,
+    "dfs": DFSPlacer,
+}
 
 
 def graph1(levels: int, seed: int):
     """Table 7.1, graph 1 (same calibration as conf/experiment/thesis_synthetic.yaml, `paper` size)."""
-    return level_dag(levels=levels, min_nodes_per_level=50, max_nodes_per_level=200, edge_probability=8.92e-5,
-                     edge_level_limit=20, random_edges=round(8003 * levels / 300), colocated_fraction=0.143,
-                     max_group_size=8, compute_unit_s=1e-4, memory_unit_bytes=1e4, tensor_unit_bytes=1e4,
-                     p_cpu_only=0.05, p_gpu_only=0.05, training=False, seed=seed, name="thesis_g1")
+    return level_dag(
+        levels=levels,
+        min_nodes_per_level=50,
+        max_nodes_per_level=200,
+        edge_probability=8.92e-5,
+        edge_level_limit=20,
+        random_edges=round(8003 * levels / 300),
+        colocated_fraction=0.143,
+        max_group_size=8,
+        compute_unit_s=1e-4,
+        memory_unit_bytes=1e4,
+        tensor_unit_bytes=1e4,
+        p_cpu_only=0.05,
+        p_gpu_only=0.05,
+        training=False,
+        seed=seed,
+        name="thesis_g1",
+    )
 
 
 def main() -> None:
@@ -54,11 +82,18 @@ def main() -> None:
     ap.add_argument("--placers", default=",".join(PLACERS), help="comma-separated placer names")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-simulate", action="store_true", help="only time the partitioners")
-    ap.add_argument("--memory-headroom", type=float, default=2.0,
-                    help="scale a cluster's memory up, when needed, to this multiple of the graph's total size_est "
-                         "(graph 1 needs about as much as 7 generated devices hold; 0 keeps the generated memory)")
-    ap.add_argument("--graph-cache", default=None,
-                    help="graph JSON to load if it exists, else to write after generating (saves minutes)")
+    ap.add_argument(
+        "--memory-headroom",
+        type=float,
+        default=2.0,
+        help="scale a cluster's memory up, when needed, to this multiple of the graph's total size_est "
+        "(graph 1 needs about as much as 7 generated devices hold; 0 keeps the generated memory)",
+    )
+    ap.add_argument(
+        "--graph-cache",
+        default=None,
+        help="graph JSON to load if it exists, else to write after generating (saves minutes)",
+    )
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -70,9 +105,11 @@ def main() -> None:
             g.save(args.graph_cache)
     t_gen = time.perf_counter() - t0
     n_col = sum(1 for n in g.ops if g.op(n)["colocation"] is not None)
-    print(f"graph 1: {len(g)} ops, {g.number_of_edges()} edges, {n_col} colocated ops "
-          f"(built in {t_gen:.1f} s); host: {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.2f}")
+    print(
+        f"graph 1: {len(g)} ops, {g.number_of_edges()} edges, {n_col} colocated ops "
+        f"(built in {t_gen:.1f} s); host: {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.2f}"
+    )
     g.index()
     need = sum(size_est(g.index(), i) for i in range(len(g)))
     print(f"total size_est of the graph: {need / 1e9:.1f} GB")
@@ -83,8 +120,10 @@ def main() -> None:
             frac = args.memory_headroom * need / cl.total_memory()
             cl = cl.scaled(frac)
         types = {t: sum(1 for d in cl.devices if d.type == t) for t in ("CPU", "GPU", "TPU")}
-        print(f"\n{nd} devices {types}, total memory {cl.total_memory() / 1e9:.1f} GB"
-              + (f" (generated memory x {frac:.2f})" if frac != 1.0 else ""))
+        print(
+            f"\n{nd} devices {types}, total memory {cl.total_memory() / 1e9:.1f} GB"
+            + (f" (generated memory x {frac:.2f})" if frac != 1.0 else "")
+        )
         print(f"{'placer':<14} {'time (s)':>9} {'makespan (s)':>13} {'traffic (MB)':>13} {'devices used':>13}")
         for name in [x for x in args.placers.split(",") if x]:
             placer = PLACERS[name]()
@@ -99,8 +138,10 @@ def main() -> None:
                 print(f"{name:<14} {dt:>9.2f}")
                 continue
             res = PCTScheduler().run(g, cl, p, record_decisions=False)
-            print(f"{name:<14} {dt:>9.2f} {res.makespan:>13.5g} {res.traffic_bytes / 1e6:>13.1f} "
-                  f"{len(p.devices_used()):>13}")
+            print(
+                f"{name:<14} {dt:>9.2f} {res.makespan:>13.5g} {res.traffic_bytes / 1e6:>13.1f} "
+                f"{len(p.devices_used()):>13}"
+            )
             sys.stdout.flush()
 
 

@@ -25,6 +25,7 @@ definitions (see `explain()` at the end of the output).
 saga's package `__init__` imports every scheduler, one of which needs `pysmt`; this script loads only the HEFT,
 CPOP (for HEFT's ranks) and ETF modules, so pysmt, pygraphviz and wfcommons are not required.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,19 +49,31 @@ from algorithms.workloads.synthetic import level_dag, thesis_devices  # noqa: E4
 def load_saga():
     """Import saga's Network/TaskGraph and its HEFT and ETF schedulers without saga.schedulers' __init__."""
     import saga
+
     if "saga.schedulers" not in sys.modules:
         pkg = types.ModuleType("saga.schedulers")
         pkg.__path__ = [os.path.join(os.path.dirname(saga.__file__), "schedulers")]
         sys.modules["saga.schedulers"] = pkg
     from saga.schedulers.etf import ETFScheduler
     from saga.schedulers.heft import HeftScheduler
+
     return saga, HeftScheduler, ETFScheduler
 
 
 def instance(levels: int, n_dev: int, seed: int) -> tuple[OpGraph, Cluster]:
-    g = level_dag(levels=levels, min_nodes_per_level=2, max_nodes_per_level=8, edge_probability=0.3,
-                  edge_level_limit=3, random_edges=levels // 2, compute_unit_s=1.0, tensor_unit_bytes=1.0,
-                  memory_unit_bytes=0.0, seed=seed, name=f"l{levels}-s{seed}")
+    g = level_dag(
+        levels=levels,
+        min_nodes_per_level=2,
+        max_nodes_per_level=8,
+        edge_probability=0.3,
+        edge_level_limit=3,
+        random_edges=levels // 2,
+        compute_unit_s=1.0,
+        tensor_unit_bytes=1.0,
+        memory_unit_bytes=0.0,
+        seed=seed,
+        name=f"l{levels}-s{seed}",
+    )
     sources = [n for n in g.ops if g.nx.in_degree(n) == 0]
     sinks = [n for n in g.ops if g.nx.out_degree(n) == 0]
     g.add_op("__super_source__", compute_s=0.0)
@@ -118,6 +131,7 @@ def saga_style_rank(graph: OpGraph, cluster: Cluster):
 def heft_with_saga_rank(graph: OpGraph, cluster: Cluster):
     """This project's HEFT processor selection driven by saga's rank definition (patched in for the call)."""
     import algorithms.placers.thesis.heft as heft_mod
+
     original = heft_mod.upward_rank
     heft_mod.upward_rank = saga_style_rank
     try:
@@ -174,9 +188,11 @@ def main() -> None:
     except ImportError:
         METFPlacer = None
 
-    hdr = (f"{'instance':<16}{'ops':>5}{'dev':>4} | {'HEFT ours':>10}{'replay':>10}{'w/ saga rk':>11}{'saga':>10}"
-           f"{'saga rpl':>10}"
-           f"{'t ours':>8}{'t saga':>8} | {'ETF ours':>10}{'saga':>10}{'saga rpl':>10}{'t ours':>8}{'t saga':>8}")
+    hdr = (
+        f"{'instance':<16}{'ops':>5}{'dev':>4} | {'HEFT ours':>10}{'replay':>10}{'w/ saga rk':>11}{'saga':>10}"
+        f"{'saga rpl':>10}"
+        f"{'t ours':>8}{'t saga':>8} | {'ETF ours':>10}{'saga':>10}{'saga rpl':>10}{'t ours':>8}{'t saga':>8}"
+    )
     print(hdr)
     print("-" * len(hdr))
     wins = {"heft": [0, 0, 0], "etf": [0, 0, 0]}
@@ -196,8 +212,10 @@ def main() -> None:
                 same_rank[abs(with_rank - saga_ms) <= 1e-9 * max(1.0, saga_ms)] += 1
                 k = 0 if ours < saga_ms - 1e-9 else (1 if abs(ours - saga_ms) <= 1e-9 else 2)
                 wins["heft"][k] += 1
-                line = (f"{g.name + '/d' + str(nd):<16}{len(g):>5}{nd:>4} | {ours:>10.4g}{ours_rpl:>10.4g}"
-                        f"{with_rank:>11.4g}{saga_ms:>10.4g}{saga_rpl:>10.4g}{t_ours:>8.3f}{t_saga:>8.3f} |")
+                line = (
+                    f"{g.name + '/d' + str(nd):<16}{len(g):>5}{nd:>4} | {ours:>10.4g}{ours_rpl:>10.4g}"
+                    f"{with_rank:>11.4g}{saga_ms:>10.4g}{saga_rpl:>10.4g}{t_ours:>8.3f}{t_saga:>8.3f} |"
+                )
                 if METFPlacer is not None:
                     pe, te_ours = timed(lambda: METFPlacer(memory_aware=False).place(g, cl))
                     e_ours = simulate(g, cl, pe, schedule=pe.order, record_memory=False).makespan
@@ -205,16 +223,17 @@ def main() -> None:
                     e_rpl = replay(g, cl, se)
                     k = 0 if e_ours < se.makespan - 1e-9 else (1 if abs(e_ours - se.makespan) <= 1e-9 else 2)
                     wins["etf"][k] += 1
-                    line += (f"{e_ours:>10.4g}{se.makespan:>10.4g}{e_rpl:>10.4g}{te_ours:>8.3f}"
-                             f"{te_saga:>8.3f}")
+                    line += f"{e_ours:>10.4g}{se.makespan:>10.4g}{e_rpl:>10.4g}{te_ours:>8.3f}{te_saga:>8.3f}"
                 else:
                     line += "  (algorithms.placers.baechi.METFPlacer not available)"
                 print(line)
                 sys.stdout.flush()
     for alg, (better, equal, worse) in wins.items():
         print(f"{alg.upper()}: ours shorter on {better}, equal on {equal}, saga shorter on {worse} instances")
-    print(f"HEFT with saga's rank definition reproduces saga's makespan on {same_rank[1]} of "
-          f"{sum(same_rank)} instances (the rest: tie-breaking between equal ranks or finish times)")
+    print(
+        f"HEFT with saga's rank definition reproduces saga's makespan on {same_rank[1]} of "
+        f"{sum(same_rank)} instances (the rest: tie-breaking between equal ranks or finish times)"
+    )
     print("Makespans in the instance's time unit (1 op at speed 1 = 1); times in seconds (wall clock).")
     print(explain())
 

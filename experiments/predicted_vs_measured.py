@@ -15,6 +15,7 @@ measured, and optionally writes the rows as JSON.
 Backends are constructed lazily through `BACKENDS` (name -> factory), so that the script runs with only one of
 PyTorch or TensorFlow installed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,8 @@ import logging
 import os
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
@@ -54,8 +56,7 @@ def _tensorflow_backend(args: argparse.Namespace) -> Any:
 
 
 #: backend name -> factory(args); each factory imports its framework only when called.
-BACKENDS: dict[str, Callable[[argparse.Namespace], Any]] = {"torch": _torch_backend,
-                                                             "tensorflow": _tensorflow_backend}
+BACKENDS: dict[str, Callable[[argparse.Namespace], Any]] = {"torch": _torch_backend, "tensorflow": _tensorflow_backend}
 
 
 def model_config(name: str, sets: list[str], seed: int) -> dict[str, Any]:
@@ -88,8 +89,7 @@ def placers(model_cfg: dict[str, Any], cluster: Cluster, only: list[str] | None,
         if n_rule > len(cluster):  # fold the expert's devices onto fewer ones, keeping neighbours together
             rules = [[p, int(d) * len(cluster) // n_rule if isinstance(d, int) else d] for p, d in rules]
             label = f"expert (folded {n_rule}->{len(cluster)})"
-        out.append((label, ExpertPlacer(rules, strip_prefixes=model_cfg.get("expert_strip_prefixes") or []),
-                    None))
+        out.append((label, ExpertPlacer(rules, strip_prefixes=model_cfg.get("expert_strip_prefixes") or []), None))
     else:
         out.append(("expert (= single, Baechi 5.3)", SinglePlacer(), None))
     for path in sorted(glob.glob(os.path.join(CONF_DIR, "placer", "*.yaml"))):
@@ -120,9 +120,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--threads", type=int, default=1, help="intra-op threads per device and when profiling")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-comm-benchmark", action="store_true")
-    p.add_argument("--paired", action=argparse.BooleanOptionalAction, default=True,
-                   help="measure the single-device step right before each placement and report the error "
-                        "corrected by the machine's current load factor (measured / predicted single device)")
+    p.add_argument(
+        "--paired",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="measure the single-device step right before each placement and report the error "
+        "corrected by the machine's current load factor (measured / predicted single device)",
+    )
     p.add_argument("--out", default=None, help="write the rows as JSON here")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -134,13 +138,17 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     model = backend.build(model_cfg)
     graph = backend.capture(model)
     graph = backend.profile(model, graph, warmup=args.profile_warmup, steps=args.profile_steps)
-    log.info("captured and profiled %s: %d ops, %d edges in %.1f s", model_cfg["name"], len(graph),
-             graph.number_of_edges(), time.perf_counter() - t)
+    log.info(
+        "captured and profiled %s: %d ops, %d edges in %.1f s",
+        model_cfg["name"],
+        len(graph),
+        graph.number_of_edges(),
+        time.perf_counter() - t,
+    )
     if not args.no_comm_benchmark:
         prof = OmegaConf.load(os.path.join(CONF_DIR, "profiler", "measured.yaml"))
         fit = backend.comm_benchmark(cluster, list(prof.comm_sizes), int(prof.comm_repeats))
-        cluster = cluster.with_comm(fit.latency_s, fit.bytes_per_s,
-                                    {k: Link(*v) for k, v in fit.links.items()})
+        cluster = cluster.with_comm(fit.latency_s, fit.bytes_per_s, {k: Link(*v) for k, v in fit.links.items()})
         log.info("communication: latency %.3g s, bandwidth %.3g B/s", fit.latency_s, fit.bytes_per_s)
 
     single_pl = SinglePlacer().place(graph, cluster)
@@ -150,8 +158,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     def load_factor() -> float:
         """Measured / predicted single-device step time now: how much slower this machine runs than when it
         was profiled (other processes share the cores)."""
-        res = backend.run(model, graph, single_pl.assignment, single_sched, cluster, warmup=1,
-                          steps=max(3, args.steps // 2))
+        res = backend.run(
+            model, graph, single_pl.assignment, single_sched, cluster, warmup=1, steps=max(3, args.steps // 2)
+        )
         return res.measured_step_s / single_pred
 
     rows: list[dict[str, Any]] = []
@@ -167,41 +176,59 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             row["placement_time_s"] = time.perf_counter() - t
             sched = PlacerOrderScheduler().order(graph, cluster, pl)
             sim = simulate(graph, cluster, pl, sched)
-            row.update(devices=len(pl.devices_used()), predicted_s=sim.makespan,
-                       predicted_traffic=sim.traffic_bytes, predicted_oom=sim.oom is not None)
+            row.update(
+                devices=len(pl.devices_used()),
+                predicted_s=sim.makespan,
+                predicted_traffic=sim.traffic_bytes,
+                predicted_oom=sim.oom is not None,
+            )
             if args.paired:
                 row["load_factor"] = load_factor()
             res = backend.run(model, graph, pl.assignment, sched, cluster, warmup=args.warmup, steps=args.steps)
             busy = res.extra.get("busy_s") or {}
-            row.update(measured_s=res.measured_step_s, measured_traffic=res.traffic_bytes,
-                       correct=res.extra.get("correct"),
-                       predicted_busy_s=dict(sim.busy_s), measured_busy_s=busy,
-                       measured_wait_s=res.extra.get("wait_s"),
-                       compute_inflation=(sum(busy.values()) / sum(sim.busy_s.values())
-                                          if busy and sum(sim.busy_s.values()) > 0 else None),
-                       rel_error=(sim.makespan - res.measured_step_s) / res.measured_step_s)
+            row.update(
+                measured_s=res.measured_step_s,
+                measured_traffic=res.traffic_bytes,
+                correct=res.extra.get("correct"),
+                predicted_busy_s=dict(sim.busy_s),
+                measured_busy_s=busy,
+                measured_wait_s=res.extra.get("wait_s"),
+                compute_inflation=(
+                    sum(busy.values()) / sum(sim.busy_s.values()) if busy and sum(sim.busy_s.values()) > 0 else None
+                ),
+                rel_error=(sim.makespan - res.measured_step_s) / res.measured_step_s,
+            )
             if args.paired:
-                row["rel_error_load_corrected"] = ((sim.makespan * row["load_factor"] - res.measured_step_s)
-                                                   / res.measured_step_s)
+                row["rel_error_load_corrected"] = (
+                    sim.makespan * row["load_factor"] - res.measured_step_s
+                ) / res.measured_step_s
         except Exception as exc:  # one placer failing does not stop the comparison
             log.exception("placement %s failed", label)
             row["error"] = f"{type(exc).__name__}: {exc}"
 
-    print(f"\n{model_cfg['name']} ({args.backend}, {args.device}, {args.granularity} granularity, {len(graph)} ops) "
-          f"on {cluster.name}: latency {cluster.latency_s:.3g} s, bandwidth {cluster.bytes_per_s:.3g} B/s")
-    print(f"{'placement':32s} {'devs':>4s} {'predicted s':>12s} {'measured s':>11s} {'rel err':>8s} "
-          f"{'traffic pred/meas MB':>21s} {'busy x':>6s} {'load':>5s} {'corr err':>8s} ok")
+    print(
+        f"\n{model_cfg['name']} ({args.backend}, {args.device}, {args.granularity} granularity, {len(graph)} ops) "
+        f"on {cluster.name}: latency {cluster.latency_s:.3g} s, bandwidth {cluster.bytes_per_s:.3g} B/s"
+    )
+    print(
+        f"{'placement':32s} {'devs':>4s} {'predicted s':>12s} {'measured s':>11s} {'rel err':>8s} "
+        f"{'traffic pred/meas MB':>21s} {'busy x':>6s} {'load':>5s} {'corr err':>8s} ok"
+    )
     for r in rows:
         if "error" in r:
             print(f"{r['placement']:32s} error: {r['error'][:90]}")
             continue
-        print(f"{r['placement']:32s} {r['devices']:4d} {r['predicted_s']:12.4f} {r['measured_s']:11.4f} "
-              f"{r['rel_error']:+8.1%} {r['predicted_traffic'] / 1e6:10.2f}/{r['measured_traffic'] / 1e6:<10.2f} "
-              f"{r['compute_inflation'] or float('nan'):6.2f} {r.get('load_factor', float('nan')):5.2f} "
-              f"{r.get('rel_error_load_corrected', float('nan')):+8.1%} {'yes' if r['correct'] else 'NO'}")
-    print("busy x: seconds the devices spent running ops in the real step (waits excluded), summed, over the "
-          "profiled compute time of the same ops; load: single-device step measured just before / predicted; "
-          "corr err: (predicted x load - measured) / measured")
+        print(
+            f"{r['placement']:32s} {r['devices']:4d} {r['predicted_s']:12.4f} {r['measured_s']:11.4f} "
+            f"{r['rel_error']:+8.1%} {r['predicted_traffic'] / 1e6:10.2f}/{r['measured_traffic'] / 1e6:<10.2f} "
+            f"{r['compute_inflation'] or float('nan'):6.2f} {r.get('load_factor', float('nan')):5.2f} "
+            f"{r.get('rel_error_load_corrected', float('nan')):+8.1%} {'yes' if r['correct'] else 'NO'}"
+        )
+    print(
+        "busy x: seconds the devices spent running ops in the real step (waits excluded), summed, over the "
+        "profiled compute time of the same ops; load: single-device step measured just before / predicted; "
+        "corr err: (predicted x load - measured) / measured"
+    )
     if args.out:
         with open(args.out, "w") as f:
             json.dump(rows, f, indent=1)

@@ -20,6 +20,7 @@ Prints one row per (model, placer): predicted and measured seconds and the relat
     python experiments/predicted_vs_measured_tf.py --models gnmt --cluster cpu4 --placers single expert m_etf
     python experiments/predicted_vs_measured_tf.py --models gnmt --set gnmt.batch_size=64
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,8 +72,13 @@ def placers(model_cfg: dict[str, Any], only: list[str] | None, seed: int) -> lis
 
     out: list[tuple[str, Any, str | None]] = [("single", SinglePlacer(), None)]
     rules = model_cfg.get("expert_rules") or []
-    out.append(("expert", ExpertPlacer(rules, strip_prefixes=model_cfg.get("expert_strip_prefixes") or [])
-                if rules else None, None if rules else "the model has no expert rules"))
+    out.append(
+        (
+            "expert",
+            ExpertPlacer(rules, strip_prefixes=model_cfg.get("expert_strip_prefixes") or []) if rules else None,
+            None if rules else "the model has no expert rules",
+        )
+    )
     for path in sorted(glob.glob(os.path.join(CONF_DIR, "placer", "*.yaml"))):
         label = os.path.basename(path)[:-5]
         if label in ("single", "expert"):
@@ -81,7 +87,7 @@ def placers(model_cfg: dict[str, Any], only: list[str] | None, seed: int) -> lis
         root.placer = OmegaConf.load(path)
         try:
             out.append((label, instantiate(root.placer), None))
-        except Exception as exc:   # a config needing keys this script does not compose
+        except Exception as exc:  # a config needing keys this script does not compose
             out.append((label, None, f"cannot instantiate: {exc}"))
     if only:
         out = [p for p in out if p[0] in only]
@@ -101,8 +107,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--inter-op-threads", type=int, default=2)
     ap.add_argument("--intra-op-threads", type=int, default=1)
     ap.add_argument("--comm-repeats", type=int, default=5)
-    ap.add_argument("--calibration", default="untraced_step", choices=["none", "untraced_step"],
-                    help="profile calibration (TFBackend.profile_calibration)")
+    ap.add_argument(
+        "--calibration",
+        default="untraced_step",
+        choices=["none", "untraced_step"],
+        help="profile calibration (TFBackend.profile_calibration)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="write the rows to this JSON file")
     args = ap.parse_args(argv)
@@ -111,15 +121,21 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     from backends.tensorflow import TFBackend
     from backends.tensorflow.config import load_model_cfg
 
-    backend = TFBackend(inter_op_threads=args.inter_op_threads, intra_op_threads=args.intra_op_threads,
-                        profile_calibration=args.calibration, check_correctness=False)
+    backend = TFBackend(
+        inter_op_threads=args.inter_op_threads,
+        intra_op_threads=args.intra_op_threads,
+        profile_calibration=args.calibration,
+        check_correctness=False,
+    )
     base_cluster = load_cluster(args.cluster)
     fit = backend.comm_benchmark(base_cluster, None, args.comm_repeats)
     links = {pair: Link(lat, bw) for pair, (lat, bw) in fit.links.items()}
     cluster = base_cluster.with_comm(fit.latency_s, fit.bytes_per_s, links)
-    print(f"cluster {args.cluster}: {len(cluster)} devices; fitted comm latency {fit.latency_s:.3g} s, "
-          f"bandwidth {fit.bytes_per_s:.3g} bytes/s; threads inter {args.inter_op_threads} "
-          f"intra {args.intra_op_threads}")
+    print(
+        f"cluster {args.cluster}: {len(cluster)} devices; fitted comm latency {fit.latency_s:.3g} s, "
+        f"bandwidth {fit.bytes_per_s:.3g} bytes/s; threads inter {args.inter_op_threads} "
+        f"intra {args.intra_op_threads}"
+    )
     sets = parse_sets(args.set)
     rows: list[dict[str, Any]] = []
     header = f"{'model':<14}{'placer':<14}{'devices':>8}{'predicted_s':>13}{'measured_s':>12}{'rel_error':>11}"
@@ -127,12 +143,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         cfg = load_model_cfg(name, sets.get(name), seed=args.seed)
         t0 = time.perf_counter()
         model = backend.build(cfg)
-        graph = backend.profile(model, backend.capture(model), warmup=args.profile_warmup,
-                                steps=args.profile_steps)
+        graph = backend.profile(model, backend.capture(model), warmup=args.profile_warmup, steps=args.profile_steps)
         info = graph.nx.graph.get("profile", {})
-        print(f"\n{name}: {len(graph)} ops, profiled in {time.perf_counter() - t0:.1f} s; sum of op times "
-              f"{sum(a['compute_s'] for _, a in graph.nx.nodes(data=True)):.4g} s (calibration "
-              f"{info.get('calibration')}, scale {info.get('scale', 1.0):.3f})")
+        print(
+            f"\n{name}: {len(graph)} ops, profiled in {time.perf_counter() - t0:.1f} s; sum of op times "
+            f"{sum(a['compute_s'] for _, a in graph.nx.nodes(data=True)):.4g} s (calibration "
+            f"{info.get('calibration')}, scale {info.get('scale', 1.0):.3f})"
+        )
         print(header)
         for label, placer, why in placers(cfg, args.placers, args.seed):
             if placer is None:
@@ -148,15 +165,26 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             sim = simulate(graph, cluster, assign)
             res = backend.run(model, graph, assign, {}, cluster, warmup=args.warmup, steps=args.steps)
             err = (sim.makespan - res.measured_step_s) / res.measured_step_s
-            row = {"model": name, "placer": label, "devices_used": len(set(assign.values())),
-                   "predicted_step_s": sim.makespan, "measured_step_s": res.measured_step_s,
-                   "measured_median_s": res.extra["step_time_median_s"], "rel_error": err,
-                   "predicted_traffic_bytes": sim.traffic_bytes, "measured_traffic_bytes": res.traffic_bytes,
-                   "predicted_peak_bytes": sim.peak_memory, "measured_peak_bytes": res.peak_memory_bytes,
-                   "predicted_busy_s": sim.busy_s, "measured_busy_s": res.extra["device_busy_s"]}
+            row = {
+                "model": name,
+                "placer": label,
+                "devices_used": len(set(assign.values())),
+                "predicted_step_s": sim.makespan,
+                "measured_step_s": res.measured_step_s,
+                "measured_median_s": res.extra["step_time_median_s"],
+                "rel_error": err,
+                "predicted_traffic_bytes": sim.traffic_bytes,
+                "measured_traffic_bytes": res.traffic_bytes,
+                "predicted_peak_bytes": sim.peak_memory,
+                "measured_peak_bytes": res.peak_memory_bytes,
+                "predicted_busy_s": sim.busy_s,
+                "measured_busy_s": res.extra["device_busy_s"],
+            }
             rows.append(row)
-            print(f"{name:<14}{label:<14}{row['devices_used']:>8}{sim.makespan:>13.4g}{res.measured_step_s:>12.4g}"
-                  f"{err:>+11.1%}")
+            print(
+                f"{name:<14}{label:<14}{row['devices_used']:>8}{sim.makespan:>13.4g}{res.measured_step_s:>12.4g}"
+                f"{err:>+11.1%}"
+            )
     if rows:
         mean_abs = sum(abs(r["rel_error"]) for r in rows) / len(rows)
         print(f"\nmean |relative error| over {len(rows)} placements: {mean_abs:.1%}")

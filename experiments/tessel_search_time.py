@@ -9,6 +9,7 @@ schedule extended to N, and the ratio TO / Tessel. Prints the table and plots it
 
     python experiments/tessel_search_time.py [--shapes v] [--max-n 8] [--to-timeout 300] [--recompute]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,10 +40,14 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     os.makedirs(args.out, exist_ok=True)
     rows = []
-    print(f"search time, D={args.devices}, recompute={args.recompute}, memory={args.memory}, "
-          f"TO limit {args.to_timeout:.0f}s (times on a shared, loaded machine: pessimistic)")
-    print(f"{'shape':5} {'N':>3} | {'TO s':>9} {'TO makespan':>11} | {'Tessel s':>9} {'Tessel makespan':>15} | "
-          f"{'TO/Tessel':>9}")
+    print(
+        f"search time, D={args.devices}, recompute={args.recompute}, memory={args.memory}, "
+        f"TO limit {args.to_timeout:.0f}s (times on a shared, loaded machine: pessimistic)"
+    )
+    print(
+        f"{'shape':5} {'N':>3} | {'TO s':>9} {'TO makespan':>11} | {'Tessel s':>9} {'Tessel makespan':>15} | "
+        f"{'TO/Tessel':>9}"
+    )
     for shape in args.shapes.split(","):
         spec = make_shape(shape, args.devices, args.recompute)
         ts = TesselScheduler(time_limit_s=args.tessel_limit, fallback_time_limit_s=args.to_timeout)
@@ -58,25 +63,44 @@ def main() -> None:
             if not to_dead:
                 t2 = time.perf_counter()
                 try:
-                    s = TimeOptimalScheduler(time_limit_s=args.to_timeout,
-                                             check_timeout_s=args.to_timeout).schedule(spec, None, args.memory, n)
+                    s = TimeOptimalScheduler(time_limit_s=args.to_timeout, check_timeout_s=args.to_timeout).schedule(
+                        spec, None, args.memory, n
+                    )
                     to_t, to_ms = time.perf_counter() - t2, s.makespan
                     timeout = not s.info["optimal"]
-                except Exception as exc:   # no schedule proven within the limit
+                except Exception as exc:  # no schedule proven within the limit
                     to_t, timeout = time.perf_counter() - t2, True
                     logging.warning("TO N=%d: %s", n, exc)
                 to_dead = timeout
             else:
                 skipped = True
             if not skipped:
-                rows.append({"shape": shape, "method": "to", "n_micro": n, "time_s": to_t, "timeout": timeout,
-                             "makespan": to_ms})
-            rows.append({"shape": shape, "method": "tessel", "n_micro": n, "time_s": t_tessel, "timeout": False,
-                         "makespan": tsched.makespan})
+                rows.append(
+                    {
+                        "shape": shape,
+                        "method": "to",
+                        "n_micro": n,
+                        "time_s": to_t,
+                        "timeout": timeout,
+                        "makespan": to_ms,
+                    }
+                )
+            rows.append(
+                {
+                    "shape": shape,
+                    "method": "tessel",
+                    "n_micro": n,
+                    "time_s": t_tessel,
+                    "timeout": False,
+                    "makespan": tsched.makespan,
+                }
+            )
             to_txt = "skipped" if skipped else "timeout" if timeout else f"{to_t:9.2f}"
             ratio = "" if timeout or skipped or not t_tessel else f"{to_t / t_tessel:9.2f}"
-            print(f"{shape:5} {n:>3} | {to_txt:>9} {str(to_ms if to_ms is not None else '-'):>11} | "
-                  f"{t_tessel:9.2f} {tsched.makespan:>15} | {ratio:>9}")
+            print(
+                f"{shape:5} {n:>3} | {to_txt:>9} {str(to_ms if to_ms is not None else '-'):>11} | "
+                f"{t_tessel:9.2f} {tsched.makespan:>15} | {ratio:>9}"
+            )
     with open(os.path.join(args.out, "search_time.json"), "w") as f:
         json.dump(rows, f, indent=1)
     plot_search_times(rows, os.path.join(args.out, "search_time.png"))

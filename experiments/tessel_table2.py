@@ -10,6 +10,7 @@ JSON, picture (Figure 8 style) and Chrome trace under --out.
 
     python experiments/tessel_table2.py [--time-limit 120] [--memory M] [--out outputs/tessel_table2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,26 +55,33 @@ def main() -> None:
             plus = None
         else:
             plus = steady_bubble_rate(OneFOneBPlusScheduler(), spec, M)
-            write_pipeline_artifacts(OneFOneBPlusScheduler().schedule(spec, None, M, 12),
-                                     os.path.join(args.out, f"1f1b_plus_{shape.upper()}"))
+            write_pipeline_artifacts(
+                OneFOneBPlusScheduler().schedule(spec, None, M, 12),
+                os.path.join(args.out, f"1f1b_plus_{shape.upper()}"),
+            )
         ts = TesselScheduler(time_limit_s=args.time_limit)
         t0 = time.perf_counter()
         res = ts.search(spec, M)
         dt = time.perf_counter() - t0
         tess = steady_bubble_rate(ts, spec, M, max(24, res.n_r), max(48, 2 * res.n_r))
-        write_pipeline_artifacts(ts.schedule(spec, None, M, max(12, res.n_r)),
-                                 os.path.join(args.out, f"tessel_{shape.upper()}"))
+        write_pipeline_artifacts(
+            ts.schedule(spec, None, M, max(12, res.n_r)), os.path.join(args.out, f"tessel_{shape.upper()}")
+        )
         rows.append((model, shape.upper(), one, chim, plus, tess, res, dt))
     pct = lambda r: "x" if r is None else f"{100 * r:.0f}%"
     print(f"Table II (D={D}, recompute, memory={'unbounded' if M is None else M}); paper's values in brackets")
-    print(f"{'model':6} {'shape':5} | {'1F1B':>10} {'Chimera-direct':>16} {'1F1B+':>10} {'Tessel':>10} | "
-          f"Tessel t_R/LB  N_R  repetend-bubble  search_s")
+    print(
+        f"{'model':6} {'shape':5} | {'1F1B':>10} {'Chimera-direct':>16} {'1F1B+':>10} {'Tessel':>10} | "
+        f"Tessel t_R/LB  N_R  repetend-bubble  search_s"
+    )
     for model, shape, one, chim, plus, tess, res, dt in rows:
         p = PAPER[model]
-        print(f"{model:6} {shape:5} | {pct(one):>4} [{p[0]:>3}] {pct(chim):>8} [{p[1]:>3}]   "
-              f"{pct(plus):>4} [{p[2]:>3}] {pct(tess):>4} [{p[3]:>3}] | {res.period:>4}/{res.lower_bound:<4} "
-              f"{res.n_r:>4}  {100 * res.repetend_bubble_rate:>14.1f}%  {dt:8.1f}"
-              + ("  (time limit hit)" if res.stats.get("timed_out") else ""))
+        print(
+            f"{model:6} {shape:5} | {pct(one):>4} [{p[0]:>3}] {pct(chim):>8} [{p[1]:>3}]   "
+            f"{pct(plus):>4} [{p[2]:>3}] {pct(tess):>4} [{p[3]:>3}] | {res.period:>4}/{res.lower_bound:<4} "
+            f"{res.n_r:>4}  {100 * res.repetend_bubble_rate:>14.1f}%  {dt:8.1f}"
+            + ("  (time limit hit)" if res.stats.get("timed_out") else "")
+        )
     print(f"schedules (json, png, chrome trace) under {os.path.abspath(args.out)}")
 
 

@@ -20,12 +20,13 @@ instance an infeasible placement) are left out and listed.
 The runs must carry the tags (or params) `placer`, `scheduler`, `model` / `model_name` and `cluster`, and the
 metrics named above, as the orchestrator logs them.
 """
+
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib
 
@@ -35,13 +36,22 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 PLACER_ORDER = ["hashing", "heft", "batch_split", "icp", "critical_path", "mite", "dfs"]
-PLACER_LABEL = {"hashing": "Hashing", "heft": "HEFT", "batch_split": "Batch Split", "icp": "ICP",
-                "critical_path": "Critical Path", "mite": "MITE", "dfs": "DFS"}
+PLACER_LABEL = {
+    "hashing": "Hashing",
+    "heft": "HEFT",
+    "batch_split": "Batch Split",
+    "icp": "ICP",
+    "critical_path": "Critical Path",
+    "mite": "MITE",
+    "dfs": "DFS",
+}
 SCHEDULER_ORDER = ["fifo", "pct", "msr"]
 SCHED_COLOR = {"fifo": "#4C72B0", "pct": "#DD8452", "msr": "#55A868"}
-METRICS = {"makespan": ("predicted_step_s", "simulated makespan (s)"),
-           "traffic": ("traffic_bytes", "traffic (MB)"),
-           "time": ("placement_time_s", "partitioning time (s)")}
+METRICS = {
+    "makespan": ("predicted_step_s", "simulated makespan (s)"),
+    "traffic": ("traffic_bytes", "traffic (MB)"),
+    "time": ("placement_time_s", "partitioning time (s)"),
+}
 
 
 def _first(df: pd.DataFrame, cols: Sequence[str]) -> pd.Series:
@@ -59,8 +69,9 @@ def load_runs(tracking_uri: str, experiment: str) -> pd.DataFrame:
     mlflow.set_tracking_uri(tracking_uri)
     raw = mlflow.search_runs(experiment_names=[experiment], max_results=100000, output_format="pandas")
     if raw.empty:
-        return pd.DataFrame(columns=["model", "placer", "scheduler", "cluster", "status", *[m for m, _ in
-                                                                                            METRICS.values()]])
+        return pd.DataFrame(
+            columns=["model", "placer", "scheduler", "cluster", "status", *[m for m, _ in METRICS.values()]]
+        )
     df = pd.DataFrame(index=raw.index)
     df["model"] = _first(raw, ["tags.model_name", "params.model.name", "tags.model", "params.model"])
     df["placer"] = _first(raw, ["tags.placer", "params.placer"])
@@ -70,7 +81,7 @@ def load_runs(tracking_uri: str, experiment: str) -> pd.DataFrame:
     for metric, _ in METRICS.values():
         col = f"metrics.{metric}"
         df[metric] = raw[col] if col in raw.columns else np.nan
-    df = df[df["placer"].notna() & df["scheduler"].notna()]      # drop sweep parent runs
+    df = df[df["placer"].notna() & df["scheduler"].notna()]  # drop sweep parent runs
     return df.reset_index(drop=True)
 
 
@@ -104,8 +115,13 @@ def bar_chart(df: pd.DataFrame, figure: str, path: str, *, title: str | None = N
                 means.append(v.mean() if len(v) else np.nan)
                 stds.append(v.std(ddof=0) if len(v) > 1 else 0.0)
             x = np.arange(len(placers)) + (s_i - (len(scheds) - 1) / 2) * width
-            ax.bar(x, means, width, color=SCHED_COLOR.get(sched, "#8C8C8C"),
-                   label=sched.upper() if sched != "all" else None)
+            ax.bar(
+                x,
+                means,
+                width,
+                color=SCHED_COLOR.get(sched, "#8C8C8C"),
+                label=sched.upper() if sched != "all" else None,
+            )
             ax.errorbar(x, means, yerr=stds, fmt="none", ecolor="grey", elinewidth=1, capsize=0)
         ax.set_title(str(model), fontsize=9)
         ax.set_xticks(np.arange(len(placers)))
@@ -117,9 +133,15 @@ def bar_chart(df: pd.DataFrame, figure: str, path: str, *, title: str | None = N
         axes[k // ncols][k % ncols].axis("off")
     if figure == "makespan":
         axes[0][0].legend(fontsize=7, title="scheduler", title_fontsize=7)
-    fig.suptitle(title or {"makespan": "Execution time (makespan) per partitioner and scheduler",
-                           "traffic": "Traffic per partitioner",
-                           "time": "Partitioning time per partitioner"}[figure], fontsize=10)
+    fig.suptitle(
+        title
+        or {
+            "makespan": "Execution time (makespan) per partitioner and scheduler",
+            "traffic": "Traffic per partitioner",
+            "time": "Partitioning time per partitioner",
+        }[figure],
+        fontsize=10,
+    )
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=130)

@@ -1,4 +1,5 @@
 """Entry point: python -m orchestrator [+experiment=NAME] [group=choice ...] [-m]."""
+
 from __future__ import annotations
 
 import logging

@@ -8,6 +8,7 @@ Outcomes: an out-of-memory placement (the simulator crosses a device's limit, or
 can hold an op or group) is a legitimate result: status "oom", exit code 0. Any other failure writes status
 "error" with the message, marks the MLflow run FAILED, and raises `JobFailed` (non-zero exit).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,9 +18,10 @@ import logging
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -27,7 +29,7 @@ from algorithms.cluster import Cluster, Link
 from algorithms.errors import ConfigError, InfeasiblePlacement, InvalidSchedule, LabError
 from algorithms.graph import OpGraph, atomic_write_json
 from algorithms.placement import CoarseMap, Placement, Schedule, check_placement, check_schedule
-from algorithms.simulator import (RankPolicy, SimResult, simulate, sim_result_from_dict, sim_result_to_dict)
+from algorithms.simulator import RankPolicy, SimResult, sim_result_from_dict, sim_result_to_dict, simulate
 
 from .cache import StageCache
 from .tracking import RunTracker, flatten, read_parent_run_id
@@ -60,6 +62,7 @@ def _instantiate(node: Any, group: str) -> Any:
 def _save_json(name: str) -> Callable[[Any, Path], None]:
     def save(obj: Any, folder: Path) -> None:
         atomic_write_json(folder / name, obj)
+
     return save
 
 
@@ -67,6 +70,7 @@ def _load_json(name: str) -> Callable[[Path], Any]:
     def load(folder: Path) -> Any:
         with open(folder / name) as f:
             return json.load(f)
+
     return load
 
 
@@ -95,8 +99,8 @@ class JobContext:
     choices: dict[str, str]
     cache: StageCache
     hits: dict[str, bool] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)     # extra metrics stages want logged
-    artifacts: list[Path] = field(default_factory=list)       # extra files stages want logged
+    metrics: dict[str, Any] = field(default_factory=dict)  # extra metrics stages want logged
+    artifacts: list[Path] = field(default_factory=list)  # extra files stages want logged
     backend: Any = None
     model: Any = None
 
@@ -108,8 +112,10 @@ class JobContext:
     def get_backend(self):
         if self.backend is None:
             if self.cfg.backend.get("name") == "none" and "_target_" not in self.cfg.backend:
-                raise ConfigError(f"model={self.choices.get('model')} is a framework model: choose "
-                                  f"backend=torch or backend=tensorflow")
+                raise ConfigError(
+                    f"model={self.choices.get('model')} is a framework model: choose "
+                    f"backend=torch or backend=tensorflow"
+                )
             self.backend = _instantiate(self.cfg.backend, "backend")
         return self.backend
 
@@ -131,6 +137,7 @@ def stage_graph(ctx: JobContext) -> tuple[OpGraph, str]:
 
         def compute():
             return level_dag(name=f"synthetic-s{gen.get('seed', 0)}", **gen)
+
         config = {"kind": kind, "generator": gen}
     elif kind == "file":
         path = mcfg.get("path")
@@ -142,21 +149,26 @@ def stage_graph(ctx: JobContext) -> tuple[OpGraph, str]:
 
         def compute():
             return OpGraph.load(path)
+
         config = {"kind": kind, "sha256": digest}
     elif kind == "linreg_graph":
         from algorithms.workloads.synthetic import linreg_graph
 
         def compute():
             return linreg_graph(batch=int(mcfg["batch"]), features=int(mcfg["features"]))
+
         config = {"kind": kind, "batch": mcfg["batch"], "features": mcfg["features"]}
     elif kind == "framework":
+
         def compute():
             return ctx.get_backend().capture(ctx.get_model())
+
         config = {"kind": kind, "model": mcfg, "backend": _plain(ctx.cfg.backend)}
     else:
         raise ConfigError(f"model.kind {kind!r} is not one of synthetic, file, linreg_graph, framework")
-    res = ctx.stage("graph", config, [], compute, lambda g, p: g.save(p / "graph.json"),
-                    lambda p: OpGraph.load(p / "graph.json"))
+    res = ctx.stage(
+        "graph", config, [], compute, lambda g, p: g.save(p / "graph.json"), lambda p: OpGraph.load(p / "graph.json")
+    )
     return res.value, res.key
 
 
@@ -169,9 +181,13 @@ def stage_profile(ctx: JobContext, graph: OpGraph, gkey: str) -> tuple[OpGraph, 
         cfg = {k: prof.get(k) for k in ("kind", "warmup", "steps", "batch_size")}
 
         def compute():
-            return ctx.get_backend().profile(ctx.get_model(), graph, warmup=int(prof.get("warmup", 5)),
-                                             steps=int(prof.get("steps", 10)),
-                                             batch_size=prof.get("batch_size"))
+            return ctx.get_backend().profile(
+                ctx.get_model(),
+                graph,
+                warmup=int(prof.get("warmup", 5)),
+                steps=int(prof.get("steps", 10)),
+                batch_size=prof.get("batch_size"),
+            )
     elif kind == "standard_evaluation":
         from .standard_eval import publish, standard_evaluation_profile
 
@@ -185,14 +201,16 @@ def stage_profile(ctx: JobContext, graph: OpGraph, gkey: str) -> tuple[OpGraph, 
 
         def load(p):
             return OpGraph.load(p / "graph.json"), json.loads((p / "standard_evaluation.json").read_text())
+
         res = ctx.stage("profile", cfg, [gkey], lambda: standard_evaluation_profile(ctx, graph, prof), save, load)
         publish(res.value[1], ctx)
         return res.value[0], res.key
     else:
         raise ConfigError(f"profiler.kind {kind!r} is not one of file, measured, standard_evaluation")
     cfg["backend"] = _plain(ctx.cfg.backend)
-    res = ctx.stage("profile", cfg, [gkey], compute, lambda g, p: g.save(p / "graph.json"),
-                    lambda p: OpGraph.load(p / "graph.json"))
+    res = ctx.stage(
+        "profile", cfg, [gkey], compute, lambda g, p: g.save(p / "graph.json"), lambda p: OpGraph.load(p / "graph.json")
+    )
     return res.value, res.key
 
 
@@ -203,14 +221,22 @@ def stage_comm(ctx: JobContext, cluster: Cluster) -> Cluster:
         return cluster
     sizes = [int(s) for s in prof.get("comm_sizes") or []] or None
     repeats = int(prof.get("comm_repeats", 5))
-    cfg = {"backend": _plain(ctx.cfg.backend), "devices": [d.to_dict() for d in cluster.devices],
-           "sizes": sizes, "repeats": repeats}
+    cfg = {
+        "backend": _plain(ctx.cfg.backend),
+        "devices": [d.to_dict() for d in cluster.devices],
+        "sizes": sizes,
+        "repeats": repeats,
+    }
 
     def compute():
         fit = ctx.get_backend().comm_benchmark(cluster, sizes, repeats)
-        return {"latency_s": fit.latency_s, "bytes_per_s": fit.bytes_per_s,
-                "links": [[s, d, l, b] for (s, d), (l, b) in fit.links.items()],
-                "samples": [list(x) for x in fit.samples]}
+        return {
+            "latency_s": fit.latency_s,
+            "bytes_per_s": fit.bytes_per_s,
+            "links": [[s, d, l, b] for (s, d), (l, b) in fit.links.items()],
+            "samples": [list(x) for x in fit.samples],
+        }
+
     res = ctx.stage("comm", cfg, [], compute, _save_json("comm.json"), _load_json("comm.json"))
     fit = res.value
     links = {(s, d): Link(float(l), float(b)) for s, d, l, b in fit["links"]}
@@ -231,8 +257,7 @@ def stage_optimize(ctx: JobContext, graph: OpGraph, pkey: str, cluster: Cluster)
                 gp.bind(cluster)
             t0 = time.perf_counter()
             g2, m = gp.apply(g)
-            log.info("pass %-24s %d -> %d ops (%.2fs)", type(gp).__name__, len(g), len(g2),
-                     time.perf_counter() - t0)
+            log.info("pass %-24s %d -> %d ops (%.2fs)", type(gp).__name__, len(g), len(g2), time.perf_counter() - t0)
             cmap = cmap.then(m)
             g = g2
         cmap.check_covers(graph)
@@ -247,6 +272,7 @@ def stage_optimize(ctx: JobContext, graph: OpGraph, pkey: str, cluster: Cluster)
     def load(p):
         with open(p / "coarse_map.json") as f:
             return OpGraph.load(p / "graph.json"), CoarseMap(json.load(f))
+
     cfg = {"optimizer": _plain(ctx.cfg.optimizer), "cluster": cluster.to_dict()}
     res = ctx.stage("optimize", cfg, [pkey], compute, save, load)
     g, cmap = res.value
@@ -260,14 +286,22 @@ def stage_place(ctx: JobContext, coarse: OpGraph, okey: str, cluster: Cluster) -
         pl = placer.place(coarse, cluster)
         dt = time.perf_counter() - t0
         return {"assignment": pl.assignment, "order": pl.order, "info": pl.info, "placement_time_s": dt}
+
     cfg = {"placer": _plain(ctx.cfg.placer), "cluster": cluster.to_dict(), "seed": ctx.cfg.get("seed")}
     res = ctx.stage("place", cfg, [okey], compute, _save_json("placement.json"), _load_json("placement.json"))
     v = res.value
     return Placement(dict(v["assignment"]), v.get("order"), dict(v.get("info") or {})), v["placement_time_s"], res.key
 
 
-def stage_schedule(ctx: JobContext, graph: OpGraph, cluster: Cluster, coarse_pl: Placement, cmap: CoarseMap,
-                   assignment: dict[str, str], plkey: str) -> tuple[Schedule, str]:
+def stage_schedule(
+    ctx: JobContext,
+    graph: OpGraph,
+    cluster: Cluster,
+    coarse_pl: Placement,
+    cmap: CoarseMap,
+    assignment: dict[str, str],
+    plkey: str,
+) -> tuple[Schedule, str]:
     sched_cfg = ctx.cfg.scheduler
 
     def compute():
@@ -283,24 +317,35 @@ def stage_schedule(ctx: JobContext, graph: OpGraph, cluster: Cluster, coarse_pl:
                 simulate(graph, cluster, full, order, record_memory=False)
                 return order
             except InvalidSchedule as exc:
-                log.warning("the placer's order does not replay on the original graph (%s); running ops by "
-                            "the placer's rank instead", exc)
+                log.warning(
+                    "the placer's order does not replay on the original graph (%s); running ops by "
+                    "the placer's rank instead",
+                    exc,
+                )
                 rank = {o: k for dev_ops in order.values() for k, o in enumerate(dev_ops)}
                 r = simulate(graph, cluster, full, policy=RankPolicy(rank), record_memory=False)
                 return r.order
         return scheduler.order(graph, cluster, full)
+
     cfg = {"scheduler": _plain(sched_cfg)}
     res = ctx.stage("schedule", cfg, [plkey], compute, _save_json("schedule.json"), _load_json("schedule.json"))
     return {d: list(v) for d, v in res.value.items()}, res.key
 
 
-def stage_simulate(ctx: JobContext, graph: OpGraph, cluster: Cluster, assignment: dict[str, str],
-                   schedule: Schedule, skey: str) -> SimResult:
+def stage_simulate(
+    ctx: JobContext, graph: OpGraph, cluster: Cluster, assignment: dict[str, str], schedule: Schedule, skey: str
+) -> SimResult:
     def compute():
         return simulate(graph, cluster, assignment, schedule)
-    res = ctx.stage("simulate", {"cluster": cluster.to_dict()}, [skey], compute,
-                    lambda r, p: atomic_write_json(p / "sim.json", sim_result_to_dict(r)),
-                    lambda p: sim_result_from_dict(json.load(open(p / "sim.json"))))
+
+    res = ctx.stage(
+        "simulate",
+        {"cluster": cluster.to_dict()},
+        [skey],
+        compute,
+        lambda r, p: atomic_write_json(p / "sim.json", sim_result_to_dict(r)),
+        lambda p: sim_result_from_dict(json.load(open(p / "sim.json"))),
+    )
     return res.value
 
 
@@ -313,30 +358,50 @@ def run_job(cfg: DictConfig, out: Path, choices: dict[str, str], sweep_dir: str 
     """Run one job; always writes result.json; raises JobFailed when status is "error"."""
     out.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {
-        "model": cfg.model.get("name"), "placer": choices.get("placer"), "scheduler": choices.get("scheduler"),
-        "n_ops": None, "n_ops_placed": None, "devices": [], "placement_time_s": None, "predicted_step_s": None,
-        "measured_step_s": None, "peak_memory_bytes": {}, "memory_limit_bytes": {}, "traffic_bytes": None,
-        "status": "error", "error": None, "mlflow_run_id": None,
-        "cluster": choices.get("cluster"), "optimizer": choices.get("optimizer"),
-        "backend": choices.get("backend"), "profiler": choices.get("profiler"),
-        "pipeline": choices.get("pipeline"), "runtime": choices.get("runtime"),
+        "model": cfg.model.get("name"),
+        "placer": choices.get("placer"),
+        "scheduler": choices.get("scheduler"),
+        "n_ops": None,
+        "n_ops_placed": None,
+        "devices": [],
+        "placement_time_s": None,
+        "predicted_step_s": None,
+        "measured_step_s": None,
+        "peak_memory_bytes": {},
+        "memory_limit_bytes": {},
+        "traffic_bytes": None,
+        "status": "error",
+        "error": None,
+        "mlflow_run_id": None,
+        "cluster": choices.get("cluster"),
+        "optimizer": choices.get("optimizer"),
+        "backend": choices.get("backend"),
+        "profiler": choices.get("profiler"),
+        "pipeline": choices.get("pipeline"),
+        "runtime": choices.get("runtime"),
     }
     resolved = OmegaConf.to_container(cfg, resolve=True)
     atomic_write_json(out / "config.json", resolved, indent=1)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    pipeline_only = (choices.get("pipeline") not in (None, "none")
-                     and cfg.pipeline.get("shape") != "from_placement")
+    pipeline_only = choices.get("pipeline") not in (None, "none") and cfg.pipeline.get("shape") != "from_placement"
     if pipeline_only:  # a built-in block shape: no placer or op scheduler takes part
         choices = {k: v for k, v in choices.items() if k not in ("placer", "scheduler")}
         result["placer"] = result["scheduler"] = None
     tracking = cfg.get("tracking") or {}
     tags = {k: str(v) for k, v in choices.items() if v is not None}
     tags.update({"model_name": str(cfg.model.get("name"))})
-    tracker = RunTracker(str(tracking.get("uri")), str(tracking.get("experiment", "lab")),
-                         enabled=bool(tracking.get("enabled", True)),
-                         run_name=(f"pipeline/{choices.get('pipeline')}/{cfg.pipeline.get('shape')}" if pipeline_only
-                                   else f"{choices.get('model')}/{choices.get('placer')}/{choices.get('scheduler')}"),
-                         parent_run_id=read_parent_run_id(sweep_dir), tags=tags)
+    tracker = RunTracker(
+        str(tracking.get("uri")),
+        str(tracking.get("experiment", "lab")),
+        enabled=bool(tracking.get("enabled", True)),
+        run_name=(
+            f"pipeline/{choices.get('pipeline')}/{cfg.pipeline.get('shape')}"
+            if pipeline_only
+            else f"{choices.get('model')}/{choices.get('placer')}/{choices.get('scheduler')}"
+        ),
+        parent_run_id=read_parent_run_id(sweep_dir),
+        tags=tags,
+    )
     result["mlflow_run_id"] = tracker.run_id
     artifacts: list[Path] = [out / "config.yaml"]
     metrics: dict[str, Any] = {}
@@ -363,9 +428,20 @@ def run_job(cfg: DictConfig, out: Path, choices: dict[str, str], sweep_dir: str 
         artifacts.extend(ctx.artifacts)
         atomic_write_json(out / "result.json", result, indent=1)
         artifacts.insert(0, out / "result.json")
-        metrics.update({k: result[k] for k in ("placement_time_s", "predicted_step_s", "measured_step_s",
-                                               "traffic_bytes", "n_ops", "n_ops_placed")
-                        if isinstance(result.get(k), (int, float))})
+        metrics.update(
+            {
+                k: result[k]
+                for k in (
+                    "placement_time_s",
+                    "predicted_step_s",
+                    "measured_step_s",
+                    "traffic_bytes",
+                    "n_ops",
+                    "n_ops_placed",
+                )
+                if isinstance(result.get(k), (int, float))
+            }
+        )
         for d, v in (result.get("peak_memory_bytes") or {}).items():
             metrics[f"peak_memory_bytes.{d}"] = v
         if result.get("peak_memory_bytes"):
@@ -381,8 +457,13 @@ def run_job(cfg: DictConfig, out: Path, choices: dict[str, str], sweep_dir: str 
     log.info("stages: %s", hits or "none")
     if result["status"] == "error":
         raise JobFailed(result["error"])
-    log.info("status %s: predicted step %s s, placement %s s -> %s", result["status"],
-             result["predicted_step_s"], result["placement_time_s"], out)
+    log.info(
+        "status %s: predicted step %s s, placement %s s -> %s",
+        result["status"],
+        result["predicted_step_s"],
+        result["placement_time_s"],
+        out,
+    )
     return result
 
 
@@ -443,11 +524,16 @@ def _memory_from_need(graph: OpGraph, cluster: Cluster, fraction: float, result:
         raise ConfigError(f"cluster.need_fraction must be > 0, got {fraction}")
     dev = cluster.devices[0].name
     one = {op: dev for op in graph.ops}
-    need = simulate(graph, cluster.with_memory(math.inf), one, topological_schedule(graph, one, [dev]),
-                    record_memory=False).peak_memory[dev]
+    need = simulate(
+        graph, cluster.with_memory(math.inf), one, topological_schedule(graph, one, [dev]), record_memory=False
+    ).peak_memory[dev]
     result["memory_need_bytes"] = need
-    log.info("memory: the model needs %.4g bytes on one device; each device gets %.0f%% of it (%.4g bytes)",
-             need, 100 * fraction, fraction * need)
+    log.info(
+        "memory: the model needs %.4g bytes on one device; each device gets %.0f%% of it (%.4g bytes)",
+        need,
+        100 * fraction,
+        fraction * need,
+    )
     return cluster.with_memory(fraction * need)
 
 
@@ -455,8 +541,14 @@ def _run_placement(ctx: JobContext, result: dict[str, Any], metrics: dict[str, A
     cfg, out = ctx.cfg, ctx.out
     p = place_graph(ctx, result, metrics)
     artifacts.append(out / "placement.json")
-    graph, cluster, coarse_pl, cmap, assignment, plkey = (p.graph, p.cluster, p.coarse_placement, p.cmap,
-                                                          p.assignment, p.key)
+    graph, cluster, coarse_pl, cmap, assignment, plkey = (
+        p.graph,
+        p.cluster,
+        p.coarse_placement,
+        p.cmap,
+        p.assignment,
+        p.key,
+    )
     schedule, skey = stage_schedule(ctx, graph, cluster, coarse_pl, cmap, assignment, plkey)
     atomic_write_json(out / "schedule.json", schedule, indent=0)
     artifacts.append(out / "schedule.json")
@@ -486,8 +578,16 @@ def _run_placement(ctx: JobContext, result: dict[str, Any], metrics: dict[str, A
 RUN_ORDERS = ("threads", "planned")
 
 
-def _run_real(ctx: JobContext, graph: OpGraph, assignment: dict[str, str], schedule: Schedule, cluster: Cluster,
-              result: dict[str, Any], metrics: dict[str, Any], sim: SimResult | None = None) -> None:
+def _run_real(
+    ctx: JobContext,
+    graph: OpGraph,
+    assignment: dict[str, str],
+    schedule: Schedule,
+    cluster: Cluster,
+    result: dict[str, Any],
+    metrics: dict[str, Any],
+    sim: SimResult | None = None,
+) -> None:
     rt = _plain(ctx.cfg.runtime)
     backend = ctx.get_backend()
     kwargs: dict[str, Any] = {"warmup": int(rt.get("warmup", 5)), "steps": int(rt.get("steps", 20))}
@@ -496,8 +596,10 @@ def _run_real(ctx: JobContext, graph: OpGraph, assignment: dict[str, str], sched
         raise ConfigError(f"runtime.order: {order!r} is not one of {RUN_ORDERS}")
     if order == "planned":
         if "plan" not in inspect.signature(backend.run).parameters:
-            raise ConfigError(f"runtime.order=planned: backend {ctx.cfg.backend.name!r} cannot follow a plan; "
-                              f"use runtime.order=threads")
+            raise ConfigError(
+                f"runtime.order=planned: backend {ctx.cfg.backend.name!r} cannot follow a plan; "
+                f"use runtime.order=threads"
+            )
         if sim is None:
             raise ConfigError("runtime.order=planned needs the simulated step")
         start = {name: sim.start[i] for i, name in enumerate(sim.names)}
@@ -521,17 +623,21 @@ def _run_real(ctx: JobContext, graph: OpGraph, assignment: dict[str, str], sched
         metrics["prediction_error"] = (result["predicted_step_s"] - rr.measured_step_s) / rr.measured_step_s
 
 
-def _plots(sim: SimResult, out: Path, graph: OpGraph | None = None,
-           assignment: dict[str, str] | None = None) -> list[Path]:
+def _plots(
+    sim: SimResult, out: Path, graph: OpGraph | None = None, assignment: dict[str, str] | None = None
+) -> list[Path]:
     """Per-run pictures: the device timeline (Gantt), memory over time with the limits, and for small graphs
     the placement drawn on the graph. A picture never fails a job."""
     from . import plots
 
-    jobs = [("device_timeline.png", lambda p: plots.device_utilization_png(sim, p)),
-            ("memory.png", lambda p: plots.memory_png(sim, p))]
+    jobs = [
+        ("device_timeline.png", lambda p: plots.device_utilization_png(sim, p)),
+        ("memory.png", lambda p: plots.memory_png(sim, p)),
+    ]
     if graph is not None and assignment is not None:
-        jobs.append(("placement_graph.png",
-                     lambda p: plots.placement_graph_png(graph, assignment, p, devices=sim.devices)))
+        jobs.append(
+            ("placement_graph.png", lambda p: plots.placement_graph_png(graph, assignment, p, devices=sim.devices))
+        )
     paths = []
     for name, fn in jobs:
         try:

@@ -6,6 +6,7 @@ to a temporary folder that is renamed into place only when the stage has succeed
 stage never leaves a half-written entry; a `filelock` per key keeps two processes from computing the same entry
 at once (the second waits, then reads what the first wrote).
 """
+
 from __future__ import annotations
 
 import ast
@@ -16,9 +17,10 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from filelock import FileLock
 
@@ -58,7 +60,7 @@ def _imports(name: str, path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = pkg.split(".")
-                base = base[:len(base) - node.level + 1]
+                base = base[: len(base) - node.level + 1]
                 mod = ".".join(base + ([node.module] if node.module else []))
             else:
                 mod = node.module or ""
@@ -91,8 +93,14 @@ def code_version(stage: str | None = None, targets: tuple[str, ...] = ()) -> str
     """Hash of the sources a stage's output depends on: its plugins' modules (`targets`, dotted class or module
     paths) and everything they import from the project, plus the stage runner. Editing one placer re-runs
     only the placements that use it; cached profiles survive. Computed once per process and key."""
-    mods = tuple(sorted(set(STAGE_SOURCES.get(stage or "", ()) +
-                            tuple(t if _module_file(t) else t.rpartition(".")[0] for t in targets))))
+    mods = tuple(
+        sorted(
+            set(
+                STAGE_SOURCES.get(stage or "", ())
+                + tuple(t if _module_file(t) else t.rpartition(".")[0] for t in targets)
+            )
+        )
+    )
     if mods not in _VERSIONS:
         h = hashlib.sha256()
         for p in sorted(set(module_closure(mods)) | set(_ALWAYS)):
@@ -116,6 +124,7 @@ def find_targets(config: Any) -> tuple[str, ...]:
         elif isinstance(x, (list, tuple)):
             for v in x:
                 walk(v)
+
     walk(config)
     return tuple(found)
 
@@ -125,8 +134,12 @@ def canonical_json(obj: Any) -> str:
 
 
 def stage_key(stage: str, config: Any, upstream: list[str] | tuple[str, ...] = (), version: str | None = None) -> str:
-    payload = {"stage": stage, "config": config, "upstream": list(upstream),
-               "code": version if version is not None else code_version(stage, find_targets(config))}
+    payload = {
+        "stage": stage,
+        "config": config,
+        "upstream": list(upstream),
+        "code": version if version is not None else code_version(stage, find_targets(config)),
+    }
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
@@ -150,8 +163,15 @@ class StageCache:
     def path(self, key: str) -> Path:
         return self.root / key[:2] / key
 
-    def run(self, stage: str, config: Any, upstream: list[str], compute: Callable[[], T],
-            save: Callable[[T, Path], None], load: Callable[[Path], T]) -> StageOutcome:
+    def run(
+        self,
+        stage: str,
+        config: Any,
+        upstream: list[str],
+        compute: Callable[[], T],
+        save: Callable[[T, Path], None],
+        load: Callable[[Path], T],
+    ) -> StageOutcome:
         """Return the stage's output, from the cache when an entry exists, else by `compute` (then saved)."""
         key = stage_key(stage, config, upstream)
         if not self.enabled:
@@ -172,8 +192,7 @@ class StageCache:
             tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:12]}-", dir=final.parent))
             try:
                 save(value, tmp)
-                (tmp / ".complete").write_text(json.dumps({"stage": stage, "seconds": seconds,
-                                                            "created": time.time()}))
+                (tmp / ".complete").write_text(json.dumps({"stage": stage, "seconds": seconds, "created": time.time()}))
                 if final.exists():  # an incomplete leftover from a crash before the marker was written
                     shutil.rmtree(final)
                 os.replace(tmp, final)

@@ -1,4 +1,5 @@
 """Hydra callbacks: a parent MLflow run per multirun, and a sweep summary naming failed jobs."""
+
 from __future__ import annotations
 
 import json
@@ -41,9 +42,11 @@ class MlflowSweepCallback(Callback):
         exp_id = ensure_schema(self.uri, str(tracking.experiment))
         client = MlflowClient(tracking_uri=self.uri)
         overrides = list(HydraConfig.get().overrides.task)
-        run = client.create_run(exp_id, run_name=f"sweep {sweep_dir.name}",
-                                tags={"sweep_dir": str(sweep_dir), "overrides": " ".join(overrides)[:5000],
-                                      "kind": "sweep"})
+        run = client.create_run(
+            exp_id,
+            run_name=f"sweep {sweep_dir.name}",
+            tags={"sweep_dir": str(sweep_dir), "overrides": " ".join(overrides)[:5000], "kind": "sweep"},
+        )
         self.parent_id = run.info.run_id
         (sweep_dir / PARENT_FILE).write_text(self.parent_id)
         log.info("MLflow parent run %s for sweep %s", self.parent_id, sweep_dir)
@@ -57,19 +60,37 @@ class MlflowSweepCallback(Callback):
             except Exception as exc:
                 jobs.append({"job": res.parent.name, "status": "error", "error": f"unreadable result: {exc}"})
                 continue
-            jobs.append({"job": res.parent.name, "status": r.get("status"), "placer": r.get("placer"),
-                         "scheduler": r.get("scheduler"), "model": r.get("model"),
-                         "predicted_step_s": r.get("predicted_step_s"),
-                         "measured_step_s": r.get("measured_step_s"), "error": r.get("error"),
-                         "mlflow_run_id": r.get("mlflow_run_id")})
+            jobs.append(
+                {
+                    "job": res.parent.name,
+                    "status": r.get("status"),
+                    "placer": r.get("placer"),
+                    "scheduler": r.get("scheduler"),
+                    "model": r.get("model"),
+                    "predicted_step_s": r.get("predicted_step_s"),
+                    "measured_step_s": r.get("measured_step_s"),
+                    "error": r.get("error"),
+                    "mlflow_run_id": r.get("mlflow_run_id"),
+                }
+            )
         failed = [j for j in jobs if j["status"] == "error"]
-        summary = {"sweep_dir": str(sweep_dir), "jobs": jobs, "failed": [j["job"] for j in failed],
-                   "parent_run_id": self.parent_id}
+        summary = {
+            "sweep_dir": str(sweep_dir),
+            "jobs": jobs,
+            "failed": [j["job"] for j in failed],
+            "parent_run_id": self.parent_id,
+        }
         (sweep_dir / "sweep_summary.json").write_text(json.dumps(summary, indent=1))
         for j in jobs:
-            log.info("job %s: %-5s %s/%s predicted %s%s", j["job"], j["status"], j.get("placer"),
-                     j.get("scheduler"), j.get("predicted_step_s"),
-                     f"  ERROR {j['error']}" if j["status"] == "error" else "")
+            log.info(
+                "job %s: %-5s %s/%s predicted %s%s",
+                j["job"],
+                j["status"],
+                j.get("placer"),
+                j.get("scheduler"),
+                j.get("predicted_step_s"),
+                f"  ERROR {j['error']}" if j["status"] == "error" else "",
+            )
         SWEEP_FAILED[:] = [j["job"] for j in failed]
         if failed:
             log.error("%d of %d jobs failed: %s", len(failed), len(jobs), ", ".join(j["job"] for j in failed))

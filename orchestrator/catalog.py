@@ -6,6 +6,7 @@ Reads the project's conf/ groups and those of installed plugin packages (entry-p
 `placement_lab.plugins`). For a config with a `_target_`, the description is the first line of the class
 docstring; otherwise the YAML's first comment line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,14 +18,26 @@ import yaml
 from .plugins import plugin_conf_dirs
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
-GROUPS = ("model", "backend", "cluster", "profiler", "optimizer", "placer", "scheduler", "pipeline", "runtime",
-          "experiment")
+GROUPS = (
+    "model",
+    "backend",
+    "cluster",
+    "profiler",
+    "optimizer",
+    "placer",
+    "scheduler",
+    "pipeline",
+    "runtime",
+    "experiment",
+)
 
 
 def _describe(path: Path) -> tuple[str, str]:
     text = path.read_text()
-    comment = next((ln.lstrip("# ").strip() for ln in text.splitlines()
-                    if ln.startswith("#") and not ln.startswith("# @package")), "")
+    comment = next(
+        (ln.lstrip("# ").strip() for ln in text.splitlines() if ln.startswith("#") and not ln.startswith("# @package")),
+        "",
+    )
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError:

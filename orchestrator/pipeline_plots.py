@@ -4,11 +4,13 @@ Rows are devices (d0 on top), time runs to the right; forward blocks are blue, b
 labelled with its micro-batch index; a block on several devices is drawn on each of its rows; the repetend is
 marked by two red bars. Also a helper for search-time plots (Figure 3 / Figure 9).
 """
+
 from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import matplotlib
 
@@ -36,8 +38,12 @@ def _save(fig: Any, path: str | os.PathLike) -> None:
         plt.close(fig)
 
 
-def plot_schedule(schedule: PipelineSchedule, path: str | os.PathLike | None = None, title: str | None = None,
-                  max_width_in: float = 24.0) -> Any:
+def plot_schedule(
+    schedule: PipelineSchedule,
+    path: str | os.PathLike | None = None,
+    title: str | None = None,
+    max_width_in: float = 24.0,
+) -> Any:
     """Draw a schedule (Figure 8 style); save it to ``path`` when given. Returns the figure (closed if saved)."""
     spec = schedule.spec
     D = len(spec.devices)
@@ -49,8 +55,9 @@ def plot_schedule(schedule: PipelineSchedule, path: str | os.PathLike | None = N
         blk = spec.block(b)
         for d in blk.devices:
             y = spec.devices.index(d)
-            ax.barh(y, blk.time, left=s, height=0.8, color=COLORS.get(blk.kind, "#999999"),
-                    edgecolor="black", linewidth=0.4)
+            ax.barh(
+                y, blk.time, left=s, height=0.8, color=COLORS.get(blk.kind, "#999999"), edgecolor="black", linewidth=0.4
+            )
             ax.text(s + blk.time / 2, y, str(n), ha="center", va="center", fontsize=font)
     if schedule.repetend:
         a, b = schedule.repetend
@@ -61,8 +68,10 @@ def plot_schedule(schedule: PipelineSchedule, path: str | os.PathLike | None = N
     ax.invert_yaxis()
     ax.set_xlim(0, ms)
     ax.set_xlabel("time (units)")
-    ax.set_title(title or f"{spec.name}  N={schedule.n_micro}  makespan={schedule.makespan}  "
-                          f"bubble={schedule.bubble_rate:.1%}", fontsize=10)
+    ax.set_title(
+        title or f"{spec.name}  N={schedule.n_micro}  makespan={schedule.makespan}  bubble={schedule.bubble_rate:.1%}",
+        fontsize=10,
+    )
     if path is not None:
         _save(fig, path)
     return fig
@@ -73,11 +82,14 @@ def plot_search_times(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike
     fig, ax = plt.subplots(figsize=(7, 4))
     keys = sorted({(r["shape"], r["method"]) for r in rows})
     for shape, method in keys:
-        pts = sorted((r["n_micro"], r["time_s"], r.get("timeout", False)) for r in rows
-                     if r["shape"] == shape and r["method"] == method)
+        pts = sorted(
+            (r["n_micro"], r["time_s"], r.get("timeout", False))
+            for r in rows
+            if r["shape"] == shape and r["method"] == method
+        )
         xs = [p[0] for p in pts]
         ys = [p[1] for p in pts]
-        line, = ax.plot(xs, ys, marker="o" if method != "tessel" else "s", label=f"{method} {shape}")
+        (line,) = ax.plot(xs, ys, marker="o" if method != "tessel" else "s", label=f"{method} {shape}")
         for x, y, to in pts:
             if to:
                 ax.plot([x], [y], marker="x", color="red", markersize=10)
@@ -89,16 +101,19 @@ def plot_search_times(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike
     _save(fig, path)
 
 
-def write_pipeline_artifacts(schedule: PipelineSchedule, out_dir: str | os.PathLike,
-                             measured: Sequence[Mapping[str, Any]] | None = None) -> dict[str, str]:
+def write_pipeline_artifacts(
+    schedule: PipelineSchedule, out_dir: str | os.PathLike, measured: Sequence[Mapping[str, Any]] | None = None
+) -> dict[str, str]:
     """Write pipeline_schedule.json (docs/design.md), pipeline_schedule.png (Figure 8 style) and
     pipeline_trace.json (chrome://tracing) into ``out_dir``; returns their paths by kind."""
     from algorithms.pipeline.runtime import chrome_trace, save_chrome_trace
 
     out = os.fspath(out_dir)
-    paths = {"json": os.path.join(out, "pipeline_schedule.json"),
-             "png": os.path.join(out, "pipeline_schedule.png"),
-             "trace": os.path.join(out, "pipeline_trace.json")}
+    paths = {
+        "json": os.path.join(out, "pipeline_schedule.json"),
+        "png": os.path.join(out, "pipeline_schedule.png"),
+        "trace": os.path.join(out, "pipeline_trace.json"),
+    }
     schedule.save(paths["json"])
     plot_schedule(schedule, paths["png"])
     save_chrome_trace(paths["trace"], chrome_trace(schedule, measured=measured))

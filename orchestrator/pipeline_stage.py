@@ -5,6 +5,7 @@ configured placer and derives the blocks from that placement. The schedule searc
 Writes pipeline_schedule.json (docs/formats.md), its picture and a Chrome trace; with `runtime=real` the schedule
 is also executed by the PyTorch pipeline runner on a GPT-style model split into the schedule's stages.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,7 @@ from .app import JobContext, _plain, place_graph
 log = logging.getLogger("orchestrator")
 
 
-def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any],
-                       artifacts: list[Path]) -> None:
+def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any], artifacts: list[Path]) -> None:
     from algorithms.pipeline.api import run_pipeline
     from algorithms.pipeline.schedule import PipelineSchedule
 
@@ -36,9 +36,14 @@ def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[st
         sched, figs = run_pipeline(pipe, graph, placement)
         return {"schedule": sched.to_json(), "figures": figs}
 
-    res = ctx.stage("pipeline", {"pipeline": pipe}, upstream, compute,
-                    lambda v, p: atomic_write_json(p / "pipeline.json", v),
-                    lambda p: json.loads((p / "pipeline.json").read_text()))
+    res = ctx.stage(
+        "pipeline",
+        {"pipeline": pipe},
+        upstream,
+        compute,
+        lambda v, p: atomic_write_json(p / "pipeline.json", v),
+        lambda p: json.loads((p / "pipeline.json").read_text()),
+    )
     schedule = PipelineSchedule.from_json(res.value["schedule"])
     schedule.spec.name = f"{pipe.get('name') or ctx.choices.get('pipeline')} on shape {pipe.get('shape')}"
     figs = dict(res.value["figures"])
@@ -53,8 +58,16 @@ def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[st
     result["pipeline_figures"] = figs
     if figs.get("predicted_step_s") is not None:
         result["predicted_step_s"] = figs["predicted_step_s"]
-    for k in ("bubble_rate", "search_time_s", "makespan", "n_micro", "n_r", "t_r", "lower_bound",
-              "repetend_bubble_rate"):
+    for k in (
+        "bubble_rate",
+        "search_time_s",
+        "makespan",
+        "n_micro",
+        "n_r",
+        "t_r",
+        "lower_bound",
+        "repetend_bubble_rate",
+    ):
         v = figs.get(k)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             metrics[f"pipeline.{k}" if k not in ("bubble_rate", "search_time_s") else k] = v
@@ -71,5 +84,6 @@ def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[st
         metrics["pipeline.max_grad_diff"] = run["max_grad_diff"]
         metrics["pipeline.seconds_per_unit"] = run["seconds_per_unit"]
         if abs(run["loss"] - run["reference_loss"]) > 1e-4 * max(1.0, abs(run["reference_loss"])):
-            raise RuntimeError(f"pipelined loss {run['loss']} differs from the single-device loss "
-                               f"{run['reference_loss']}")
+            raise RuntimeError(
+                f"pipelined loss {run['loss']} differs from the single-device loss {run['reference_loss']}"
+            )

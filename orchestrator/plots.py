@@ -9,19 +9,30 @@ file first, then renamed into place). Matplotlib runs on the Agg backend; nothin
   decision (the simulator's decision log, `simulate(..., record_decisions=True)` with a dispatch policy; the
   schedulers in `algorithms.schedulers.thesis` return it from `run`).
 """
+
 from __future__ import annotations
 
 import os
 import tempfile
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-_PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C",
-            "#CCB974", "#64B5CD"]
+_PALETTE = [
+    "#4C72B0",
+    "#DD8452",
+    "#55A868",
+    "#C44E52",
+    "#8172B3",
+    "#937860",
+    "#DA8BC3",
+    "#8C8C8C",
+    "#CCB974",
+    "#64B5CD",
+]
 
 
 def _save(fig, path: str | os.PathLike, dpi: int) -> str:
@@ -50,8 +61,14 @@ def _time_scale(t_max: float) -> tuple[float, str]:
     return 1e6, "µs"
 
 
-def device_utilization_png(sim_result, path: str | os.PathLike, *, title: str | None = None,
-                           devices: Sequence[str] | None = None, dpi: int = 120) -> str:
+def device_utilization_png(
+    sim_result,
+    path: str | os.PathLike,
+    *,
+    title: str | None = None,
+    devices: Sequence[str] | None = None,
+    dpi: int = 120,
+) -> str:
     """Figure 7.9: a row per device (top to bottom in cluster order), a bar per executed op, idle gaps white.
 
     `devices` restricts or reorders the rows (default: every device of the result). Bars alternate colours so
@@ -66,7 +83,7 @@ def device_utilization_png(sim_result, path: str | os.PathLike, *, title: str | 
         if k is None:
             continue
         s, e = sim_result.start[i], sim_result.end[i]
-        if s != s or e != e:   # NaN: never ran
+        if s != s or e != e:  # NaN: never ran
             continue
         spans[k].append((s, e - s))
     t_max = max(float(sim_result.makespan), max((s + w for sp in spans for s, w in sp), default=0.0))
@@ -77,8 +94,13 @@ def device_utilization_png(sim_result, path: str | os.PathLike, *, title: str | 
         sp.sort()
         colors = [_PALETTE[j % 2 + 2 * (k % 2)] for j in range(len(sp))]
         if sp:
-            ax.broken_barh([(s * scale, w * scale) for s, w in sp], (k - 0.4, 0.8), facecolors=colors,
-                           edgecolor="black", linewidth=0.2)
+            ax.broken_barh(
+                [(s * scale, w * scale) for s, w in sp],
+                (k - 0.4, 0.8),
+                facecolors=colors,
+                edgecolor="black",
+                linewidth=0.2,
+            )
         busy = sum(w for _, w in sp)
         util = busy / t_max if t_max > 0 else 0.0
         ax.text(t_max * scale * 1.005, k, f"{100 * util:.0f}%", va="center", fontsize=7)
@@ -93,8 +115,14 @@ def device_utilization_png(sim_result, path: str | os.PathLike, *, title: str | 
     return _save(fig, path, dpi)
 
 
-def executable_ops_png(decisions: Iterable[Sequence], path: str | os.PathLike, *, title: str | None = None,
-                       devices: Sequence[str] | None = None, dpi: int = 120) -> str:
+def executable_ops_png(
+    decisions: Iterable[Sequence],
+    path: str | os.PathLike,
+    *,
+    title: str | None = None,
+    devices: Sequence[str] | None = None,
+    dpi: int = 120,
+) -> str:
     """Figure 7.10: for each device, the number of executable ops before each of its scheduling decisions.
 
     `decisions` holds (time_s, device, n_executable) triples in decision order (`SimResult.decisions`). One line
@@ -112,8 +140,14 @@ def executable_ops_png(decisions: Iterable[Sequence], path: str | os.PathLike, *
         if not ys:
             continue
         mean = sum(ys) / len(ys)
-        ax.plot(range(1, len(ys) + 1), ys, drawstyle="steps-mid", linewidth=0.8,
-                color=_PALETTE[k % len(_PALETTE)], label=f"{d} (mean {mean:.1f})")
+        ax.plot(
+            range(1, len(ys) + 1),
+            ys,
+            drawstyle="steps-mid",
+            linewidth=0.8,
+            color=_PALETTE[k % len(_PALETTE)],
+            label=f"{d} (mean {mean:.1f})",
+        )
     ax.set_xlabel("scheduling decision on the device")
     ax.set_ylabel("executable ops")
     ax.set_ylim(bottom=0)
@@ -143,8 +177,14 @@ def memory_png(sim_result, path: str | os.PathLike, *, title: str | None = None,
             ax.axhline(limit / mscale, color=color, linestyle="--", linewidth=0.8)
     if sim_result.oom is not None:
         o = sim_result.oom
-        ax.plot([o.time_s * scale], [o.used_bytes / mscale], "x", color="red", markersize=10,
-                label=f"OOM: {o.op} on {o.device}")
+        ax.plot(
+            [o.time_s * scale],
+            [o.used_bytes / mscale],
+            "x",
+            color="red",
+            markersize=10,
+            label=f"OOM: {o.op} on {o.device}",
+        )
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel(f"memory in use ({munit})")
     ax.set_title(title or "memory over the step (dashed: device limits)")
@@ -152,8 +192,15 @@ def memory_png(sim_result, path: str | os.PathLike, *, title: str | None = None,
     return _save(fig, path, dpi)
 
 
-def placement_graph_png(graph, assignment, path: str | os.PathLike, *, devices: Sequence[str] | None = None,
-                        max_ops: int = 300, dpi: int = 120) -> str | None:
+def placement_graph_png(
+    graph,
+    assignment,
+    path: str | os.PathLike,
+    *,
+    devices: Sequence[str] | None = None,
+    max_ops: int = 300,
+    dpi: int = 120,
+) -> str | None:
     """The placement drawn on the graph: ops laid out by topological generation (left to right), coloured by
     device; edges that cross devices drawn red. Returns None (draws nothing) above `max_ops` ops."""
     import networkx as nx
@@ -176,8 +223,9 @@ def placement_graph_png(graph, assignment, path: str | os.PathLike, *, devices: 
     same = [(u, v) for u, v in g.edges if assignment[u] == assignment[v]]
     nx.draw_networkx_edges(g, pos, edgelist=same, ax=ax, edge_color="#999999", width=0.6, arrowsize=6)
     nx.draw_networkx_edges(g, pos, edgelist=cut, ax=ax, edge_color="#C44E52", width=0.9, arrowsize=7)
-    nx.draw_networkx_nodes(g, pos, ax=ax, node_size=60 if len(g) > 60 else 160,
-                           node_color=[color[assignment[n]] for n in g.nodes])
+    nx.draw_networkx_nodes(
+        g, pos, ax=ax, node_size=60 if len(g) > 60 else 160, node_color=[color[assignment[n]] for n in g.nodes]
+    )
     if len(g) <= 40:
         nx.draw_networkx_labels(g, pos, ax=ax, font_size=6)
     for d in devs:

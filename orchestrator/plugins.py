@@ -5,6 +5,7 @@ point names a module (or package) with a `conf/` folder of Hydra groups (placer/
 profiler/, model/, ...) whose YAML files point at the package's classes with `_target_`. At start-up the
 orchestrator adds each such folder to Hydra's search path, so `placer=<their name>` just works.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -14,6 +14,7 @@ same values of the varying params (as Baechi Tables 3 and 4 report; see `_base`)
 (pipeline runs), and the simulated and the measured peak memory per device. Written as Markdown and CSV, plus a
 PNG bar chart of step time per placement, into `reports/<experiment>/` (or --out).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,9 @@ import json
 import logging
 import math
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 log = logging.getLogger(__name__)
@@ -35,16 +37,37 @@ KEY = ("model", "cluster", "optimizer", "placer", "scheduler", "pipeline")
 #: its last component is one of IGNORED_LEAVES or ends with one of IGNORED_SUFFIXES (`output_dir`, `tracking_uri`).
 IGNORED_PREFIXES = ("tracking.", "cache.", "hydra.")
 IGNORED_NAMES = frozenset({"experiment_name"})
-IGNORED_LEAVES = frozenset({"dir", "outdir", "logdir", "run_name", "run_id", "timestamp", "time_stamp", "date", "now",
-                            "cwd"})
+IGNORED_LEAVES = frozenset(
+    {"dir", "outdir", "logdir", "run_name", "run_id", "timestamp", "time_stamp", "date", "now", "cwd"}
+)
 IGNORED_SUFFIXES = ("_dir", "_uri")
 
 #: Column names of the report that a varying param's short name must not take.
 _RESERVED = frozenset(KEY) | {
-    "status", "step_s", "measured_step_s", "predicted_step_s", "speedup_vs_single", "speedup_vs_expert",
-    "placement_time_s", "traffic_bytes", "bubble_rate", "search_time_s", "need_fraction", "memory_fraction",
-    "run_id", "step time", "predicted step", "measured step", "vs single", "vs expert", "memory limit",
-    "placement time", "traffic", "bubble rate", "search time"}
+    "status",
+    "step_s",
+    "measured_step_s",
+    "predicted_step_s",
+    "speedup_vs_single",
+    "speedup_vs_expert",
+    "placement_time_s",
+    "traffic_bytes",
+    "bubble_rate",
+    "search_time_s",
+    "need_fraction",
+    "memory_fraction",
+    "run_id",
+    "step time",
+    "predicted step",
+    "measured step",
+    "vs single",
+    "vs expert",
+    "memory limit",
+    "placement time",
+    "traffic",
+    "bubble rate",
+    "search time",
+}
 
 
 def _num(x: Any) -> float | None:
@@ -58,8 +81,12 @@ def _num(x: Any) -> float | None:
 def ignored_param(name: str) -> bool:
     """Whether a logged param is volatile (output/cache folders, tracking URI, run names, timestamps)."""
     leaf = name.rsplit(".", 1)[-1].lower()
-    return (name.startswith(IGNORED_PREFIXES) or name in IGNORED_NAMES or leaf in IGNORED_LEAVES
-            or leaf.endswith(IGNORED_SUFFIXES))
+    return (
+        name.startswith(IGNORED_PREFIXES)
+        or name in IGNORED_NAMES
+        or leaf in IGNORED_LEAVES
+        or leaf.endswith(IGNORED_SUFFIXES)
+    )
 
 
 def _sort_value(v: str | None) -> tuple:
@@ -83,8 +110,7 @@ def varying_params(keys: list[tuple], params: list[dict[str, str]]) -> list[str]
     for i, k in enumerate(keys):
         groups.setdefault(k, []).append(i)
     names = sorted({n for p in params for n in p})
-    cands = [n for n in names
-             if any(len({params[i][n] for i in g if n in params[i]}) > 1 for g in groups.values())]
+    cands = [n for n in names if any(len({params[i][n] for i in g if n in params[i]}) > 1 for g in groups.values())]
     cands.sort(key=lambda n: (n.count("."), n))
     kept: list[str] = []
     blocks = list(groups.values())
@@ -110,8 +136,7 @@ def short_names(names: Iterable[str]) -> dict[str, str]:
     for n in names:
         for k in range(1, len(parts[n]) + 1):
             tail = ".".join(parts[n][-k:])
-            if tail not in _RESERVED and not any(
-                    m != n and ".".join(parts[m][-k:]) == tail for m in names):
+            if tail not in _RESERVED and not any(m != n and ".".join(parts[m][-k:]) == tail for m in names):
                 out[n] = tail
                 break
         else:
@@ -120,7 +145,7 @@ def short_names(names: Iterable[str]) -> dict[str, str]:
 
 
 def _per_device(metrics: dict[str, float], prefix: str) -> dict[str, float]:
-    return {k[len(prefix):]: v for k, v in metrics.items() if k.startswith(prefix) and k != prefix + "max"}
+    return {k[len(prefix) :]: v for k, v in metrics.items() if k.startswith(prefix) and k != prefix + "max"}
 
 
 def _result_json(run: Any) -> dict[str, Any] | None:
@@ -165,6 +190,7 @@ def _base(row: dict[str, Any], rows: list[dict[str, Any]], ref: str) -> dict[str
     cluster and pipeline at the same values of every varying param outside placer.*; among them the one with
     the same optimizer and scheduler (and optimizer.* / scheduler.* params), falling back to the same optimizer,
     then to any, where that leaves exactly one run."""
+
     def same(o: dict[str, Any], groups: tuple[str, ...]) -> bool:
         if any(o[k] != row[k] for k in ("model", "cluster", "pipeline") + groups):
             return False
@@ -216,18 +242,24 @@ def collect(experiment: str, tracking_uri: str, latest_sweep: bool = False) -> l
         measured = _num(m.get("measured_step_s"))
         predicted = _num(m.get("predicted_step_s"))
         rows[key + values] = {
-            **dict(zip(KEY, key)), "params": dict(zip(vary, values)), "status": status,
-            "measured_step_s": measured, "predicted_step_s": predicted,
+            **dict(zip(KEY, key)),
+            "params": dict(zip(vary, values)),
+            "status": status,
+            "measured_step_s": measured,
+            "predicted_step_s": predicted,
             "step_s": measured if measured is not None else predicted,
             "placement_time_s": _num(m.get("placement_time_s")),
-            "traffic_bytes": _num(m.get("traffic_bytes")), "bubble_rate": _num(m.get("bubble_rate")),
+            "traffic_bytes": _num(m.get("traffic_bytes")),
+            "bubble_rate": _num(m.get("bubble_rate")),
             "search_time_s": _num(m.get("search_time_s")),
             "need_fraction": _param(prm, "cluster.need_fraction"),
             "memory_fraction": _param(prm, "cluster.memory_fraction"),
             "memory_limit_bytes": _memory_limits(r),
             "peak_memory_bytes": _per_device(m, "peak_memory_bytes."),
             "measured_peak_memory_bytes": _per_device(m, "measured_peak_memory_bytes."),
-            "run_id": r.info.run_id, "error": t.get("error", "")}
+            "run_id": r.info.run_id,
+            "error": t.get("error", ""),
+        }
     out = list(rows.values())
     for row in out:
         ok = row["status"] == "ok" and row["step_s"]
@@ -235,8 +267,13 @@ def collect(experiment: str, tracking_uri: str, latest_sweep: bool = False) -> l
             base = _base(row, out, ref) if ok else None
             row[f"speedup_vs_{ref}"] = base["step_s"] / row["step_s"] if base else None
             row[f"{ref}_run_id"] = base["run_id"] if base else None
-    out.sort(key=lambda r: ((r["model"], r["cluster"], r["optimizer"], r["scheduler"], r["pipeline"])
-                            + tuple(_sort_value(r["params"][p]) for p in vary) + (r["placer"],)))
+    out.sort(
+        key=lambda r: (
+            (r["model"], r["cluster"], r["optimizer"], r["scheduler"], r["pipeline"])
+            + tuple(_sort_value(r["params"][p]) for p in vary)
+            + (r["placer"],)
+        )
+    )
     return out
 
 
@@ -295,22 +332,37 @@ def markdown(rows: list[dict[str, Any]], experiment: str) -> str:
     show_mem = any(r["memory_limit_bytes"] or r["need_fraction"] is not None for r in rows)
     show_bubble = any(r["bubble_rate"] is not None for r in rows)
     show_search = any(r["search_time_s"] is not None for r in rows)
-    head = (["model", "cluster", "optimizer", "placer", "scheduler"] + (["pipeline"] if show_pipe else [])
-            + [short[p] for p in vary] + (["memory limit"] if show_mem else [])
-            + ["step time", "predicted step", "measured step", "vs single", "vs expert", "placement time", "traffic"]
-            + (["bubble rate"] if show_bubble else []) + (["search time"] if show_search else [])
-            + [f"peak {d}" for d in devices] + [f"measured peak {d}" for d in mdevices])
+    head = (
+        ["model", "cluster", "optimizer", "placer", "scheduler"]
+        + (["pipeline"] if show_pipe else [])
+        + [short[p] for p in vary]
+        + (["memory limit"] if show_mem else [])
+        + ["step time", "predicted step", "measured step", "vs single", "vs expert", "placement time", "traffic"]
+        + (["bubble rate"] if show_bubble else [])
+        + (["search time"] if show_search else [])
+        + [f"peak {d}" for d in devices]
+        + [f"measured peak {d}" for d in mdevices]
+    )
     lines = [f"# {experiment}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         step = "OOM" if r["status"] == "oom" else ("ERROR" if r["status"] == "error" else _fmt(r["step_s"], "s"))
-        cells = ([r["model"], r["cluster"], r["optimizer"], r["placer"], r["scheduler"]]
-                 + ([r["pipeline"]] if show_pipe else []) + [_fmt(r["params"][p]) for p in vary]
-                 + ([_limit_cell(r)] if show_mem else [])
-                 + [step, _fmt(r["predicted_step_s"], "s"), _fmt(r["measured_step_s"], "s"),
-                    _fmt(r["speedup_vs_single"], "x"), _fmt(r["speedup_vs_expert"], "x"),
-                    _fmt(r["placement_time_s"], "s"), _fmt(r["traffic_bytes"], "B")]
-                 + ([_fmt(r["bubble_rate"], "r")] if show_bubble else [])
-                 + ([_fmt(r["search_time_s"], "s")] if show_search else []))
+        cells = (
+            [r["model"], r["cluster"], r["optimizer"], r["placer"], r["scheduler"]]
+            + ([r["pipeline"]] if show_pipe else [])
+            + [_fmt(r["params"][p]) for p in vary]
+            + ([_limit_cell(r)] if show_mem else [])
+            + [
+                step,
+                _fmt(r["predicted_step_s"], "s"),
+                _fmt(r["measured_step_s"], "s"),
+                _fmt(r["speedup_vs_single"], "x"),
+                _fmt(r["speedup_vs_expert"], "x"),
+                _fmt(r["placement_time_s"], "s"),
+                _fmt(r["traffic_bytes"], "B"),
+            ]
+            + ([_fmt(r["bubble_rate"], "r")] if show_bubble else [])
+            + ([_fmt(r["search_time_s"], "s")] if show_search else [])
+        )
         cells += [_fmt(r["peak_memory_bytes"].get(d), "B") for d in devices]
         cells += [_fmt(r["measured_peak_memory_bytes"].get(d), "B") for d in mdevices]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
@@ -318,29 +370,50 @@ def markdown(rows: list[dict[str, Any]], experiment: str) -> str:
         lines += ["", "Swept params: " + ", ".join(f"`{short[p]}` = `{p}`" for p in vary if short[p] != p) + "."]
     errs = [r for r in rows if r["status"] == "error"]
     if errs:
+
         def where(r: dict[str, Any]) -> str:
             extra = ", ".join(f"{short[p]}={r['params'][p]}" for p in vary)
             return f" ({extra})" if extra else ""
+
         def what(r: dict[str, Any]) -> str:
             return f"{r['placer']}/{r['scheduler']}" if r["placer"] else f"pipeline {r['pipeline']}"
+
         lines += ["", "Failed runs:"] + [f"- {what(r)} on {r['model']}{where(r)}: {r['error']}" for r in errs]
     return "\n".join(lines) + "\n"
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
     vary, short = _columns(rows)
-    dev_fields = [(f, _devices(rows, f)) for f in ("peak_memory_bytes", "measured_peak_memory_bytes",
-                                                   "memory_limit_bytes")]
-    cols = ["status", "step_s", "measured_step_s", "predicted_step_s", "speedup_vs_single",
-            "speedup_vs_expert", "placement_time_s", "traffic_bytes", "bubble_rate", "search_time_s",
-            "need_fraction", "memory_fraction", "run_id"]
+    dev_fields = [
+        (f, _devices(rows, f)) for f in ("peak_memory_bytes", "measured_peak_memory_bytes", "memory_limit_bytes")
+    ]
+    cols = [
+        "status",
+        "step_s",
+        "measured_step_s",
+        "predicted_step_s",
+        "speedup_vs_single",
+        "speedup_vs_expert",
+        "placement_time_s",
+        "traffic_bytes",
+        "bubble_rate",
+        "search_time_s",
+        "need_fraction",
+        "memory_fraction",
+        "run_id",
+    ]
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(list(KEY) + [short[p] for p in vary] + cols
-                   + [f"{field}.{d}" for field, devs in dev_fields for d in devs])
+        w.writerow(
+            list(KEY) + [short[p] for p in vary] + cols + [f"{field}.{d}" for field, devs in dev_fields for d in devs]
+        )
         for r in rows:
-            w.writerow([r[k] for k in KEY] + [r["params"][p] for p in vary] + [r.get(c) for c in cols]
-                       + [r[field].get(d) for field, devs in dev_fields for d in devs])
+            w.writerow(
+                [r[k] for k in KEY]
+                + [r["params"][p] for p in vary]
+                + [r.get(c) for c in cols]
+                + [r[field].get(d) for field, devs in dev_fields for d in devs]
+            )
 
 
 def bar_chart(rows: list[dict[str, Any]], path: Path, experiment: str) -> None:
@@ -350,18 +423,28 @@ def bar_chart(rows: list[dict[str, Any]], path: Path, experiment: str) -> None:
     import matplotlib.pyplot as plt
 
     vary, short = _columns(rows)
-    labels = [f"{r['placer'] or r['pipeline']}\n{r['scheduler']}"
-              + (f"\n{r['model']}" if len({x['model'] for x in rows}) > 1 else "")
-              + "".join(f"\n{short[p]}={r['params'][p]}" for p in vary)
-              for r in rows]
+    labels = [
+        f"{r['placer'] or r['pipeline']}\n{r['scheduler']}"
+        + (f"\n{r['model']}" if len({x["model"] for x in rows}) > 1 else "")
+        + "".join(f"\n{short[p]}={r['params'][p]}" for p in vary)
+        for r in rows
+    ]
     vals = [r["step_s"] if r["status"] == "ok" and r["step_s"] else 0.0 for r in rows]
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(rows)), 4 + 0.15 * len(vary)))
-    bars = ax.bar(range(len(rows)), vals, color=["#4C72B0" if r["measured_step_s"] is not None else "#8DA0CB"
-                                                 for r in rows])
+    bars = ax.bar(
+        range(len(rows)), vals, color=["#4C72B0" if r["measured_step_s"] is not None else "#8DA0CB" for r in rows]
+    )
     for b, r in zip(bars, rows):
         if r["status"] != "ok":
-            ax.text(b.get_x() + b.get_width() / 2, 0, r["status"].upper(), ha="center", va="bottom", color="red",
-                    rotation=90)
+            ax.text(
+                b.get_x() + b.get_width() / 2,
+                0,
+                r["status"].upper(),
+                ha="center",
+                va="bottom",
+                color="red",
+                rotation=90,
+            )
     ax.set_xticks(range(len(rows)), labels, fontsize=7)
     ax.set_ylabel("step time (s)")
     ax.set_title(f"{experiment}: step time per placement (dark: measured, light: predicted)")
@@ -373,8 +456,9 @@ def bar_chart(rows: list[dict[str, Any]], path: Path, experiment: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m orchestrator.report", description=__doc__.splitlines()[0])
     ap.add_argument("experiment", help="MLflow experiment name (an experiment preset's experiment_name)")
-    ap.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI",
-                                                             f"sqlite:///{Path.cwd() / 'mlflow.db'}"))
+    ap.add_argument(
+        "--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", f"sqlite:///{Path.cwd() / 'mlflow.db'}")
+    )
     ap.add_argument("--out", default=None, help="output folder (default reports/<experiment>)")
     ap.add_argument("--latest-sweep", action="store_true", help="only the runs of the newest sweep")
     args = ap.parse_args(argv)

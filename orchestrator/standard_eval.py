@@ -15,11 +15,13 @@ The per-op relative deviation of the step-1 estimates from the step-2 measuremen
 CDF), for memory and for compute time, is written to `standard_evaluation.json` and `standard_evaluation.png` in
 the run folder and logged as metrics by the job (`se.*` in result.json's `profile_info`).
 """
+
 from __future__ import annotations
 
 import inspect
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph, atomic_write_json
@@ -29,9 +31,12 @@ log = logging.getLogger("orchestrator")
 
 def standard_evaluation_profile(ctx: Any, graph: OpGraph, prof: Mapping[str, Any]) -> tuple[OpGraph, dict]:
     """Steps 1 and 2; returns the measured target-batch graph and the deviation report."""
-    from algorithms.placers.celeritas.standard_eval import (SequentialDfsTopoPlacer, fit_linear_profiles,
-                                                            relative_deviation)
     from algorithms.placement import topological_schedule
+    from algorithms.placers.celeritas.standard_eval import (
+        SequentialDfsTopoPlacer,
+        fit_linear_profiles,
+        relative_deviation,
+    )
 
     from .app import _plain, build_cluster
 
@@ -53,8 +58,10 @@ def standard_evaluation_profile(ctx: Any, graph: OpGraph, prof: Mapping[str, Any
     estimate = fit_linear_profiles(profiles).predict(target, name=f"{graph.name}-estimated-b{target}")
     missing = [op for op in graph.ops if op not in estimate]
     if missing:
-        raise ConfigError(f"standard evaluation: op {missing[0]!r} of the target-batch graph is not in the "
-                          f"small-batch profiles (the model's graph changes with the batch size)")
+        raise ConfigError(
+            f"standard evaluation: op {missing[0]!r} of the target-batch graph is not in the "
+            f"small-batch profiles (the model's graph changes with the batch size)"
+        )
 
     # step 2: place the target-batch model on the estimates, run it, then measure it op by op
     cluster = build_cluster(ctx.cfg.cluster, ctx.choices.get("cluster") or "cluster")
@@ -66,8 +73,11 @@ def standard_evaluation_profile(ctx: Any, graph: OpGraph, prof: Mapping[str, Any
     if timed:
         kwargs["time_ops"] = True
     run = backend.run(model, estimate, placement.assignment, sched, cluster, **kwargs)
-    log.info("standard evaluation step 2: the DFS-TOPO placement ran (%.4g s per step, best effort: %s)",
-             run.measured_step_s, bool(placement.info.get("best_effort")))
+    log.info(
+        "standard evaluation step 2: the DFS-TOPO placement ran (%.4g s per step, best effort: %s)",
+        run.measured_step_s,
+        bool(placement.info.get("best_effort")),
+    )
     # memory per op from the backend's profiler at the target batch size (real tensors); compute time per op
     # from the placed run itself when the backend times ops there, else from the profiler
     measured = backend.profile(model, graph, warmup=warmup, steps=steps)
@@ -78,11 +88,18 @@ def standard_evaluation_profile(ctx: Any, graph: OpGraph, prof: Mapping[str, Any
     measured.invalidate()
     mem = relative_deviation(estimate, measured, "memory")
     tim = relative_deviation(estimate, measured, "time")
-    report = {"target_batch_size": target, "batch_sizes": sizes,
-              "compute_from": "placed run" if op_times else "profiler", "memory": mem.to_dict(), "time": tim.to_dict(),
-              "dfs_topo_step_s": run.measured_step_s, "best_effort": bool(placement.info.get("best_effort"))}
-    log.info("standard evaluation: mean relative deviation of the estimates: memory %.3f, time %.3f",
-             mem.mean, tim.mean)
+    report = {
+        "target_batch_size": target,
+        "batch_sizes": sizes,
+        "compute_from": "placed run" if op_times else "profiler",
+        "memory": mem.to_dict(),
+        "time": tim.to_dict(),
+        "dfs_topo_step_s": run.measured_step_s,
+        "best_effort": bool(placement.info.get("best_effort")),
+    }
+    log.info(
+        "standard evaluation: mean relative deviation of the estimates: memory %.3f, time %.3f", mem.mean, tim.mean
+    )
     return measured, report
 
 
@@ -91,9 +108,13 @@ def publish(report: Mapping[str, Any], ctx: Any) -> None:
     atomic_write_json(ctx.out / "standard_evaluation.json", report)
     cdf_png(report, ctx.out / "standard_evaluation.png")
     ctx.artifacts += [ctx.out / "standard_evaluation.json", ctx.out / "standard_evaluation.png"]
-    ctx.metrics.update({"se.memory_mean_rel_dev": report["memory"]["mean"],
-                        "se.time_mean_rel_dev": report["time"]["mean"],
-                        "se.dfs_topo_step_s": report["dfs_topo_step_s"]})
+    ctx.metrics.update(
+        {
+            "se.memory_mean_rel_dev": report["memory"]["mean"],
+            "se.time_mean_rel_dev": report["time"]["mean"],
+            "se.dfs_topo_step_s": report["dfs_topo_step_s"],
+        }
+    )
 
 
 def cdf_png(report: Mapping[str, Any], path: Any) -> None:

@@ -4,13 +4,15 @@ Params are the flattened leaves of the resolved config (dotted keys, values cut 
 config is also logged as `config.yaml`. Metrics are the numbers of result.json. A job that fails ends its run
 with status FAILED and an `error` tag, so no failed run looks successful.
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ def ensure_schema(uri: str, experiment: str) -> str:
     from mlflow.tracking import MlflowClient
 
     if uri.startswith("sqlite:///"):
-        Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is not None:
@@ -57,8 +59,15 @@ def ensure_schema(uri: str, experiment: str) -> str:
 class RunTracker:
     """Wraps one MLflow run for a job; every method is a no-op when tracking is disabled."""
 
-    def __init__(self, uri: str, experiment: str, enabled: bool = True, run_name: str | None = None,
-                 parent_run_id: str | None = None, tags: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        uri: str,
+        experiment: str,
+        enabled: bool = True,
+        run_name: str | None = None,
+        parent_run_id: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ):
         self.enabled = enabled
         self.run_id: str | None = None
         if not enabled:
@@ -80,7 +89,7 @@ class RunTracker:
             return
         items = [(k, "None" if v is None else str(v)[:MAX_PARAM_LEN]) for k, v in params.items()]
         for i in range(0, len(items), 100):
-            self._mlflow.log_params(dict(items[i:i + 100]))
+            self._mlflow.log_params(dict(items[i : i + 100]))
 
     def log_metrics(self, metrics: Mapping[str, Any]) -> None:
         if not self.enabled:

@@ -1,4 +1,5 @@
 """Shared fixtures: run `python -m orchestrator` in a scratch folder with its own MLflow store and cache."""
+
 from __future__ import annotations
 
 import os
@@ -15,12 +16,23 @@ class Lab:
     def __init__(self, cwd: Path):
         self.cwd = cwd
         self.db = cwd / "mlflow.db"
-        self.env = dict(os.environ, LAB_CACHE_DIR=str(cwd / "cache"), PYTHONPATH=str(ROOT),
-                        HYDRA_FULL_ERROR="0", MLFLOW_TRACKING_URI=f"sqlite:///{cwd}/mlflow.db")
+        self.env = dict(
+            os.environ,
+            LAB_CACHE_DIR=str(cwd / "cache"),
+            PYTHONPATH=str(ROOT),
+            HYDRA_FULL_ERROR="0",
+            MLFLOW_TRACKING_URI=f"sqlite:///{cwd}/mlflow.db",
+        )
 
     def run(self, *args: str, check: bool = True, timeout: int = 600) -> subprocess.CompletedProcess:
-        p = subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=self.cwd, env=self.env,
-                           capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(
+            [sys.executable, "-m", "orchestrator", *args],
+            cwd=self.cwd,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if check and p.returncode != 0:
             raise AssertionError(f"orchestrator {args} exited {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
         return p

@@ -1,4 +1,5 @@
 """Hypothesis strategies shared by every test module: random DAGs and random clusters."""
+
 from __future__ import annotations
 
 from hypothesis import strategies as st
@@ -8,8 +9,16 @@ from algorithms.graph import OpGraph
 
 
 @st.composite
-def random_dags(draw, min_ops: int = 1, max_ops: int = 30, *, colocation: bool = True,
-                device_types: bool = False, training: bool = False, edge_p: float | None = None):
+def random_dags(
+    draw,
+    min_ops: int = 1,
+    max_ops: int = 30,
+    *,
+    colocation: bool = True,
+    device_types: bool = False,
+    training: bool = False,
+    edge_p: float | None = None,
+):
     """A random DAG: ops 0..n-1, an edge i->j (i<j) with probability p, random costs and sizes.
 
     With `colocation`, some ops join small colocation groups; with `device_types`, some ops (and whole groups)
@@ -23,12 +32,14 @@ def random_dags(draw, min_ops: int = 1, max_ops: int = 30, *, colocation: bool =
         grp = None
         if groups and draw(st.booleans()) and draw(st.booleans()):
             grp = f"g{draw(st.integers(0, groups - 1))}"
-        g.add_op(f"op{i}",
-                 compute_s=draw(st.floats(0.0, 1.0, allow_nan=False)),
-                 persistent_bytes=draw(st.integers(0, 1000)),
-                 temporary_bytes=draw(st.integers(0, 1000)),
-                 output_bytes=draw(st.integers(0, 1000)),
-                 colocation=grp)
+        g.add_op(
+            f"op{i}",
+            compute_s=draw(st.floats(0.0, 1.0, allow_nan=False)),
+            persistent_bytes=draw(st.integers(0, 1000)),
+            temporary_bytes=draw(st.integers(0, 1000)),
+            output_bytes=draw(st.integers(0, 1000)),
+            colocation=grp,
+        )
     for i in range(n):
         for j in range(i + 1, n):
             if draw(st.floats(0, 1)) < p:
@@ -47,8 +58,13 @@ def random_dags(draw, min_ops: int = 1, max_ops: int = 30, *, colocation: bool =
         edges = list(g.nx.edges(data=True))
         for f in fwd:
             a = g.op(f)
-            g.add_op(f"{f}/grad", compute_s=2 * a["compute_s"], output_bytes=a["output_bytes"],
-                     phase="backward", forward_of=f)
+            g.add_op(
+                f"{f}/grad",
+                compute_s=2 * a["compute_s"],
+                output_bytes=a["output_bytes"],
+                phase="backward",
+                forward_of=f,
+            )
             g.add_edge(f, f"{f}/grad", bytes=a["output_bytes"])
         for u, v, _ in edges:
             g.add_edge(f"{v}/grad", f"{u}/grad", bytes=g.op(f"{v}/grad")["output_bytes"])
@@ -57,8 +73,15 @@ def random_dags(draw, min_ops: int = 1, max_ops: int = 30, *, colocation: bool =
 
 
 @st.composite
-def random_clusters(draw, min_devices: int = 1, max_devices: int = 5, *, hetero: bool = False,
-                    memory: float | None = None, mode: str | None = None):
+def random_clusters(
+    draw,
+    min_devices: int = 1,
+    max_devices: int = 5,
+    *,
+    hetero: bool = False,
+    memory: float | None = None,
+    mode: str | None = None,
+):
     """A random cluster; with `hetero`, CPU/GPU types, speeds and per-pair links vary."""
     n = draw(st.integers(min_devices, max_devices))
     devs = []

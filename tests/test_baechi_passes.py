@@ -1,4 +1,5 @@
 """Baechi's graph optimizer passes (seed 001, sections 3.1-3.3) and the profile perturbation (Figure 8)."""
+
 from __future__ import annotations
 
 import networkx as nx
@@ -8,8 +9,14 @@ from hypothesis import HealthCheck, given, settings
 from algorithms.cluster import uniform_cluster
 from algorithms.errors import ConfigError, InfeasiblePlacement
 from algorithms.graph import OpGraph
-from algorithms.passes.baechi import (ColocationGrouping, CoPlacement, ForwardOnlyPlacement, OperatorFusion,
-                                      ProfilePerturbation, single_device_peak)
+from algorithms.passes.baechi import (
+    ColocationGrouping,
+    CoPlacement,
+    ForwardOnlyPlacement,
+    OperatorFusion,
+    ProfilePerturbation,
+    single_device_peak,
+)
 from algorithms.placement import CoarseMap, check_placement
 from algorithms.placers.baechi import METFPlacer, MSCTPlacer, MTOPOPlacer
 from algorithms.simulator import simulate
@@ -44,7 +51,7 @@ def test_fusion_cycle_safe_rule_skips_a_pair_with_another_path():
     g.add_edge("x", "b", bytes=1)
     out, cmap = OperatorFusion().apply(g)
     assert len(out) == 3 and nx.is_directed_acyclic_graph(out.nx)
-    assert out.op("a")["colocation"] == out.op("b")["colocation"] == "G"   # still placed together
+    assert out.op("a")["colocation"] == out.op("b")["colocation"] == "G"  # still placed together
 
 
 def test_fusion_chain_and_fan_in_cases():
@@ -63,8 +70,8 @@ def test_fusion_chain_and_fan_in_cases():
     a = out.op(fused)
     assert a["compute_s"] == pytest.approx(3.0)
     assert a["persistent_bytes"] == 30
-    assert a["output_bytes"] == 3                 # only c's output leaves (c is a sink)
-    assert a["temporary_bytes"] == 5 + 3 + 3      # largest temporary + the outputs used inside
+    assert a["output_bytes"] == 3  # only c's output leaves (c is a sink)
+    assert a["temporary_bytes"] == 5 + 3 + 3  # largest temporary + the outputs used inside
     assert out.nx.edges["d", fused]["bytes"] == 7
     cmap.check_covers(g)
 
@@ -94,7 +101,8 @@ def test_fusion_output_is_a_dag_covering_every_op_once(graph):
     total = sum(a["compute_s"] for _, a in graph.nx.nodes(data=True))
     assert sum(a["compute_s"] for _, a in out.nx.nodes(data=True)) == pytest.approx(total)
     assert sum(a["persistent_bytes"] for _, a in out.nx.nodes(data=True)) == pytest.approx(
-        sum(a["persistent_bytes"] for _, a in graph.nx.nodes(data=True)))
+        sum(a["persistent_bytes"] for _, a in graph.nx.nodes(data=True))
+    )
     out.validate()
 
 
@@ -102,8 +110,9 @@ def test_fusion_output_is_a_dag_covering_every_op_once(graph):
 @given(random_dags(max_ops=20, colocation=True, training=True), random_clusters(max_devices=4))
 def test_placements_of_the_optimized_graph_expand_to_valid_ones(graph, cluster):
     for mode in ("forward", "full"):
-        out, cmap = apply_chain(graph, [ColocationGrouping(), CoPlacement(), ForwardOnlyPlacement(mode),
-                                        OperatorFusion()])
+        out, cmap = apply_chain(
+            graph, [ColocationGrouping(), CoPlacement(), ForwardOnlyPlacement(mode), OperatorFusion()]
+        )
         cmap.check_covers(graph)
         assert nx.is_directed_acyclic_graph(out.nx)
         for placer in (MTOPOPlacer(), METFPlacer(), MSCTPlacer()):
@@ -128,7 +137,7 @@ def test_colocation_grouping_spreads_the_device_type_and_drops_singletons():
     assert out.op("r")["colocation"] == out.op("v")["colocation"] == "var"
     assert out.op("alone")["colocation"] is None
     assert cmap == CoarseMap.identity(g)
-    assert g.op("r")["device_type"] is None     # the input is left alone
+    assert g.op("r")["device_type"] is None  # the input is left alone
 
 
 def test_co_placement_next_op_and_forward_backward():
@@ -150,10 +159,10 @@ def test_co_placement_next_op_and_forward_backward():
     grp = {o: only_next.op(o)["colocation"] for o in only_next.ops}
     assert grp["f2"] == grp["f3"] is not None
     assert grp["f1"] != grp["f2"]
-    assert grp["g3"] == grp["g2"] == grp["g1"]       # chain of single users
+    assert grp["g3"] == grp["g2"] == grp["g1"]  # chain of single users
     both, _ = CoPlacement().apply(g)
     grp = {o: both.op(o)["colocation"] for o in both.ops}
-    assert len(set(grp.values())) == 1               # everything is linked now
+    assert len(set(grp.values())) == 1  # everything is linked now
 
 
 def test_co_placement_never_mixes_device_types():
@@ -167,8 +176,9 @@ def test_co_placement_never_mixes_device_types():
 
 # ------------------------------------------------------------------------------------------ forward-only
 def training_graph() -> OpGraph:
-    return level_dag(levels=8, min_nodes_per_level=2, max_nodes_per_level=4, training=True,
-                     colocated_fraction=0.2, seed=5)
+    return level_dag(
+        levels=8, min_nodes_per_level=2, max_nodes_per_level=4, training=True, colocated_fraction=0.2, seed=5
+    )
 
 
 def test_forward_only_places_forward_ops_and_backward_follow():
@@ -183,9 +193,10 @@ def test_forward_only_places_forward_ops_and_backward_follow():
         for o in mem:
             fw = g.op(o).get("forward_of")
             if fw is not None:
-                assert fw in mem                      # the backward op rides with its forward op
+                assert fw in mem  # the backward op rides with its forward op
     assert sum(a["compute_s"] for _, a in out.nx.nodes(data=True)) == pytest.approx(
-        sum(a["compute_s"] for _, a in g.nx.nodes(data=True)))
+        sum(a["compute_s"] for _, a in g.nx.nodes(data=True))
+    )
     pl = METFPlacer().place(out, uniform_cluster(3, latency_s=1e-4, bytes_per_s=1e9))
     assign = cmap.expand_assignment(pl.assignment)
     for o, a in g.nx.nodes(data=True):
@@ -225,7 +236,7 @@ def test_profile_perturbation_is_seeded_and_bounded():
     a2, _ = ProfilePerturbation(0.3, seed=7).apply(g)
     b, _ = ProfilePerturbation(0.3, seed=8).apply(g)
     assert m == CoarseMap.identity(g)
-    comp = lambda x: [x.op(o)["compute_s"] for o in g.ops]   # noqa: E731
+    comp = lambda x: [x.op(o)["compute_s"] for o in g.ops]  # noqa: E731
     assert comp(a1) == comp(a2) != comp(b)
     for o in g.ops:
         c0 = g.op(o)["compute_s"]
@@ -240,8 +251,7 @@ def test_profile_perturbation_is_seeded_and_bounded():
 
 def test_full_chain_on_a_synthetic_training_graph_shrinks_it():
     g = level_dag(levels=20, training=True, colocated_fraction=0.15, seed=2)
-    out, cmap = apply_chain(g, [ColocationGrouping(), CoPlacement(), ForwardOnlyPlacement("auto"),
-                                OperatorFusion()])
+    out, cmap = apply_chain(g, [ColocationGrouping(), CoPlacement(), ForwardOnlyPlacement("auto"), OperatorFusion()])
     assert len(out) < len(g) / 2
     cmap.check_covers(g)
     cl = uniform_cluster(4, latency_s=1e-4, bytes_per_s=5e9)

@@ -1,6 +1,6 @@
 """Baechi's placers m-TOPO, m-ETF and m-SCT (seed 001, sections 2-4): hand-worked cases and properties."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -118,6 +118,7 @@ def test_sequential_queues_add_their_wait_to_equation_1():
     # d0's send queue over [1, 3].  c on d2 then starts at 3 in parallel mode, but in sequential mode its
     # transfer waits for d0's send queue: [3, 5], so c can start at 5 (Baechi 3.4).
     from algorithms.placers.baechi.common import ExecModel
+
     g = OpGraph("seq")
     for o in "abc":
         g.add_op(o, compute_s=1.0)
@@ -132,7 +133,7 @@ def test_sequential_queues_add_their_wait_to_equation_1():
         assert est_b.start == pytest.approx(3.0)
         m.commit(1, 1, est_b)
         starts[mode] = m.estimate(2, 2).start
-        assert m.estimate(2, 1).start == pytest.approx(4.0)   # the copy cached on d1 is reused
+        assert m.estimate(2, 1).start == pytest.approx(4.0)  # the copy cached on d1 is reused
     assert starts == pytest.approx({"parallel": 3.0, "sequential": 5.0})
 
 
@@ -213,7 +214,7 @@ def test_m_sct_info_and_threshold():
     pl = MSCTPlacer(threshold=0.1).place(g, cl)
     assert pl.info["n_favorite_children"] == 4
     assert pl.info["lp_time_s"] >= 0
-    assert set(pl.assignment.values()) == {"cpu0"}   # favorites stay on their parent's device
+    assert set(pl.assignment.values()) == {"cpu0"}  # favorites stay on their parent's device
     with pytest.raises(Exception, match="threshold"):
         MSCTPlacer(threshold=0.0)
 
@@ -227,12 +228,13 @@ def test_favorite_children_repair_keeps_one_child_and_one_parent():
     g.add_edge("a", "c", bytes=1)
     g.add_edge("d", "b", bytes=1)
     import numpy as np
+
     idx = g.index()
     edges = [(idx.names[i], idx.names[j]) for i in range(idx.n) for j, _ in idx.succ[i]]
     x = np.array([{("a", "b"): 0.0, ("a", "c"): 0.05, ("d", "b"): 0.01}[e] for e in edges])
     fav = favorite_children(g, x, threshold=0.1)
     named = {idx.names[j]: idx.names[i] for j, i in enumerate(fav) if i >= 0}
-    assert named == {"b": "a"}      # a keeps b (x = 0); c loses a (a has a child); b keeps one parent
+    assert named == {"b": "a"}  # a keeps b (x = 0); c loses a (a has a child); b keeps one parent
     fav2 = favorite_children(g, np.where(x == 0.0, 0.5, x), threshold=0.1)
     named2 = {idx.names[j]: idx.names[i] for j, i in enumerate(fav2) if i >= 0}
     assert named2 == {"c": "a", "b": "d"}
@@ -263,7 +265,7 @@ def test_every_placement_is_valid(graph, cluster):
             continue
         check_placement(graph, cluster, pl)
         check_schedule(graph, pl, pl.order)
-        simulate(graph, cluster, pl, pl.order)   # the placer's own order never deadlocks
+        simulate(graph, cluster, pl, pl.order)  # the placer's own order never deadlocks
 
 
 @SETTINGS
@@ -290,8 +292,11 @@ def test_prediction_matches_the_simulator(graph, cluster):
 
 
 @SETTINGS
-@given(random_dags(max_ops=25, colocation=True), random_clusters(mode="parallel"),
-       st.sampled_from(["persistent", "transient", "full"]))
+@given(
+    random_dags(max_ops=25, colocation=True),
+    random_clusters(mode="parallel"),
+    st.sampled_from(["persistent", "transient", "full"]),
+)
 def test_never_on_a_full_device_with_colocation(graph, cluster, reserve):
     """Co-adjusted colocation reserves memory for the group; whatever it reserves, every op is checked when
     it is placed, so the parallel-mode replay fits (or the placer raises)."""
@@ -338,6 +343,7 @@ def test_synthetic_training_graph_memory_limited():
     """A level-based training graph on 4 devices with memory cut to 30% of the static need: the placers
     succeed, and m-ETF / m-SCT (parallel mode) replay without OOM."""
     from algorithms.workloads.synthetic import level_dag
+
     g = level_dag(levels=30, training=True, colocated_fraction=0.1, memory_unit_bytes=1e5, seed=3)
     need = g.total_memory()
     cl = uniform_cluster(4, 0.3 * need, latency_s=1e-4, bytes_per_s=5e9)
@@ -358,7 +364,7 @@ def test_sct_lp_reductions_keep_the_optimum(graph, cluster):
     x_full, f_full = sct_lp(graph, cluster, reduce=False)
     assert f_red["lp_status"] == 0 and f_full["lp_status"] == 0
     if "lp_makespan_s" not in f_full:
-        return                                  # no edges or all costs zero: nothing was solved
+        return  # no edges or all costs zero: nothing was solved
     assert f_red["lp_makespan_s"] == pytest.approx(f_full["lp_makespan_s"], rel=1e-6, abs=1e-9)
     # x_red is feasible for the full LP: at most one favorite child / parent in the relaxed sense, and the
     # left-justified starts it implies finish within the optimum
@@ -379,7 +385,7 @@ def test_sct_lp_reductions_keep_the_optimum(graph, cluster):
     mlat = sum(lat[a][b] for a, b in pairs) / len(pairs)
     mibw = sum(1.0 / cluster.bandwidth_table[a][b] for a, b in pairs) / len(pairs)
     start = [0.0] * idx.n
-    for (i, j, b), xe in zip(edges, x_red):         # edges in topological order of their source
+    for (i, j, b), xe in zip(edges, x_red):  # edges in topological order of their source
         start[j] = max(start[j], start[i] + p[i] + (mlat + b * mibw) * xe)
     span = max(start[i] + p[i] for i in range(idx.n))
     assert span <= f_full["lp_makespan_s"] * (1 + 1e-5) + 1e-9
@@ -452,8 +458,15 @@ def m_topo_rounds_graph() -> OpGraph:
     for i in range(4):
         g.add_op(f"f{i}", compute_s=1.0, output_bytes=2, colocation=f"g{i}")
     for i in range(4):
-        g.add_op(f"b{i}", compute_s=1.0, temporary_bytes=8, output_bytes=1, colocation=f"g{i}",
-                 phase="backward", forward_of=f"f{i}")
+        g.add_op(
+            f"b{i}",
+            compute_s=1.0,
+            temporary_bytes=8,
+            output_bytes=1,
+            colocation=f"g{i}",
+            phase="backward",
+            forward_of=f"f{i}",
+        )
     for i in range(3):
         g.add_edge(f"f{i}", f"f{i + 1}", bytes=2)
         g.add_edge(f"b{i + 1}", f"b{i}", bytes=1)

@@ -1,4 +1,5 @@
 """The content-addressed stage cache: keys, atomicity, concurrency."""
+
 from __future__ import annotations
 
 import json
@@ -45,12 +46,14 @@ def test_failed_compute_or_save_leaves_no_entry(tmp_path):
 
     def boom():
         raise ValueError("bad input")
+
     with pytest.raises(ValueError):
         c.run("s", {}, [], boom, _save, _load)
 
     def bad_save(v, p):
         (p / "half.json").write_text("{")
         raise OSError("disk full")
+
     with pytest.raises(OSError):
         c.run("s", {"k": 2}, [], lambda: 1, bad_save, _load)
     leftovers = [p for p in tmp_path.rglob("*") if p.is_file() and not p.name.endswith(".lock")]
@@ -66,6 +69,7 @@ def _worker(root, counter, results):
             f.write("x")
         time.sleep(0.5)
         return {"v": 42}
+
     results.put(c.run("shared", {"k": 1}, [], compute, _save, _load).value)
 
 

@@ -1,5 +1,6 @@
 """Optimal Operation Fusion (Celeritas 5.1.3): the breakpoint program by hand and against brute force, the
 coarse graph (Lemma 2), CCR (equation 1), and the CelerFusion pass."""
+
 from __future__ import annotations
 
 import itertools
@@ -7,19 +8,19 @@ import math
 
 import networkx as nx
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from algorithms.errors import InvalidGraph
 from algorithms.graph import OpGraph
 from algorithms.passes.celeritas import CelerFusion
 from algorithms.placers.celeritas.ccr import ccr
 from algorithms.placers.celeritas.common import CommModel, effective_types, node_memory
-from algorithms.placers.celeritas.fusion import (build_coarse_graph, fuse, optimal_breakpoints,
-                                                  split_by_breakpoints)
+from algorithms.placers.celeritas.fusion import build_coarse_graph, fuse, optimal_breakpoints, split_by_breakpoints
 from algorithms.placers.celeritas.topo import cpd_topo
 from tests.strategies import random_dags
 
-BYTES = CommModel(0.0, 1.0)   # an edge costs its bytes
+BYTES = CommModel(0.0, 1.0)  # an edge costs its bytes
 
 
 def chain(costs, mem=1):
@@ -96,8 +97,11 @@ def _brute_force(idx, seq, comm, mem, R, M, types):
 
 
 @settings(max_examples=40, deadline=None)
-@given(random_dags(max_ops=9, colocation=False, device_types=True), st.integers(1, 4),
-       st.sampled_from([math.inf, 1500.0, 3000.0]))
+@given(
+    random_dags(max_ops=9, colocation=False, device_types=True),
+    st.integers(1, 4),
+    st.sampled_from([math.inf, 1500.0, 3000.0]),
+)
 def test_breakpoints_are_optimal_against_brute_force(g, R, M):
     idx = g.index()
     comm = CommModel(0.5, 1e-3)
@@ -120,7 +124,7 @@ def test_coarse_graph_is_a_dag_and_preserves_costs(g, R):
     idx = g.index()
     fu = fuse(g, idx.compute_s, CommModel(1e-3, 1e-4), R=R, M=5000.0)
     c = fu.coarse
-    assert nx.is_directed_acyclic_graph(c.nx)                       # Lemma 2
+    assert nx.is_directed_acyclic_graph(c.nx)  # Lemma 2
     fu.coarse_map.check_covers(g)
     # members in a topological order of the original graph
     for members in fu.coarse_map.values():
@@ -176,8 +180,9 @@ def test_ccr_by_hand():
 
 
 def test_fusion_lowers_ccr_on_a_training_graph():
-    from algorithms.workloads.synthetic import level_dag
     from algorithms.cluster import uniform_cluster
+    from algorithms.workloads.synthetic import level_dag
+
     g = level_dag(levels=30, training=True, seed=3)
     cl = uniform_cluster(4, 1e12, latency_s=1e-4, bytes_per_s=1e9)
     idx = g.index()
@@ -190,9 +195,11 @@ def test_fusion_lowers_ccr_on_a_training_graph():
 @pytest.mark.parametrize("mode", ["split", "supergroup"])
 def test_celer_fusion_pass_keeps_colocation_valid(mode):
     from algorithms.workloads.synthetic import level_dag
+
     g = level_dag(levels=25, training=True, colocated_fraction=0.3, seed=5)
-    p = CelerFusion(R=15, memory_fraction=0.25, device_memory_bytes=4e9, latency_s=1e-5, bytes_per_s=1e9,
-                    colocation=mode)
+    p = CelerFusion(
+        R=15, memory_fraction=0.25, device_memory_bytes=4e9, latency_s=1e-5, bytes_per_s=1e9, colocation=mode
+    )
     coarse, cmap = p.apply(g)
     assert len(coarse) < len(g)
     if mode == "split":  # every coarse node with a group is a single op of a group spanning coarse nodes
@@ -208,6 +215,7 @@ def test_celer_fusion_pass_keeps_colocation_valid(mode):
         assign[c] = dev
     from algorithms.cluster import uniform_cluster
     from algorithms.placement import check_placement
+
     check_placement(g, uniform_cluster(3, prefix="d"), cmap.expand_assignment(assign))
 
 
@@ -215,9 +223,10 @@ def test_bound_pass_fuses_like_the_placer():
     from algorithms.cluster import uniform_cluster
     from algorithms.placers.celeritas import CeleritasPlacer
     from algorithms.workloads.synthetic import level_dag
+
     g = level_dag(levels=30, training=True, seed=8)
     cl = uniform_cluster(4, memory_bytes=g.total_memory() / 2, latency_s=1e-4, bytes_per_s=1e9)
-    p = CelerFusion(R=25, colocation="supergroup").bind(cl)   # same clusters as the placer's fusion
+    p = CelerFusion(R=25, colocation="supergroup").bind(cl)  # same clusters as the placer's fusion
     coarse, _ = p.apply(g)
     assert p.memory_limit == pytest.approx(0.25 * g.total_memory() / 2)
     info = CeleritasPlacer(R=25).place(g, cl).info

@@ -1,12 +1,14 @@
 """Celeritas placers end to end (seed 002, 5.2): valid placements, best effort, Adjusting Placement against
 Order-Place and against the simulator."""
+
 from __future__ import annotations
 
 import logging
 import math
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from algorithms.cluster import Cluster, Device, uniform_cluster
 from algorithms.graph import OpGraph
@@ -62,8 +64,11 @@ def test_adjusting_can_end_later_than_order_place():
 
 @pytest.mark.slow
 @settings(max_examples=40, **SETTINGS)
-@given(random_dags(max_ops=30, training=True, colocation=False),
-       random_clusters(max_devices=4, mode="parallel", hetero=True), st.integers(1, 8))
+@given(
+    random_dags(max_ops=30, training=True, colocation=False),
+    random_clusters(max_devices=4, mode="parallel", hetero=True),
+    st.integers(1, 8),
+)
 def test_simulator_never_slower_than_the_adjusting_plan_with_parallel_transfers(g, cl, R):
     """The simulator replays Adjusting's per-device order. With parallel transfers its model is the EST model
     of eq. 7, except that a tensor crosses once per destination device instead of once per edge, so no op
@@ -77,9 +82,12 @@ def test_simulator_never_slower_than_the_adjusting_plan_with_parallel_transfers(
 
 @pytest.mark.slow
 @settings(max_examples=40, **SETTINGS)
-@given(random_dags(max_ops=40, training=True, device_types=True),
-       random_clusters(min_devices=2, max_devices=4, hetero=True), st.integers(1, 10),
-       st.sampled_from([0.05, 0.25, 1.0]))
+@given(
+    random_dags(max_ops=40, training=True, device_types=True),
+    random_clusters(min_devices=2, max_devices=4, hetero=True),
+    st.integers(1, 10),
+    st.sampled_from([0.05, 0.25, 1.0]),
+)
 def test_every_placement_is_valid(g, cl, R, frac):
     types = {d.type for d in cl.devices}
     if any(g.op(o).get("device_type") not in (None, *types) for o in g.ops):
@@ -88,7 +96,7 @@ def test_every_placement_is_valid(g, cl, R, frac):
         p = placer.place(g, cl)
         check_placement(g, cl, p)
         check_schedule(g, p, p.order)
-        res = simulate(g, cl, p, schedule=p.order)    # the order never deadlocks
+        res = simulate(g, cl, p, schedule=p.order)  # the order never deadlocks
         assert p.info["n_coarse_ops"] <= len(g)
         assert p.info["best_effort"] in (0, 1)
         if not p.info["best_effort"] and p.info["memory_overflow_bytes"] == 0:
@@ -116,7 +124,7 @@ def test_no_best_effort_when_memory_suffices():
         p = placer.place(g, cl)
         assert p.info["best_effort"] == 0 and p.info["memory_overflow_bytes"] == 0
         res = simulate(g, cl, p, schedule=p.order)
-        assert res.ok                                  # static accounting is an upper bound of the dynamic one
+        assert res.ok  # static accounting is an upper bound of the dynamic one
 
 
 def test_order_place_fills_devices_in_order():
@@ -125,7 +133,7 @@ def test_order_place_fills_devices_in_order():
         g.add_op(f"v{k}", compute_s=1.0, persistent_bytes=10)
         if k:
             g.add_edge(f"v{k - 1}", f"v{k}", bytes=1)
-    cl = uniform_cluster(3, memory_bytes=31)   # three ops of 10 bytes plus the 1-byte copy received from before
+    cl = uniform_cluster(3, memory_bytes=31)  # three ops of 10 bytes plus the 1-byte copy received from before
     p = OrderPlacePlacer(fuse=False).place(g, cl)
     assert [p.assignment[f"v{k}"] for k in range(8)] == ["cpu0"] * 3 + ["cpu1"] * 3 + ["cpu2"] * 2
 
@@ -146,8 +154,9 @@ def test_placement_maps_the_original_ops_and_reports_fusion():
 def test_fuse_auto_skips_a_graph_already_fused_by_the_pass():
     g = level_dag(levels=30, training=True, colocated_fraction=0.15, seed=4)
     cl = uniform_cluster(4, memory_bytes=g.total_memory() / 2, latency_s=1e-4, bytes_per_s=1e9)
-    coarse, cmap = CelerFusion(R=20, device_memory_bytes=cl.devices[0].memory_bytes, latency_s=1e-4,
-                               bytes_per_s=1e9).apply(g)
+    coarse, cmap = CelerFusion(
+        R=20, device_memory_bytes=cl.devices[0].memory_bytes, latency_s=1e-4, bytes_per_s=1e9
+    ).apply(g)
     p = CeleritasPlacer(R=20).place(coarse, cl)
     assert p.info["fused"] == 0 and p.info["n_coarse_ops"] == len(coarse)
     check_placement(g, cl, cmap.expand_assignment(p.assignment))
@@ -155,8 +164,15 @@ def test_fuse_auto_skips_a_graph_already_fused_by_the_pass():
 
 def test_device_types_respected_on_a_mixed_cluster():
     g = level_dag(levels=15, training=True, p_cpu_only=0.2, p_gpu_only=0.2, seed=6)
-    cl = Cluster([Device("cpu0", "CPU", math.inf, 1.0), Device("gpu0", "GPU", math.inf, 4.0),
-                  Device("gpu1", "GPU", math.inf, 4.0)], 1e-4, 1e9)
+    cl = Cluster(
+        [
+            Device("cpu0", "CPU", math.inf, 1.0),
+            Device("gpu0", "GPU", math.inf, 4.0),
+            Device("gpu1", "GPU", math.inf, 4.0),
+        ],
+        1e-4,
+        1e9,
+    )
     for placer in (CeleritasPlacer(R=15), OrderPlacePlacer(R=15)):
         check_placement(g, cl, placer.place(g, cl))
 
@@ -177,5 +193,7 @@ def test_eq9_compares_finish_times_on_devices_of_different_speeds():
     # on identical devices the two readings place identically
     same = Cluster([Device("d0"), Device("d1")], latency_s=0.01, bytes_per_s=100.0)
     h = level_dag(levels=10, training=True, seed=9)
-    assert (CeleritasPlacer(R=5, compare="start").place(h, same).assignment
-            == CeleritasPlacer(R=5, compare="finish").place(h, same).assignment)
+    assert (
+        CeleritasPlacer(R=5, compare="start").place(h, same).assignment
+        == CeleritasPlacer(R=5, compare="finish").place(h, same).assignment
+    )

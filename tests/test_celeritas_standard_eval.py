@@ -1,14 +1,14 @@
 """Standard Evaluation pieces (Celeritas 4.2.1, 4.2.2, 6.5.1) and the METIS baseline (6.2.2)."""
+
 from __future__ import annotations
 
 import logging
-import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
 
-from algorithms.cluster import Cluster, Device, uniform_cluster
+from algorithms.cluster import uniform_cluster
 from algorithms.graph import OpGraph
 from algorithms.placement import check_placement, check_schedule
 from algorithms.placers.celeritas import MetisPlacer, SequentialDfsTopoPlacer
@@ -30,8 +30,14 @@ def profiled(batch: float, laws: dict) -> OpGraph:
     """A three-op graph whose costs follow known linear laws of the batch size."""
     g = OpGraph(f"b{batch:g}")
     for op, (ca, cb, ma, mb) in laws.items():
-        g.add_op(op, compute_s=ca + cb * batch, persistent_bytes=1000, temporary_bytes=ma + mb * batch,
-                 output_bytes=4 * batch, compute_s_by_type={"GPU": (ca + cb * batch) / 10})
+        g.add_op(
+            op,
+            compute_s=ca + cb * batch,
+            persistent_bytes=1000,
+            temporary_bytes=ma + mb * batch,
+            output_bytes=4 * batch,
+            compute_s_by_type={"GPU": (ca + cb * batch) / 10},
+        )
     g.add_edge("a", "b", bytes=4 * batch)
     g.add_edge("b", "c", bytes=4 * batch)
     return g
@@ -131,8 +137,10 @@ def test_sequential_dfs_topo_is_valid(g, cl):
 
 @pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(random_dags(min_ops=2, max_ops=40, training=True, device_types=True),
-       random_clusters(min_devices=2, max_devices=4, hetero=True))
+@given(
+    random_dags(min_ops=2, max_ops=40, training=True, device_types=True),
+    random_clusters(min_devices=2, max_devices=4, hetero=True),
+)
 def test_metis_placement_is_valid(g, cl):
     types = {d.type for d in cl.devices}
     if any(g.op(o).get("device_type") not in (None, *types) for o in g.ops):

@@ -1,4 +1,5 @@
 """DFS-TOPO and CPD-TOPO (Celeritas 4.2.2 and 5.1.3) on hand-built graphs, and their invariants on random DAGs."""
+
 from __future__ import annotations
 
 import pytest
@@ -80,8 +81,7 @@ def test_cpd_topo_communication_changes_the_critical_child():
 def _is_topological(g: OpGraph, order: list[int]) -> bool:
     idx = g.index()
     pos = {v: k for k, v in enumerate(order)}
-    return sorted(order) == list(range(idx.n)) and all(pos[u] < pos[v] for u in range(idx.n)
-                                                       for v, _ in idx.succ[u])
+    return sorted(order) == list(range(idx.n)) and all(pos[u] < pos[v] for u in range(idx.n) for v, _ in idx.succ[u])
 
 
 @pytest.mark.slow

@@ -1,4 +1,5 @@
 """Every config group choice and every experiment preset composes, and every plugin instantiates."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,8 +13,18 @@ from omegaconf import OmegaConf
 from orchestrator.app import build_cluster
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
-GROUPS = ["model", "backend", "cluster", "profiler", "optimizer", "placer", "scheduler", "pipeline", "runtime",
-          "tracking"]
+GROUPS = [
+    "model",
+    "backend",
+    "cluster",
+    "profiler",
+    "optimizer",
+    "placer",
+    "scheduler",
+    "pipeline",
+    "runtime",
+    "tracking",
+]
 
 
 def _choices(group: str) -> list[str]:
@@ -74,7 +85,14 @@ def test_every_experiment_composes(name):
 def test_defaults_are_the_documented_ones():
     cfg = _resolve(_compose())
     choices = cfg.hydra.runtime.choices
-    assert (choices.model, choices.backend, choices.cluster, choices.profiler, choices.optimizer, choices.pipeline,
-            choices.runtime) == ("synthetic", "none", "cpu4", "file", "none", "none", "none")
+    assert (
+        choices.model,
+        choices.backend,
+        choices.cluster,
+        choices.profiler,
+        choices.optimizer,
+        choices.pipeline,
+        choices.runtime,
+    ) == ("synthetic", "none", "cpu4", "file", "none", "none", "none")
     assert (choices.placer, choices.scheduler) == ("m_etf", "placer_order")
     assert cfg.tracking.uri.startswith("sqlite:////") or cfg.tracking.uri.startswith("sqlite:///")

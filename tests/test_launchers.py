@@ -1,6 +1,7 @@
 """Sweeps through the scale-out launchers: a local Ray cluster (hydra-ray-launcher) and submitit's local executor
 (the same code path as `hydra/launcher=submitit_slurm` on a Slurm cluster). Both need the optional launcher
 packages; they are skipped where those are not installed."""
+
 from __future__ import annotations
 
 import json
@@ -49,19 +50,38 @@ def test_sweep_on_a_local_ray_cluster(lab):
     lab.env = env
     ray = [sys.executable, "-m", "ray.scripts.scripts"]
     # the head's workers inherit this environment: the cache folder and the MLflow store of the test
-    start = subprocess.run([*ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                            "--node-ip-address=127.0.0.1", "--disable-usage-stats"],
-                           cwd=lab.cwd, env=env, capture_output=True, text=True, timeout=180)
+    start = subprocess.run(
+        [
+            *ray,
+            "start",
+            "--head",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            "--node-ip-address=127.0.0.1",
+            "--disable-usage-stats",
+        ],
+        cwd=lab.cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     try:
         assert start.returncode == 0, start.stdout[-2000:] + start.stderr[-2000:]
         sweep_dir = lab.cwd / "multirun" / "ray"
-        lab.run(*SMALL, "hydra/launcher=ray", f"+hydra.launcher.ray.init.address=127.0.0.1:{port}",
-                "+hydra.launcher.ray.init.object_store_memory=null", f"hydra.sweep.dir={sweep_dir}", "-m",
-                timeout=600)
+        lab.run(
+            *SMALL,
+            "hydra/launcher=ray",
+            f"+hydra.launcher.ray.init.address=127.0.0.1:{port}",
+            "+hydra.launcher.ray.init.object_store_memory=null",
+            f"hydra.sweep.dir={sweep_dir}",
+            "-m",
+            timeout=600,
+        )
         _check_sweep(lab, sweep_dir)
     finally:
-        subprocess.run([*ray, "stop", "--force"], cwd=lab.cwd, env=env, capture_output=True, text=True,
-                       timeout=120)
+        subprocess.run([*ray, "stop", "--force"], cwd=lab.cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.slow
@@ -69,8 +89,14 @@ def test_sweep_through_submitit_local(lab):
     pytest.importorskip("submitit")
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
     sweep_dir = lab.cwd / "multirun" / "submitit"
-    lab.run(*SMALL, "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10", f"hydra.sweep.dir={sweep_dir}",
-            "-m", timeout=600)
+    lab.run(
+        *SMALL,
+        "hydra/launcher=submitit_local",
+        "hydra.launcher.timeout_min=10",
+        f"hydra.sweep.dir={sweep_dir}",
+        "-m",
+        timeout=600,
+    )
     _check_sweep(lab, sweep_dir)
     # submitit kept each job's own stdout/stderr next to the jobs
     assert list((sweep_dir / ".submitit").rglob("*_log.out"))

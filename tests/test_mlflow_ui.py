@@ -1,5 +1,6 @@
 """The MLflow UI shows the runs of a sweep: start `mlflow server` on a free port, render the experiment page in
 headless Chromium (Debian's `chromium` package), and find the runs on the page."""
+
 from __future__ import annotations
 
 import shutil
@@ -28,10 +29,26 @@ def test_mlflow_ui_lists_the_runs_of_a_sweep(lab, tmp_path):
     children = [r for r in runs if r.data.tags.get("kind") != "sweep"]
     assert len(children) == 2
     port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
-                               f"sqlite:///{lab.db}", "--host", "127.0.0.1", "--port", str(port),
-                               "--workers", "1"], cwd=lab.cwd, env=lab.env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{lab.db}",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        cwd=lab.cwd,
+        env=lab.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.time() + 120
         while True:
@@ -46,12 +63,27 @@ def test_mlflow_ui_lists_the_runs_of_a_sweep(lab, tmp_path):
         parent = next(r for r in runs if r.data.tags.get("kind") == "sweep")
 
         def page(fragment: str) -> str:
-            return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                                   "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                                   "--disable-sync", f"--user-data-dir={tmp_path / 'chrome'}",
-                                   "--virtual-time-budget=30000", "--dump-dom",
-                                   f"http://127.0.0.1:{port}/#/experiments/{exp_id}/{fragment}"],
-                                  capture_output=True, text=True, timeout=180).stdout
+            return subprocess.run(
+                [
+                    CHROMIUM,
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-quic",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    f"--user-data-dir={tmp_path / 'chrome'}",
+                    "--virtual-time-budget=30000",
+                    "--dump-dom",
+                    f"http://127.0.0.1:{port}/#/experiments/{exp_id}/{fragment}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=180,
+            ).stdout
+
         listing = page("runs")
         assert parent.info.run_name in listing  # the sweep, whose children are folded under it
         for r in children:  # each job's own page shows its name, its placer param and its metrics

@@ -1,4 +1,5 @@
 """The Hydra application end to end: files of docs/formats.md, MLflow runs, caching, outcomes, sweeps."""
+
 from __future__ import annotations
 
 import json
@@ -7,9 +8,23 @@ import pytest
 
 from algorithms.workloads.synthetic import linreg_graph
 
-RESULT_KEYS = {"model", "placer", "scheduler", "n_ops", "n_ops_placed", "devices", "placement_time_s",
-               "predicted_step_s", "measured_step_s", "peak_memory_bytes", "memory_limit_bytes", "traffic_bytes",
-               "status", "error", "mlflow_run_id"}
+RESULT_KEYS = {
+    "model",
+    "placer",
+    "scheduler",
+    "n_ops",
+    "n_ops_placed",
+    "devices",
+    "placement_time_s",
+    "predicted_step_s",
+    "measured_step_s",
+    "peak_memory_bytes",
+    "memory_limit_bytes",
+    "traffic_bytes",
+    "status",
+    "error",
+    "mlflow_run_id",
+}
 
 
 def _read(folder, name):
@@ -46,15 +61,24 @@ def test_default_run_writes_the_four_files_and_an_mlflow_run(lab):
     assert "graph=hit, place=hit, schedule=hit, simulate=hit" in again.stderr + again.stdout
     second = [o for o in lab.outputs() if o != out][0]
     assert _read(second, "result.json")["predicted_step_s"] == res["predicted_step_s"]
-    assert _read(second, "result.json")["cache_hits"] == {"graph": True, "place": True, "schedule": True,
-                                                          "simulate": True}
+    assert _read(second, "result.json")["cache_hits"] == {
+        "graph": True,
+        "place": True,
+        "schedule": True,
+        "simulate": True,
+    }
 
 
 def test_user_graph_file_and_expert_placer(lab):
     path = lab.cwd / "lr.graph.json"
     linreg_graph().save(path)
-    lab.run("model=graph_file", f"model.path={path}", "cluster=cpu2", "placer=expert",
-            "placer.rules=[[Weight,1],[Grad,cpu1]]")
+    lab.run(
+        "model=graph_file",
+        f"model.path={path}",
+        "cluster=cpu2",
+        "placer=expert",
+        "placer.rules=[[Weight,1],[Grad,cpu1]]",
+    )
     (out,) = lab.outputs()
     pl = _read(out, "placement.json")
     assert pl["Weight"] == pl["ApplyGrad"] == "cpu1" and pl["Grad"] == "cpu1" and pl["X"] == "cpu0"
@@ -62,10 +86,15 @@ def test_user_graph_file_and_expert_placer(lab):
 
 
 def test_bad_graph_fails_clearly_and_leaves_no_ok_behind(lab):
-    bad = {"format": "opgraph/1", "name": "bad",
-           "ops": [{"name": "a", "compute_s": 1, "persistent_bytes": 0, "temporary_bytes": 0, "output_bytes": 4},
-                   {"name": "b", "compute_s": 1, "persistent_bytes": 0, "temporary_bytes": 0, "output_bytes": 4}],
-           "edges": [{"src": "a", "dst": "b", "bytes": 4}, {"src": "b", "dst": "a", "bytes": 4}]}
+    bad = {
+        "format": "opgraph/1",
+        "name": "bad",
+        "ops": [
+            {"name": "a", "compute_s": 1, "persistent_bytes": 0, "temporary_bytes": 0, "output_bytes": 4},
+            {"name": "b", "compute_s": 1, "persistent_bytes": 0, "temporary_bytes": 0, "output_bytes": 4},
+        ],
+        "edges": [{"src": "a", "dst": "b", "bytes": 4}, {"src": "b", "dst": "a", "bytes": 4}],
+    }
     path = lab.cwd / "bad.graph.json"
     path.write_text(json.dumps(bad))
     p = lab.run("model=graph_file", f"model.path={path}", check=False)

@@ -1,4 +1,5 @@
 """The orchestrator with real backends: capture, profile, place, run, and the Standard Evaluation profiler."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,18 @@ def _result(lab):
 @pytest.mark.torch
 def test_torch_gnmt_tiny_expert_runs_for_real(lab):
     pytest.importorskip("torch")
-    lab.run("model=gnmt_tiny", "backend=torch", "profiler=measured", "runtime=real", "cluster=cpu2",
-            "placer=expert", "profiler.steps=3", "profiler.warmup=1", "runtime.steps=3", "runtime.warmup=1")
+    lab.run(
+        "model=gnmt_tiny",
+        "backend=torch",
+        "profiler=measured",
+        "runtime=real",
+        "cluster=cpu2",
+        "placer=expert",
+        "profiler.steps=3",
+        "profiler.warmup=1",
+        "runtime.steps=3",
+        "runtime.warmup=1",
+    )
     out, res = _result(lab)
     assert res["status"] == "ok" and res["measured_step_s"] > 0 and res["predicted_step_s"] > 0
     placement = json.loads((out / "placement.json").read_text())
@@ -30,8 +41,18 @@ def test_torch_gnmt_tiny_expert_runs_for_real(lab):
 @pytest.mark.tf
 def test_tensorflow_linreg_tiny_m_etf_runs_for_real(lab):
     pytest.importorskip("tensorflow")
-    lab.run("model=linreg_tiny", "backend=tensorflow", "profiler=measured", "runtime=real", "cluster=cpu2",
-            "placer=m_etf", "profiler.steps=2", "profiler.warmup=1", "runtime.steps=3", "runtime.warmup=1")
+    lab.run(
+        "model=linreg_tiny",
+        "backend=tensorflow",
+        "profiler=measured",
+        "runtime=real",
+        "cluster=cpu2",
+        "placer=m_etf",
+        "profiler.steps=2",
+        "profiler.warmup=1",
+        "runtime.steps=3",
+        "runtime.warmup=1",
+    )
     _, res = _result(lab)
     assert res["status"] == "ok" and res["measured_step_s"] > 0 and res["n_ops"] > 10
 
@@ -40,8 +61,14 @@ def test_tensorflow_linreg_tiny_m_etf_runs_for_real(lab):
 @pytest.mark.torch
 def test_standard_evaluation_profiler_reports_deviation(lab):
     pytest.importorskip("torch")
-    lab.run("model=mlp_tiny", "backend=torch", "profiler=standard_evaluation", "model.batch_size=16",
-            "cluster=cpu2", "placer=m_etf")
+    lab.run(
+        "model=mlp_tiny",
+        "backend=torch",
+        "profiler=standard_evaluation",
+        "model.batch_size=16",
+        "cluster=cpu2",
+        "placer=m_etf",
+    )
     out, res = _result(lab)
     assert res["status"] == "ok"
     report = json.loads((out / "standard_evaluation.json").read_text())
@@ -57,8 +84,18 @@ def test_standard_evaluation_profiler_reports_deviation(lab):
 @pytest.mark.tf
 def test_planned_order_is_refused_by_a_backend_that_cannot_follow_a_plan(lab):
     pytest.importorskip("tensorflow")
-    p = lab.run("model=linreg_tiny", "backend=tensorflow", "profiler=measured", "runtime=real", "cluster=cpu2",
-                "placer=m_etf", "profiler.steps=2", "profiler.warmup=1", "runtime.order=planned", check=False)
+    p = lab.run(
+        "model=linreg_tiny",
+        "backend=tensorflow",
+        "profiler=measured",
+        "runtime=real",
+        "cluster=cpu2",
+        "placer=m_etf",
+        "profiler.steps=2",
+        "profiler.warmup=1",
+        "runtime.order=planned",
+        check=False,
+    )
     assert p.returncode == 1
     _, res = _result(lab)
     assert res["status"] == "error" and "runtime.order" in res["error"]

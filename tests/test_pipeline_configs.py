@@ -1,4 +1,5 @@
 """The pipeline config group: every YAML builds its scheduler and runs its case; artifacts are written."""
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ def test_each_pipeline_yaml_runs(name):
     for key in ("shape", "n_devices", "n_micro", "memory", "recompute"):
         assert key in cfg
     if name == "tessel":
-        cfg["shape"] = "k"            # a shape whose search takes a second (M takes tens of seconds)
+        cfg["shape"] = "k"  # a shape whose search takes a second (M takes tens of seconds)
     if name == "to":
         cfg["n_micro"] = 2
     sched, fig = run_pipeline(cfg)
@@ -53,8 +54,9 @@ def test_artifacts_written(tmp_path):
     pytest.importorskip("matplotlib")
     from orchestrator.pipeline_plots import write_pipeline_artifacts
 
-    sched, _ = run_pipeline({"_target_": "algorithms.pipeline.tessel.TesselScheduler", "shape": "v",
-                             "n_micro": 8, "memory": 4})
+    sched, _ = run_pipeline(
+        {"_target_": "algorithms.pipeline.tessel.TesselScheduler", "shape": "v", "n_micro": 8, "memory": 4}
+    )
     paths = write_pipeline_artifacts(sched, tmp_path)
     data = json.loads(Path(paths["json"]).read_text())
     assert data["n_micro"] == 8 and data["memory_limit"] == 4 and data["repetend"] is not None
@@ -76,7 +78,15 @@ def test_from_placement_case_runs_tessel():
         g.add_edge(f"g{i + 1}", f"g{i}")
     g.add_edge("l5", "g5")
     place = {f"{p}{i}": f"dev{i // 2}" for i in range(6) for p in "lg"}
-    sched, fig = run_pipeline({"_target_": "algorithms.pipeline.tessel.TesselScheduler",
-                               "shape": "from_placement", "n_micro": 6, "memory": None}, g, place)
+    sched, fig = run_pipeline(
+        {
+            "_target_": "algorithms.pipeline.tessel.TesselScheduler",
+            "shape": "from_placement",
+            "n_micro": 6,
+            "memory": None,
+        },
+        g,
+        place,
+    )
     assert sched.spec.devices == ["dev0", "dev1", "dev2"]
     assert fig["predicted_step_s"] > 0 and fig["t_r"] == fig["lower_bound"]

@@ -1,4 +1,5 @@
 """Pipeline schedules: block model, validator, generator baselines, Tessel's search, extension, runtime plans."""
+
 from __future__ import annotations
 
 import json
@@ -7,26 +8,46 @@ import pytest
 
 from algorithms.errors import ConfigError, InvalidPlacement, InvalidSchedule
 from algorithms.graph import OpGraph
-from algorithms.pipeline.baselines import (ChimeraScheduler, GPipeScheduler, OneFOneBPlusScheduler,
-                                           OneFOneBScheduler)
+from algorithms.pipeline.baselines import ChimeraScheduler, GPipeScheduler, OneFOneBPlusScheduler, OneFOneBScheduler
 from algorithms.pipeline.blocks import Block, MicroBatchSpec, blocks_from_placement, make_shape
-from algorithms.pipeline.runtime import (build_actions, check_deadlock_free, chrome_trace, simulate_actions)
+from algorithms.pipeline.runtime import build_actions, check_deadlock_free, chrome_trace, simulate_actions
 from algorithms.pipeline.schedule import PipelineSchedule, ScheduleViolation, validate
-from algorithms.pipeline.tessel import (TesselScheduler, TimeOptimalScheduler, dependency_period_ok, extend,
-                                        iter_repetend_assignments, repetend_time, solve_repetend,
-                                        solve_time_optimal)
+from algorithms.pipeline.tessel import (
+    TesselScheduler,
+    TimeOptimalScheduler,
+    dependency_period_ok,
+    extend,
+    iter_repetend_assignments,
+    repetend_time,
+    solve_repetend,
+    solve_time_optimal,
+)
 
 
 def _two_stage() -> MicroBatchSpec:
-    return MicroBatchSpec([Block("f0", 1, 1, ("d0",)), Block("f1", 1, 1, ("d1",), ("f0",)),
-                           Block("b1", 2, -1, ("d1",), ("f1",), "backward"),
-                           Block("b0", 2, -1, ("d0",), ("b1",), "backward")], ["d0", "d1"])
+    return MicroBatchSpec(
+        [
+            Block("f0", 1, 1, ("d0",)),
+            Block("f1", 1, 1, ("d1",), ("f0",)),
+            Block("b1", 2, -1, ("d1",), ("f1",), "backward"),
+            Block("b0", 2, -1, ("d0",), ("b1",), "backward"),
+        ],
+        ["d0", "d1"],
+    )
 
 
 def _valid_two_stage() -> PipelineSchedule:
     spec = _two_stage()
-    start = {("f0", 0): 0, ("f1", 0): 1, ("b1", 0): 2, ("b0", 0): 4,
-             ("f0", 1): 1, ("f1", 1): 4, ("b1", 1): 5, ("b0", 1): 7}
+    start = {
+        ("f0", 0): 0,
+        ("f1", 0): 1,
+        ("b1", 0): 2,
+        ("b0", 0): 4,
+        ("f0", 1): 1,
+        ("f1", 1): 4,
+        ("b1", 1): 5,
+        ("b0", 1): 7,
+    }
     return PipelineSchedule(spec, 2, start, memory_limit=2)
 
 
@@ -36,7 +57,7 @@ def test_shapes_have_balanced_training_blocks():
         spec = make_shape(shape, 4, recompute=True)
         assert all(spec.net_memory(d) == 0 for d in spec.devices), shape
         loads = {spec.device_load(d) for d in spec.devices}
-        assert len(loads) == 1, (shape, loads)        # balanced workload (section VI-B)
+        assert len(loads) == 1, (shape, loads)  # balanced workload (section VI-B)
     v = make_shape("v", 4, recompute=True)
     assert [b.name for b in v.blocks] == ["f0", "f1", "f2", "f3", "b3", "b2", "b1", "b0"]
     assert v.block("b2").time == 3 and v.block("f2").time == 1
@@ -53,8 +74,12 @@ def test_nn_shape_is_mt5_layout():
     nn = make_shape("nn", 4, recompute=True)
     alld = ("d0", "d1", "d2", "d3")
     assert [b.name for b in nn.blocks if b.devices == alld] == ["emb_enc", "emb_dec", "emb_dec_b", "emb_enc_b"]
-    assert [(b.name, b.devices) for b in nn.blocks if len(b.devices) == 1 and b.kind == "forward"] == \
-        [("enc0", ("d0",)), ("enc1", ("d1",)), ("dec2", ("d2",)), ("dec3", ("d3",))]
+    assert [(b.name, b.devices) for b in nn.blocks if len(b.devices) == 1 and b.kind == "forward"] == [
+        ("enc0", ("d0",)),
+        ("enc1", ("d1",)),
+        ("dec2", ("d2",)),
+        ("dec3", ("d3",)),
+    ]
     assert nn.block("dec2_b").time == 3 and nn.block("emb_dec_b").time == 2
     assert nn.lower_bound() == 10
     with pytest.raises(ConfigError):
@@ -77,8 +102,7 @@ def test_blocks_from_placement_stages():
     g.add_edge("l3", "l3_grad")
     for i in range(4):
         g.add_edge(f"l{i}", f"l{i}_grad")
-    place = {"l0": "a", "l1": "a", "l2": "b", "l3": "b",
-             "l0_grad": "a", "l1_grad": "a", "l2_grad": "b", "l3_grad": "b"}
+    place = {"l0": "a", "l1": "a", "l2": "b", "l3": "b", "l0_grad": "a", "l1_grad": "a", "l2_grad": "b", "l3_grad": "b"}
     spec = blocks_from_placement(g, place, time_resolution=4)
     assert [b.name for b in spec.blocks] == ["F_a", "F_b", "B_b", "B_a"]
     assert spec.block("B_a").time == 2 * spec.block("F_a").time == 4
@@ -100,12 +124,15 @@ def test_validator_accepts_valid_schedule_and_figures():
     assert s.peak_memory() == {"d0": 2, "d1": 1}
 
 
-@pytest.mark.parametrize("kind,change,limit,where", [
-    ("dependency", {("f1", 1): 2}, 2, ("f1", 1, "d1")),     # f1#1 before f0#1 ends (t=2 ok) -> overlap? no: dep
-    ("exclusive", {("f0", 1): 0}, 2, ("f0", 1, "d0")),      # two blocks at once on d0
-    ("memory", {}, 1, ("f0", 1, "d0")),                    # two micro-batches in flight on d0 with M = 1
-    ("missing", None, 2, ("b0", 1, "d0")),
-])
+@pytest.mark.parametrize(
+    "kind,change,limit,where",
+    [
+        ("dependency", {("f1", 1): 2}, 2, ("f1", 1, "d1")),  # f1#1 before f0#1 ends (t=2 ok) -> overlap? no: dep
+        ("exclusive", {("f0", 1): 0}, 2, ("f0", 1, "d0")),  # two blocks at once on d0
+        ("memory", {}, 1, ("f0", 1, "d0")),  # two micro-batches in flight on d0 with M = 1
+        ("missing", None, 2, ("b0", 1, "d0")),
+    ],
+)
 def test_validator_catches_each_violation(kind, change, limit, where):
     s = _valid_two_stage()
     if change is None:
@@ -113,7 +140,7 @@ def test_validator_catches_each_violation(kind, change, limit, where):
     else:
         s.start.update(change)
     if kind == "dependency":
-        s.start[("f0", 1)] = 2     # f0#1 now ends at 3 > f1#1's start 2
+        s.start[("f0", 1)] = 2  # f0#1 now ends at 3 > f1#1's start 2
         s.start[("b0", 0)] = 4
     with pytest.raises(ScheduleViolation) as ei:
         validate(s, limit)
@@ -153,15 +180,15 @@ def test_1f1b_textbook_timeline_4_devices():
     s = OneFOneBScheduler().schedule(make_shape("v", D), None, D, N)
     assert s.makespan == 3 * (N + D - 1)
     assert s.peak_memory() == {f"d{d}": D - d for d in range(D)}
-    for m in range(N):   # the last stage alternates F and B with no gap
+    for m in range(N):  # the last stage alternates F and B with no gap
         assert s.start[("f3", m)] == 3 + 3 * m
         assert s.start[("b3", m)] == 4 + 3 * m
     orders = s.device_orders()
-    for d in range(D):   # warm-up of D-1-d forwards, then one forward one backward
+    for d in range(D):  # warm-up of D-1-d forwards, then one forward one backward
         kinds = ["f" if b.startswith("f") else "b" for b, _ in orders[f"d{d}"]]
         w = D - 1 - d
         assert kinds[:w] == ["f"] * w
-        assert kinds[w:w + 2 * (N - w)] == ["f", "b"] * (N - w)
+        assert kinds[w : w + 2 * (N - w)] == ["f", "b"] * (N - w)
     assert s.start[("b0", 0)] == 10 and s.start[("f0", 4)] == 12
 
 
@@ -173,8 +200,10 @@ def test_chimera_and_1f1b_plus_are_valid():
         p = OneFOneBPlusScheduler().schedule(make_shape(shape, 4, recompute=True), None, None, 8)
         p.validate(None)
     v = make_shape("v", 4)
-    assert OneFOneBPlusScheduler().schedule(v, None, None, 8).makespan == \
-        OneFOneBScheduler().schedule(v, None, None, 8).makespan
+    assert (
+        OneFOneBPlusScheduler().schedule(v, None, None, 8).makespan
+        == OneFOneBScheduler().schedule(v, None, None, 8).makespan
+    )
 
 
 @pytest.mark.parametrize("recompute, unit", [(False, 16), (True, 22)])
@@ -203,7 +232,7 @@ def test_repetend_enumeration_obeys_properties():
         assert min(n) == 0 and max(n) == 2
         for j in range(spec.K):
             for i in spec.preds[j]:
-                assert n[i] >= n[j]            # Property IV.2
+                assert n[i] >= n[j]  # Property IV.2
     # some candidate (a 1F1B-like one) meets the dependency bound at the lower bound, the plain one does not
     assert any(dependency_period_ok(spec, n, spec.lower_bound()) for n in cands)
     assert not dependency_period_ok(spec, (0,) * spec.K, spec.lower_bound())
@@ -274,11 +303,11 @@ def test_extension_to_n_keeps_validity(shape):
         s = extend(res, n)
         s.validate(6)
         assert sorted(m for (b, m) in s.start if b == spec.blocks[0].name) == list(range(n))
-        if prev is not None:          # each extra micro-batch costs exactly one repetend period
+        if prev is not None:  # each extra micro-batch costs exactly one repetend period
             assert s.makespan - prev.makespan == 3 * res.period
             assert s.bubble_rate <= prev.bubble_rate + 1e-12
         prev = s
-    small = ts.schedule(spec, None, 6, 1)   # N < N_R falls back to the time-optimal search
+    small = ts.schedule(spec, None, 6, 1)  # N < N_R falls back to the time-optimal search
     small.validate(6)
 
 
@@ -286,28 +315,31 @@ def test_time_optimal_baseline_small_n():
     spec = make_shape("v", 4)
     to = TimeOptimalScheduler(time_limit_s=60).schedule(spec, None, None, 2)
     to.validate()
-    assert to.makespan == 15      # micro-batch 1 trails by one forward and one backward on d3
+    assert to.makespan == 15  # micro-batch 1 trails by one forward and one backward on d3
     assert to.info["optimal"]
     ts = TesselScheduler(time_limit_s=60).schedule(spec, None, None, 2)
     assert ts.makespan >= to.makespan
 
 
 # ----------------------------------------------------------------------------------------------- runtime
-@pytest.mark.parametrize("make", [
-    lambda: GPipeScheduler().schedule(make_shape("v", 4), None, None, 5),
-    lambda: OneFOneBScheduler().schedule(make_shape("v", 4), None, None, 6),
-    lambda: ChimeraScheduler().schedule(make_shape("x", 4, True), None, None, 4),
-    lambda: OneFOneBPlusScheduler().schedule(make_shape("m", 4, True), None, None, 5),
-    lambda: TesselScheduler(time_limit_s=30).schedule(make_shape("k", 4, True), None, None, 7),
-    lambda: TesselScheduler(time_limit_s=30).schedule(make_shape("v", 4), None, 3, 9),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: GPipeScheduler().schedule(make_shape("v", 4), None, None, 5),
+        lambda: OneFOneBScheduler().schedule(make_shape("v", 4), None, None, 6),
+        lambda: ChimeraScheduler().schedule(make_shape("x", 4, True), None, None, 4),
+        lambda: OneFOneBPlusScheduler().schedule(make_shape("m", 4, True), None, None, 5),
+        lambda: TesselScheduler(time_limit_s=30).schedule(make_shape("k", 4, True), None, None, 7),
+        lambda: TesselScheduler(time_limit_s=30).schedule(make_shape("v", 4), None, 3, 9),
+    ],
+)
 def test_action_lists_never_deadlock(make):
     s = make()
     acts = build_actions(s)
     check_deadlock_free(s, acts, blocking=True)
     check_deadlock_free(s, acts, blocking=False)
     sim = simulate_actions(s, acts)
-    assert all(sim[it] <= s.start[it] for it in s.start)    # the plan never runs later than the schedule
+    assert all(sim[it] <= s.start[it] for it in s.start)  # the plan never runs later than the schedule
     n_send = sum(a.kind == "send" for l in acts.values() for a in l)
     n_recv = sum(a.kind == "recv" for l in acts.values() for a in l)
     assert n_send == n_recv > 0

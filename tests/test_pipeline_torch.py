@@ -1,4 +1,5 @@
 """A searched pipeline schedule executed for real with PyTorch on 2 virtual CPU devices."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,7 +23,7 @@ def test_searched_schedule_matches_single_device_loss():
     assert out["max_grad_diff"] < 1e-5
     assert out["measured_step_s"] > 0 and out["predicted_step_s"] > 0
     assert {r["device"] for r in out["records"]} == {"d0", "d1"}
-    assert len(out["records"]) == 2 * 2 * 5          # forward + backward of 5 micro-batches on 2 devices
+    assert len(out["records"]) == 2 * 2 * 5  # forward + backward of 5 micro-batches on 2 devices
     trace = chrome_trace(sched, measured=out["records"])
     assert any(e.get("pid") == 1 and e["ph"] == "X" for e in trace["traceEvents"])
 
@@ -31,4 +32,4 @@ def test_searched_schedule_matches_single_device_loss():
 def test_gpt_stages_split_evenly():
     stages = build_gpt_stages(3, n_layers=4)
     assert len(stages) == 3
-    assert sum(len(s) for s in stages) == 6          # embedding + 4 layers + head
+    assert sum(len(s) for s in stages) == 6  # embedding + 4 layers + head

@@ -1,4 +1,5 @@
 """Third-party plugins: a separate package installs, registers through its entry point, and is usable by name."""
+
 from __future__ import annotations
 
 import json
@@ -15,11 +16,30 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.slow
 def test_installed_plugin_package_is_found_and_runs(lab, tmp_path):
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--target", str(target), str(ROOT / "tests" / "plugin_pkg")], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(ROOT / "tests" / "plugin_pkg"),
+        ],
+        check=True,
+    )
     lab.env["PYTHONPATH"] = os.pathsep.join([str(target), str(ROOT)])
-    cat = subprocess.run([sys.executable, "-m", "orchestrator.catalog", "placer"], cwd=lab.cwd, env=lab.env,
-                         capture_output=True, text=True, check=True)
+    cat = subprocess.run(
+        [sys.executable, "-m", "orchestrator.catalog", "placer"],
+        cwd=lab.cwd,
+        env=lab.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "round_robin" in cat.stdout and "[plugin:demo]" in cat.stdout
     lab.run("placer=round_robin", "model=linreg_graph", "cluster=cpu2")
     (out,) = lab.outputs()

@@ -1,6 +1,7 @@
 """orchestrator.report: rows keyed by KEY plus the swept params, speed-ups against the matching run, Table 4's
 memory columns. Fake runs are logged straight into a temporary SQLite MLflow store, with the tags, params
 (flattened config) and metrics the orchestrator logs (orchestrator/app.py run_job)."""
+
 from __future__ import annotations
 
 import csv
@@ -33,32 +34,60 @@ def store(tmp_path_factory):
         os.environ["MLFLOW_TRACKING_URI"] = prev_env
 
 
-def _config(placer: str, optimizer: str = "baechi_perturbed", bound: float = 0.2, pseed: int = 0,
-            need_fraction: float | None = 2.0, run: int = 0) -> dict:
+def _config(
+    placer: str,
+    optimizer: str = "baechi_perturbed",
+    bound: float = 0.2,
+    pseed: int = 0,
+    need_fraction: float | None = 2.0,
+    run: int = 0,
+) -> dict:
     """A resolved job config, shaped like conf/ (+experiment=baechi_sensitivity) with the volatile keys."""
-    placers = {"single": {"_target_": "algorithms.placers.baseline.SingleDevicePlacer"},
-               "expert": {"_target_": "algorithms.placers.baseline.ExpertPlacer"},
-               "m_sct": {"_target_": "algorithms.placers.baechi.MSCTPlacer", "threshold": 0.1,
-                         "memory_aware": True},
-               "m_etf": {"_target_": "algorithms.placers.baechi.METFPlacer", "memory_aware": True}}
+    placers = {
+        "single": {"_target_": "algorithms.placers.baseline.SingleDevicePlacer"},
+        "expert": {"_target_": "algorithms.placers.baseline.ExpertPlacer"},
+        "m_sct": {"_target_": "algorithms.placers.baechi.MSCTPlacer", "threshold": 0.1, "memory_aware": True},
+        "m_etf": {"_target_": "algorithms.placers.baechi.METFPlacer", "memory_aware": True},
+    }
     passes = [{"_target_": "algorithms.passes.baechi.ColocationGrouping"}]
     if optimizer == "baechi_perturbed":
-        passes += [{"_target_": "algorithms.passes.baechi.CoPlacement"}, {"_target_": "x.ForwardOnlyPlacement"},
-                   {"_target_": "x.OperatorFusion"},
-                   {"_target_": "algorithms.passes.baechi.ProfilePerturbation", "bound": bound, "seed": pseed}]
-    return {"model": {"name": "gnmt", "hidden": 256, "seed": 0},
-            "cluster": {"memory_fraction": 1.0, "need_fraction": need_fraction,
-                        "devices": [{"name": d, "memory_bytes": 4.0e9} for d in DEVS]},
-            "optimizer": {"passes": passes}, "placer": placers[placer],
-            "scheduler": {"_target_": "algorithms.schedulers.baseline.PlacerOrderScheduler"},
-            "pipeline": {"name": "none"}, "runtime": {"kind": "real"},
-            "tracking": {"enabled": True, "uri": f"sqlite:////tmp/run{run}/mlflow.db", "experiment": "x"},
-            "seed": 0, "cache": {"dir": f"/tmp/run{run}/.cache/stages", "enabled": True},
-            "experiment_name": "x", "runtime_output_dir": f"outputs/2026-11-21/18-{run:02d}-00"}
+        passes += [
+            {"_target_": "algorithms.passes.baechi.CoPlacement"},
+            {"_target_": "x.ForwardOnlyPlacement"},
+            {"_target_": "x.OperatorFusion"},
+            {"_target_": "algorithms.passes.baechi.ProfilePerturbation", "bound": bound, "seed": pseed},
+        ]
+    return {
+        "model": {"name": "gnmt", "hidden": 256, "seed": 0},
+        "cluster": {
+            "memory_fraction": 1.0,
+            "need_fraction": need_fraction,
+            "devices": [{"name": d, "memory_bytes": 4.0e9} for d in DEVS],
+        },
+        "optimizer": {"passes": passes},
+        "placer": placers[placer],
+        "scheduler": {"_target_": "algorithms.schedulers.baseline.PlacerOrderScheduler"},
+        "pipeline": {"name": "none"},
+        "runtime": {"kind": "real"},
+        "tracking": {"enabled": True, "uri": f"sqlite:////tmp/run{run}/mlflow.db", "experiment": "x"},
+        "seed": 0,
+        "cache": {"dir": f"/tmp/run{run}/.cache/stages", "enabled": True},
+        "experiment_name": "x",
+        "runtime_output_dir": f"outputs/2026-11-21/18-{run:02d}-00",
+    }
 
 
-def log_run(client, exp_id: str, tags: dict, params: dict, metrics: dict, status: str = "ok",
-            result: dict | None = None, parent: str | None = None, failed: bool = False) -> str:
+def log_run(
+    client,
+    exp_id: str,
+    tags: dict,
+    params: dict,
+    metrics: dict,
+    status: str = "ok",
+    result: dict | None = None,
+    parent: str | None = None,
+    failed: bool = False,
+) -> str:
     """One job's run as RunTracker logs it: choice tags, flattened config params, metrics, status tag, result.json."""
     from mlflow.entities import Metric, Param, RunTag
 
@@ -69,24 +98,55 @@ def log_run(client, exp_id: str, tags: dict, params: dict, metrics: dict, status
         tags["mlflow.parentRunId"] = parent
     run = client.create_run(exp_id, start_time=t, tags=tags)
     rid = run.info.run_id
-    client.log_batch(rid, metrics=[Metric(k, float(v), t, 0) for k, v in metrics.items()],
-                     params=[Param(k, "None" if v is None else str(v)) for k, v in params.items()],
-                     tags=[RunTag("status", status)] + ([RunTag("error", "boom")] if status == "error" else []))
+    client.log_batch(
+        rid,
+        metrics=[Metric(k, float(v), t, 0) for k, v in metrics.items()],
+        params=[Param(k, "None" if v is None else str(v)) for k, v in params.items()],
+        tags=[RunTag("status", status)] + ([RunTag("error", "boom")] if status == "error" else []),
+    )
     if result is not None:
         client.log_dict(rid, result, "result.json")
     client.set_terminated(rid, "FAILED" if failed else "FINISHED", end_time=t + 500)
     return rid
 
 
-def placement_run(client, exp_id, placer, step, *, optimizer="baechi_perturbed", bound=0.2, pseed=0,
-                  need_fraction=2.0, status="ok", measured=None, limits=None, limit_metrics=False, parent=None):
+def placement_run(
+    client,
+    exp_id,
+    placer,
+    step,
+    *,
+    optimizer="baechi_perturbed",
+    bound=0.2,
+    pseed=0,
+    need_fraction=2.0,
+    status="ok",
+    measured=None,
+    limits=None,
+    limit_metrics=False,
+    parent=None,
+):
     """A placement job (choices as tags, as app.run_job sets them) with its metrics."""
-    tags = {"model": "gnmt", "cluster": "cpu4", "optimizer": optimizer, "placer": placer,
-            "scheduler": "placer_order", "pipeline": "none", "backend": "torch", "profiler": "measured",
-            "runtime": "real", "tracking": "mlflow"}
+    tags = {
+        "model": "gnmt",
+        "cluster": "cpu4",
+        "optimizer": optimizer,
+        "placer": placer,
+        "scheduler": "placer_order",
+        "pipeline": "none",
+        "backend": "torch",
+        "profiler": "measured",
+        "runtime": "real",
+        "tracking": "mlflow",
+    }
     params = flatten(_config(placer, optimizer, bound, pseed, need_fraction, run=next(_clock) % 97))
-    m = {"placement_time_s": 0.01, "traffic_bytes": 1.0e6, "n_ops": 5258, "n_ops_placed": 712,
-         "oom": 1.0 if status == "oom" else 0.0}
+    m = {
+        "placement_time_s": 0.01,
+        "traffic_bytes": 1.0e6,
+        "n_ops": 5258,
+        "n_ops_placed": 712,
+        "oom": 1.0 if status == "oom" else 0.0,
+    }
     if step is not None:
         m["predicted_step_s"] = step
         m.update({f"peak_memory_bytes.{d}": 2.0e7 + i for i, d in enumerate(DEVS)})
@@ -99,8 +159,7 @@ def placement_run(client, exp_id, placer, step, *, optimizer="baechi_perturbed",
         if limit_metrics:  # as a future RunTracker might log them
             m.update({f"memory_limit_bytes.{d}": limits for d in DEVS})
         else:
-            result = {"status": status, "memory_limit_bytes": {d: limits for d in DEVS},
-                      "memory_need_bytes": 9.0e7}
+            result = {"status": status, "memory_limit_bytes": {d: limits for d in DEVS}, "memory_need_bytes": 9.0e7}
     return log_run(client, exp_id, tags, params, m, status=status, result=result, parent=parent)
 
 
@@ -109,8 +168,7 @@ def _rows(uri, name, **kw):
 
 
 def _find(rows, placer, **params):
-    out = [r for r in rows if r["placer"] == placer
-           and all(r["params"].get(k) == str(v) for k, v in params.items())]
+    out = [r for r in rows if r["placer"] == placer and all(r["params"].get(k) == str(v) for k, v in params.items())]
     assert len(out) == 1, (placer, params, out)
     return out[0]
 
@@ -152,7 +210,9 @@ def test_sweep_over_a_non_key_param_keeps_a_row_per_value_and_pairs_speedups(sto
     recs = list(csv.DictReader(open(out)))
     assert len(recs) == 6 and "bound" in recs[0]
     assert {(r["placer"], r["bound"], float(r["speedup_vs_single"])) for r in recs} >= {
-        ("m_sct", "0.0", 2.0), ("m_sct", "0.4", 4.0)}
+        ("m_sct", "0.0", 2.0),
+        ("m_sct", "0.4", 4.0),
+    }
 
 
 def test_two_swept_params_and_a_swept_optimizer(store):
@@ -166,9 +226,11 @@ def test_two_swept_params_and_a_swept_optimizer(store):
     rows = _rows(uri, "two_params")
     assert len(rows) == 6
     assert list(rows[0]["params"]) == ["optimizer.passes.4.bound", "optimizer.passes.4.seed"]
-    assert {(r["params"]["optimizer.passes.4.bound"], r["params"]["optimizer.passes.4.seed"])
-            for r in rows if r["optimizer"] == "baechi_perturbed"} == {("0.0", "0"), ("0.0", "1"), ("0.8", "0"),
-                                                                       ("0.8", "1")}
+    assert {
+        (r["params"]["optimizer.passes.4.bound"], r["params"]["optimizer.passes.4.seed"])
+        for r in rows
+        if r["optimizer"] == "baechi_perturbed"
+    } == {("0.0", "0"), ("0.0", "1"), ("0.8", "0"), ("0.8", "1")}
     none = _find([r for r in rows if r["optimizer"] == "none"], "m_sct")
     assert none["params"] == {"optimizer.passes.4.bound": None, "optimizer.passes.4.seed": None}
     assert none["speedup_vs_single"] == pytest.approx(2.0)
@@ -187,14 +249,31 @@ def test_memory_limited_table_shows_limits_both_steps_measured_peaks_and_oom(sto
     exp = client.create_experiment("mem_limited")
     ids = {}
     for nf, limit in ((0.3, 2.7e7), (0.5, 4.5e7)):
-        ids["single", nf] = placement_run(client, exp, "single", 0.4 if nf == 0.5 else 0.5,
-                                          optimizer="none", need_fraction=nf, limits=limit,
-                                          status="ok" if nf == 0.5 else "oom",
-                                          measured=0.42 if nf == 0.5 else None)
-        ids["expert", nf] = placement_run(client, exp, "expert", 0.2, optimizer="none", need_fraction=nf,
-                                          limits=limit, measured=0.25, limit_metrics=True)
-        ids["m_sct", nf] = placement_run(client, exp, "m_sct", 0.1, optimizer="none", need_fraction=nf,
-                                         limits=limit, measured=0.125)
+        ids["single", nf] = placement_run(
+            client,
+            exp,
+            "single",
+            0.4 if nf == 0.5 else 0.5,
+            optimizer="none",
+            need_fraction=nf,
+            limits=limit,
+            status="ok" if nf == 0.5 else "oom",
+            measured=0.42 if nf == 0.5 else None,
+        )
+        ids["expert", nf] = placement_run(
+            client,
+            exp,
+            "expert",
+            0.2,
+            optimizer="none",
+            need_fraction=nf,
+            limits=limit,
+            measured=0.25,
+            limit_metrics=True,
+        )
+        ids["m_sct", nf] = placement_run(
+            client, exp, "m_sct", 0.1, optimizer="none", need_fraction=nf, limits=limit, measured=0.125
+        )
     rows = _rows(uri, "mem_limited")
     assert len(rows) == 6
     assert list(rows[0]["params"]) == ["cluster.need_fraction"]
@@ -212,22 +291,44 @@ def test_memory_limited_table_shows_limits_both_steps_measured_peaks_and_oom(sto
     md = report.markdown(rows, "mem_limited")
     lines = md.splitlines()
     head = [c.strip() for c in lines[2].strip("|").split("|")]
-    for col in ("cluster.need_fraction", "memory limit", "step time", "predicted step", "measured step",
-                "vs single", "vs expert", "peak cpu0", "measured peak cpu3"):
+    for col in (
+        "cluster.need_fraction",
+        "memory limit",
+        "step time",
+        "predicted step",
+        "measured step",
+        "vs single",
+        "vs expert",
+        "peak cpu0",
+        "measured peak cpu3",
+    ):
         assert col in head, col
-    cells = dict(zip(head, [c.strip() for c in
-                            next(ln for ln in lines if "| m_sct |" in ln and "| 0.3 |" in ln).strip("|").split("|")]))
+    cells = dict(
+        zip(
+            head,
+            [
+                c.strip()
+                for c in next(ln for ln in lines if "| m_sct |" in ln and "| 0.3 |" in ln).strip("|").split("|")
+            ],
+        )
+    )
     assert cells["memory limit"] == "27.00 MB (0.3x need)"
-    assert (cells["predicted step"], cells["measured step"], cells["step time"]) == ("100.00 ms", "125.00 ms",
-                                                                                    "125.00 ms")
+    assert (cells["predicted step"], cells["measured step"], cells["step time"]) == (
+        "100.00 ms",
+        "125.00 ms",
+        "125.00 ms",
+    )
     assert cells["vs expert"] == "2.00x" and cells["vs single"] == "-"
     assert cells["measured peak cpu0"] == "30.00 MB"
     oom = next(ln for ln in lines if "| single |" in ln and "| 0.3 |" in ln)
     assert "| OOM |" in oom
 
     report.write_csv(rows, tmp_path / "r.csv")
-    rec = next(r for r in csv.DictReader(open(tmp_path / "r.csv"))
-               if r["placer"] == "m_sct" and r["cluster.need_fraction"] == "0.3")
+    rec = next(
+        r
+        for r in csv.DictReader(open(tmp_path / "r.csv"))
+        if r["placer"] == "m_sct" and r["cluster.need_fraction"] == "0.3"
+    )
     assert float(rec["memory_limit_bytes.cpu0"]) == 2.7e7 and float(rec["measured_peak_memory_bytes.cpu1"]) == 3e7
     assert float(rec["predicted_step_s"]) == 0.1 and float(rec["measured_step_s"]) == 0.125
     assert rec["need_fraction"] == "0.3" and rec["status"] == "ok"
@@ -240,14 +341,27 @@ def test_cli_latest_sweep_pipeline_runs_and_error_marks(store, tmp_path):
     def sweep(values, pipelines, times):
         parent = client.create_run(exp, start_time=next(_clock), tags={"kind": "sweep"}).info.run_id
         for (pipe, n), t in zip(itertools.product(pipelines, values), times):
-            params = flatten({"model": {"name": "none"}, "pipeline": {"name": pipe, "shape": "v", "n_micro": n,
-                                                                      "n_devices": 4},
-                              "seed": 0, "cache": {"dir": f"/tmp/{t}"}})
+            params = flatten(
+                {
+                    "model": {"name": "none"},
+                    "pipeline": {"name": pipe, "shape": "v", "n_micro": n, "n_devices": 4},
+                    "seed": 0,
+                    "cache": {"dir": f"/tmp/{t}"},
+                }
+            )
             tags = {"model": "none", "cluster": "cpu4", "optimizer": "none", "pipeline": pipe}
             status = "error" if t is None else "ok"
-            log_run(client, exp, tags, params, {} if t is None else
-                    {"predicted_step_s": 10.0 + n, "bubble_rate": 0.25, "search_time_s": t},
-                    status=status, parent=parent, failed=t is None)
+            log_run(
+                client,
+                exp,
+                tags,
+                params,
+                {} if t is None else {"predicted_step_s": 10.0 + n, "bubble_rate": 0.25, "search_time_s": t},
+                status=status,
+                parent=parent,
+                failed=t is None,
+            )
+
     sweep((1, 2, 3), ("to", "tessel"), (1.0, 2.0, 3.0, 0.5, 0.6, 0.7))
     sweep((1, 2), ("to", "tessel"), (1.5, None, 0.4, 0.45))  # the newest sweep: to at n_micro=2 failed
 
@@ -256,7 +370,11 @@ def test_cli_latest_sweep_pipeline_runs_and_error_marks(store, tmp_path):
     assert {p.name for p in out.iterdir()} == {"report.md", "report.csv", "step_time.png"}
     recs = list(csv.DictReader(open(out / "report.csv")))
     assert sorted((r["pipeline"], r["n_micro"], r["status"]) for r in recs) == [
-        ("tessel", "1", "ok"), ("tessel", "2", "ok"), ("to", "1", "ok"), ("to", "2", "error")]
+        ("tessel", "1", "ok"),
+        ("tessel", "2", "ok"),
+        ("to", "1", "ok"),
+        ("to", "2", "error"),
+    ]
     md = (out / "report.md").read_text()
     head = md.splitlines()[2]
     assert "| pipeline | n_micro |" in head and "| bubble rate | search time |" in head
@@ -272,20 +390,42 @@ def test_cli_latest_sweep_pipeline_runs_and_error_marks(store, tmp_path):
 
 def test_varying_params_drop_implied_and_volatile_params():
     keys = [("synthetic", "thesis", "none", p, "pct", "none") for p in ("heft", "heft", "dfs", "dfs")]
-    params = [{"thesis_graph": g, "model.name": f"thesis_{g}_small", "model.generator.levels": lv,
-               "placer._target_": p, "seed": "0", "cluster.devices.0.memory_bytes": "1e9"}
-              for (g, lv), p in zip([("g1", "30"), ("g2", "30"), ("g1", "30"), ("g2", "30")],
-                                    ("heft", "heft", "dfs", "dfs"))]
+    params = [
+        {
+            "thesis_graph": g,
+            "model.name": f"thesis_{g}_small",
+            "model.generator.levels": lv,
+            "placer._target_": p,
+            "seed": "0",
+            "cluster.devices.0.memory_bytes": "1e9",
+        }
+        for (g, lv), p in zip([("g1", "30"), ("g2", "30"), ("g1", "30"), ("g2", "30")], ("heft", "heft", "dfs", "dfs"))
+    ]
     params[0]["runtime.order"] = "threads"  # a key that only newer runs log: no column
     assert report.varying_params(keys, params) == ["thesis_graph"]
     assert report.varying_params(keys[:1], params[:1]) == []
-    assert all(report.ignored_param(p) for p in ("cache.dir", "tracking.uri", "experiment_name", "hydra.run.dir",
-                                                 "runtime.output_dir", "x.run_name", "x.timestamp"))
-    assert not any(report.ignored_param(p) for p in ("model.path", "pipeline.time_limit_s", "seed",
-                                                     "optimizer.passes.4.seed"))
+    assert all(
+        report.ignored_param(p)
+        for p in (
+            "cache.dir",
+            "tracking.uri",
+            "experiment_name",
+            "hydra.run.dir",
+            "runtime.output_dir",
+            "x.run_name",
+            "x.timestamp",
+        )
+    )
+    assert not any(
+        report.ignored_param(p) for p in ("model.path", "pipeline.time_limit_s", "seed", "optimizer.passes.4.seed")
+    )
     names = report.short_names(["optimizer.passes.4.seed", "model.seed", "pipeline.n_micro", "model.status"])
-    assert names == {"optimizer.passes.4.seed": "4.seed", "model.seed": "model.seed", "pipeline.n_micro": "n_micro",
-                     "model.status": "model.status"}
+    assert names == {
+        "optimizer.passes.4.seed": "4.seed",
+        "model.seed": "model.seed",
+        "pipeline.n_micro": "n_micro",
+        "model.status": "model.status",
+    }
 
 
 @pytest.mark.slow

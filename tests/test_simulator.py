@@ -1,11 +1,13 @@
 """The execution simulator: hand-worked cases and hypothesis properties on random DAGs."""
+
 from __future__ import annotations
 
 import math
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from algorithms import InvalidSchedule, OpGraph, simulate, uniform_cluster
 from algorithms.cluster import Cluster, Device
@@ -19,7 +21,7 @@ def chain(n=3, compute=1.0, out=100):
     for i in range(n):
         g.add_op(f"o{i}", compute_s=compute, output_bytes=out)
     for i in range(n - 1):
-        g.add_edge(f"o{i}", f"o{i+1}", bytes=out)
+        g.add_edge(f"o{i}", f"o{i + 1}", bytes=out)
     return g
 
 

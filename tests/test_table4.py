@@ -1,5 +1,6 @@
 """Baechi Table 4's shape, end to end: the `gnmt_mem_limited` preset swept over single device, expert, m-TOPO,
 m-ETF and m-SCT, run for real (planned order), then the report."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,17 @@ import pytest
 @pytest.mark.torch
 def test_gnmt_mem_limited_sweep_has_table_4s_shape(lab):
     pytest.importorskip("torch")
-    lab.run("+experiment=gnmt_mem_limited", "placer=single,expert,m_topo,m_etf,m_sct", "profiler.warmup=1",
-            "profiler.steps=3", "runtime.warmup=0", "runtime.steps=2", "hydra/launcher=basic", "-m", timeout=1200)
+    lab.run(
+        "+experiment=gnmt_mem_limited",
+        "placer=single,expert,m_topo,m_etf,m_sct",
+        "profiler.warmup=1",
+        "profiler.steps=3",
+        "runtime.warmup=0",
+        "runtime.steps=2",
+        "hydra/launcher=basic",
+        "-m",
+        timeout=1200,
+    )
     results = {}
     for path in (lab.cwd / "multirun").rglob("result.json"):
         r = json.loads(path.read_text())
@@ -47,9 +57,14 @@ def test_gnmt_mem_limited_sweep_has_table_4s_shape(lab):
     for name in set(fits) & {"m_etf", "m_sct"}:
         assert results[name]["predicted_step_s"] < results["expert"]["predicted_step_s"]
         assert results[name]["predicted_step_s"] < results["m_topo"]["predicted_step_s"]
-    rep = subprocess.run([sys.executable, "-m", "orchestrator.report", "gnmt_mem_limited", "--out",
-                          str(lab.cwd / "report")], cwd=lab.cwd, env=lab.env, capture_output=True, text=True,
-                         timeout=300)
+    rep = subprocess.run(
+        [sys.executable, "-m", "orchestrator.report", "gnmt_mem_limited", "--out", str(lab.cwd / "report")],
+        cwd=lab.cwd,
+        env=lab.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert rep.returncode == 0, rep.stderr[-2000:]
     md = (lab.cwd / "report" / "report.md").read_text()
     rows = {line.split("|")[4].strip(): line for line in md.splitlines() if line.startswith("| gnmt")}

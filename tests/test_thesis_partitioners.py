@@ -1,4 +1,5 @@
 """The thesis' partitioners (seed 004, chapter 4): hand-worked instances and property tests."""
+
 from __future__ import annotations
 
 import math
@@ -12,18 +13,39 @@ from algorithms.cluster import Cluster, Device, Link, uniform_cluster
 from algorithms.errors import InfeasiblePlacement
 from algorithms.graph import OpGraph
 from algorithms.placement import check_placement
-from algorithms.placers.thesis import (BatchSplitPlacer, CriticalPathPlacer, DFSPlacer, HashingPlacer,
-                                       HEFTPlacer, IteratedCriticalPathPlacer, MITEPlacer)
-from algorithms.placers.thesis.common import (AssignState, build_units, memory_by_device, operations_rank,
-                                              operations_sink_rank, operations_source_rank, size_est,
-                                              upward_rank)
+from algorithms.placers.thesis import (
+    BatchSplitPlacer,
+    CriticalPathPlacer,
+    DFSPlacer,
+    HashingPlacer,
+    HEFTPlacer,
+    IteratedCriticalPathPlacer,
+    MITEPlacer,
+)
+from algorithms.placers.thesis.common import (
+    AssignState,
+    build_units,
+    memory_by_device,
+    operations_rank,
+    operations_sink_rank,
+    operations_source_rank,
+    size_est,
+    upward_rank,
+)
 from algorithms.placers.thesis.critical_path import critical_path
 from algorithms.placers.thesis.mite import ZERO_TRAFFIC, MiteScorer
 from algorithms.simulator import simulate
 from tests.strategies import random_clusters, random_dags
 
-ALL = [HashingPlacer, HEFTPlacer, BatchSplitPlacer, IteratedCriticalPathPlacer, CriticalPathPlacer, MITEPlacer,
-       DFSPlacer]
+ALL = [
+    HashingPlacer,
+    HEFTPlacer,
+    BatchSplitPlacer,
+    IteratedCriticalPathPlacer,
+    CriticalPathPlacer,
+    MITEPlacer,
+    DFSPlacer,
+]
 IDS = [p.name for p in ALL]
 
 
@@ -61,7 +83,7 @@ def test_size_est_and_units():
     g.add_edge("a", "c", bytes=7)
     g.add_edge("b", "c", bytes=3)
     idx = g.index()
-    assert size_est(idx, idx.pos["a"]) == 22            # 10 + 5 + 7, no inputs
+    assert size_est(idx, idx.pos["a"]) == 22  # 10 + 5 + 7, no inputs
     assert size_est(idx, idx.pos["b"]) == 1 + 3 + 7
     assert size_est(idx, idx.pos["c"]) == 2 + 7 + 3
     units, unit_of = build_units(g)
@@ -186,7 +208,7 @@ def test_batch_split_ranges_go_to_fastest_devices():
     for k in range(4):
         g.add_op(f"n{k}", compute_s=1)
     g.add_edge("n0", "n1")
-    g.add_op("iso", compute_s=0.5)   # rank 0.5: last
+    g.add_op("iso", compute_s=0.5)  # rank 0.5: last
     cl = Cluster([Device("slow", "CPU", math.inf, 1.0), Device("fast", "CPU", math.inf, 5.0)])
     p = BatchSplitPlacer().place(g, cl)
     # ranks: n0, n1 = 2 (path of 2), n2, n3 = 1, iso = 0.5; 5 ops / 2 devices -> ranges of 3
@@ -218,8 +240,9 @@ def test_icp_splits_paths_at_assigned_nodes_and_type_changes():
     g.add_op("s", compute_s=1, output_bytes=1)
     for u, v in [("a", "b"), ("b", "c"), ("s", "b")]:
         g.add_edge(u, v, bytes=1)
-    cl = Cluster([Device("c0", "CPU", math.inf, 1.0), Device("c1", "CPU", math.inf, 1.0),
-                  Device("g0", "GPU", math.inf, 1.0)])
+    cl = Cluster(
+        [Device("c0", "CPU", math.inf, 1.0), Device("c1", "CPU", math.inf, 1.0), Device("g0", "GPU", math.inf, 1.0)]
+    )
     p = IteratedCriticalPathPlacer().place(g, cl)
     # subpaths [a, b] (type GPU) and [c] (CPU): [a, b] -> g0, [c] -> c0; then [s] alone -> c1 (exec_min 0)
     assert p.assignment == {"a": "g0", "b": "g0", "c": "c0", "s": "c1"}
@@ -241,8 +264,11 @@ def test_critical_path_on_fastest_feasible_device_rest_by_exec_min():
     for n, o in [("a", 5), ("b", 5), ("x", 1), ("y", 1), ("z", 1)]:
         g.add_op(n, compute_s=o, output_bytes=1)
     g.add_edge("a", "b", bytes=1)
-    cl = Cluster([Device("s0", "CPU", math.inf, 1.0), Device("f", "CPU", math.inf, 10.0),
-                  Device("s1", "CPU", math.inf, 2.0)], 0.0, 1.0)
+    cl = Cluster(
+        [Device("s0", "CPU", math.inf, 1.0), Device("f", "CPU", math.inf, 10.0), Device("s1", "CPU", math.inf, 2.0)],
+        0.0,
+        1.0,
+    )
     assert [g.index().names[i] for i in critical_path(g, cl)] == ["a", "b"]
     p = CriticalPathPlacer().place(g, cl)
     # a, b on f (exec_min 1.0); x -> s0 (0), y -> s1 (0), z -> s1 (0.5 < 1)
@@ -279,7 +305,7 @@ def test_mite_equations_by_hand():
     assert f.importance == 1.0
     np.testing.assert_allclose(f.boost, [0.75, 0.5, 0.0])
     np.testing.assert_allclose(f.heu, [0.075, 0.025, 0.0])
-    sc.assign(a, 2)                                  # size_est(a) = 150 -> portion of d2 = 0.15
+    sc.assign(a, 2)  # size_est(a) = 150 -> portion of d2 = 0.15
     # unit b: pred a on d2; traffic_temp = 50/20, 50/40, 0 -> t^ = 2.5 -> 1, .5, 1e-6
     # exec (0+20)/10, 20/20, (10+20)/40 = 2, 1, .75 -> /2; memory m~ = .15 -> .015, .015, .15
     # importance 30/40 = .75 -> boost 1 - .75 * (10, 20, 40) / 40 = .8125, .625, .25
@@ -427,8 +453,9 @@ def test_property_feasible_instances_are_placed(graph, cluster):
 def test_property_heft_order_replays_no_later_than_its_estimate(graph, cluster):
     """In parallel mode with one tensor size per producer, replaying HEFT's per-device order in the simulator
     never finishes later than HEFT's own timeline (the simulator starts every op as early as the order allows)."""
-    cluster = Cluster(list(cluster.devices), cluster.latency_s, cluster.bytes_per_s, "parallel",
-                      dict(cluster.links), cluster.name)
+    cluster = Cluster(
+        list(cluster.devices), cluster.latency_s, cluster.bytes_per_s, "parallel", dict(cluster.links), cluster.name
+    )
     for insertion in (True, False):
         p = HEFTPlacer(insertion=insertion).place(graph, cluster)
         sim = simulate(graph, cluster, p, schedule=p.order)

@@ -1,5 +1,6 @@
 """Pictures of the thesis' evaluation: Figures 7.9 / 7.10 (orchestrator.plots) and the MLflow bar charts
 (experiments/thesis_bars.py), drawn from real simulated runs."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -18,8 +19,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _case():
-    g = level_dag(levels=10, min_nodes_per_level=3, max_nodes_per_level=6, colocated_fraction=0.2,
-                  compute_unit_s=1e-4, memory_unit_bytes=1e3, seed=1)
+    g = level_dag(
+        levels=10,
+        min_nodes_per_level=3,
+        max_nodes_per_level=6,
+        colocated_fraction=0.2,
+        compute_unit_s=1e-4,
+        memory_unit_bytes=1e3,
+        seed=1,
+    )
     cl = thesis_devices(4, seed=0)
     return g, cl
 
@@ -71,8 +79,12 @@ def test_bar_charts_from_mlflow_runs(tmp_path):
     mlflow.set_tracking_uri(uri)
     mlflow.set_experiment("thesis_test")
     cl = thesis_devices(4, seed=0)
-    graphs = {f"thesis_g{k}": level_dag(levels=6, min_nodes_per_level=2, max_nodes_per_level=5, seed=k,
-                                        compute_unit_s=1e-4, memory_unit_bytes=1e3) for k in (1, 2)}
+    graphs = {
+        f"thesis_g{k}": level_dag(
+            levels=6, min_nodes_per_level=2, max_nodes_per_level=5, seed=k, compute_unit_s=1e-4, memory_unit_bytes=1e3
+        )
+        for k in (1, 2)
+    }
     placers = {"hashing": HashingPlacer, "critical_path": CriticalPathPlacer, "mite": MITEPlacer}
     scheds = {"fifo": FIFOScheduler, "pct": PCTScheduler}
     expect = {}
@@ -85,11 +97,20 @@ def test_bar_charts_from_mlflow_runs(tmp_path):
             for sname, S in scheds.items():
                 res = S().run(g2, cl, pl2, record_decisions=False)
                 expect[(model, pname, sname)] = res.makespan
-                with mlflow.start_run(tags={"placer": pname, "scheduler": sname, "model": "synthetic",
-                                            "model_name": model, "cluster": "thesis_hetero", "status": "ok"}):
-                    mlflow.log_metrics({"predicted_step_s": res.makespan, "traffic_bytes": res.traffic_bytes,
-                                        "placement_time_s": dt})
-    with mlflow.start_run(tags={"status": "ok"}):       # a sweep parent run: no placer tag, ignored
+                with mlflow.start_run(
+                    tags={
+                        "placer": pname,
+                        "scheduler": sname,
+                        "model": "synthetic",
+                        "model_name": model,
+                        "cluster": "thesis_hetero",
+                        "status": "ok",
+                    }
+                ):
+                    mlflow.log_metrics(
+                        {"predicted_step_s": res.makespan, "traffic_bytes": res.traffic_bytes, "placement_time_s": dt}
+                    )
+    with mlflow.start_run(tags={"status": "ok"}):  # a sweep parent run: no placer tag, ignored
         pass
     bars = _bars_module()
     df = bars.load_runs(uri, "thesis_test")
@@ -98,6 +119,7 @@ def test_bar_charts_from_mlflow_runs(tmp_path):
         assert r["predicted_step_s"] == pytest.approx(expect[(r["model"], r["placer"], r["scheduler"])])
     for fig in ("makespan", "traffic", "time"):
         _png_ok(Path(bars.bar_chart(df, fig, str(tmp_path / f"{fig}.png"))))
-    bars.main(["--tracking-uri", uri, "--experiment", "thesis_test", "--out", str(tmp_path / "cli"),
-               "--schedulers", "pct"])
+    bars.main(
+        ["--tracking-uri", uri, "--experiment", "thesis_test", "--out", str(tmp_path / "cli"), "--schedulers", "pct"]
+    )
     assert sorted(p.name for p in (tmp_path / "cli").iterdir()) == ["makespan.png", "time.png", "traffic.png"]

@@ -1,4 +1,5 @@
 """The thesis' schedulers (seed 004, chapter 5), send/receive insertion (2.4) and the worked example (2.5)."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,14 @@ from algorithms.graph import OpGraph
 from algorithms.placement import Placement, check_schedule
 from algorithms.placers.baseline import SinglePlacer
 from algorithms.placers.thesis import HEFTPlacer, MITEPlacer
-from algorithms.schedulers.thesis import (IDLE_BONUS, FIFOScheduler, MSRScheduler, MsrPolicy, PCTScheduler,
-                                          path_computation_time)
+from algorithms.schedulers.thesis import (
+    IDLE_BONUS,
+    FIFOScheduler,
+    MsrPolicy,
+    MSRScheduler,
+    PCTScheduler,
+    path_computation_time,
+)
 from algorithms.sendrecv import insert_send_recv, makespan, traffic
 from algorithms.simulator import SimState, simulate
 from tests.strategies import random_clusters, random_dags
@@ -30,16 +37,19 @@ def example_2_5():
     (speed 40) n4 (40), n5 (80). n6 feeds n2 across a 25/EU link (2 EU), n8 feeds n4 across a 50/EU link (1 EU).
     """
     g = OpGraph("example-2.5")
-    for n, ops in [("n0", 30), ("n1", 50), ("n6", 10), ("n8", 10), ("n2", 60), ("n3", 30), ("n4", 40),
-                   ("n5", 80)]:
+    for n, ops in [("n0", 30), ("n1", 50), ("n6", 10), ("n8", 10), ("n2", 60), ("n3", 30), ("n4", 40), ("n5", 80)]:
         g.add_op(n, compute_s=ops, output_bytes=50)
-    for a, b in [("n0", "n1"), ("n1", "n6"), ("n1", "n8"), ("n6", "n2"), ("n2", "n3"), ("n8", "n4"),
-                 ("n4", "n5")]:
+    for a, b in [("n0", "n1"), ("n1", "n6"), ("n1", "n8"), ("n6", "n2"), ("n2", "n3"), ("n8", "n4"), ("n4", "n5")]:
         g.add_edge(a, b, bytes=50)
-    cl = Cluster([Device("d0", "CPU", 1e9, 10.0), Device("d1", "CPU", 1e9, 30.0), Device("d2", "CPU", 1e9, 40.0)],
-                 0.0, 1.0, "parallel", {("d0", "d1"): Link(0.0, 25.0), ("d0", "d2"): Link(0.0, 50.0)}, "ex")
-    p = Placement({"n0": "d0", "n1": "d0", "n6": "d0", "n8": "d0", "n2": "d1", "n3": "d1", "n4": "d2",
-                   "n5": "d2"})
+    cl = Cluster(
+        [Device("d0", "CPU", 1e9, 10.0), Device("d1", "CPU", 1e9, 30.0), Device("d2", "CPU", 1e9, 40.0)],
+        0.0,
+        1.0,
+        "parallel",
+        {("d0", "d1"): Link(0.0, 25.0), ("d0", "d2"): Link(0.0, 50.0)},
+        "ex",
+    )
+    p = Placement({"n0": "d0", "n1": "d0", "n6": "d0", "n8": "d0", "n2": "d1", "n3": "d1", "n4": "d2", "n5": "d2"})
     return g, cl, p
 
 
@@ -50,8 +60,7 @@ def test_worked_example_2_5_makespan_is_14_eu():
     g2, p2 = insert_send_recv(g, p)
     recv = sorted(op for op in g2.ops if g2.op(op)["type"] == "Recv")
     assert recv == ["n6/_recv/d1", "n8/_recv/d2"]
-    table_2_1 = {"d0": ["n0", "n1", "n6", "n8"], "d1": ["n6/_recv/d1", "n2", "n3"],
-                 "d2": ["n8/_recv/d2", "n4", "n5"]}
+    table_2_1 = {"d0": ["n0", "n1", "n6", "n8"], "d1": ["n6/_recv/d1", "n2", "n3"], "d2": ["n8/_recv/d2", "n4", "n5"]}
     res = simulate(g2, cl, p2, schedule=table_2_1)
     assert res.makespan == pytest.approx(14.0)
     idx = g2.index()
@@ -100,7 +109,7 @@ def test_msr_ranks_with_idle_bonus_by_hand():
     assert pol.successor_rank(pos["q"], state) == 1 + 1 + 1 + IDLE_BONUS
     assert pol.successor_rank(pos["p"], state) == 1 + 0 + 1 + 0
     assert ready[0][pol.choose(0, ready[0], state)] == pos["q"]
-    busy = SimState(0.0, dev_of, [0.0, 5.0], unfinished, ready)        # d1 busy: no idle bonus
+    busy = SimState(0.0, dev_of, [0.0, 5.0], unfinished, ready)  # d1 busy: no idle bonus
     assert pol.successor_rank(pos["q"], busy) == 3
     # a successor with another unfinished predecessor earns only the first two points
     unfinished2 = list(unfinished)
@@ -114,8 +123,8 @@ def test_msr_beats_pct_where_a_successor_wakes_an_idle_device():
     msr = MSRScheduler().order(g, cl, pl)
     assert pct["cpu0"] == ["p", "p2", "q"]
     assert msr["cpu0"] == ["q", "p", "p2"]
-    assert makespan(g, cl, pl, pct) == pytest.approx(20.0)      # r runs [12, 20]
-    assert makespan(g, cl, pl, msr) == pytest.approx(12.0)      # r runs [1, 9], p2 [2, 12]
+    assert makespan(g, cl, pl, pct) == pytest.approx(20.0)  # r runs [12, 20]
+    assert makespan(g, cl, pl, msr) == pytest.approx(12.0)  # r runs [1, 9], p2 [2, 12]
 
 
 def test_msr_tie_breaks_by_pct():
@@ -162,9 +171,9 @@ def test_send_recv_one_pair_per_producer_and_device():
     assert set(g2.successors("u")) == {"u/_send/b", "u/_send/c"}
     assert set(g2.successors("u/_recv/b")) == {"v1", "v2"}
     assert p2["u/_send/b"] == "a" and p2["u/_recv/b"] == "b"
-    assert traffic(g, pl) == 24          # eq. 2.2 on the original graph: every cut edge
-    assert traffic(g2, p2) == 16         # after insertion: once per (producer, device)
-    assert len(g) == 4 and g.number_of_edges() == 3   # input untouched
+    assert traffic(g, pl) == 24  # eq. 2.2 on the original graph: every cut edge
+    assert traffic(g2, p2) == 16  # after insertion: once per (producer, device)
+    assert len(g) == 4 and g.number_of_edges() == 3  # input untouched
 
 
 @pytest.mark.slow
@@ -219,6 +228,7 @@ def test_property_orders_are_valid_and_replay_to_the_same_run(case):
 
 def test_schedulers_work_on_thesis_placements_of_a_training_graph():
     from algorithms.workloads.synthetic import level_dag, thesis_devices
+
     g = level_dag(levels=12, colocated_fraction=0.2, training=True, memory_unit_bytes=1e3, seed=3)
     cl = thesis_devices(5, seed=2)
     pl = MITEPlacer().place(g, cl)
@@ -240,6 +250,7 @@ def _other_placers():
 def test_schedulers_on_baechi_and_celeritas_placements(placer):
     """The thesis' schedulers order any placement, including the other seeds' placers'."""
     from algorithms.workloads.synthetic import level_dag
+
     g = level_dag(levels=10, colocated_fraction=0.2, training=True, memory_unit_bytes=1e3, seed=5)
     cl = uniform_cluster(4, memory_bytes=1e12, latency_s=1e-5, bytes_per_s=1e9)
     pl = placer().place(g, cl)

@@ -1,4 +1,5 @@
 """The thesis' generators and Baechi's linear-regression graph."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,21 +16,43 @@ def test_level_dag_is_deterministic_and_valid():
 
 
 def test_level_structure_and_edge_level_limit():
-    g = level_dag(levels=30, min_nodes_per_level=3, max_nodes_per_level=5, edge_probability=0.5,
-                  edge_level_limit=2, random_edges=0, seed=1)
+    g = level_dag(
+        levels=30,
+        min_nodes_per_level=3,
+        max_nodes_per_level=5,
+        edge_probability=0.5,
+        edge_level_limit=2,
+        random_edges=0,
+        seed=1,
+    )
     level = {n: g.op(n)["level"] for n in g.ops}
     widths = [sum(1 for v in level.values() if v == lv) for lv in range(30)]
     assert all(3 <= w <= 5 for w in widths)
     assert all(1 <= level[v] - level[u] <= 2 for u, v in g.nx.edges)
-    g2 = level_dag(levels=30, min_nodes_per_level=3, max_nodes_per_level=5, edge_probability=0.5,
-                   edge_level_limit=2, random_edges=25, seed=1)
+    g2 = level_dag(
+        levels=30,
+        min_nodes_per_level=3,
+        max_nodes_per_level=5,
+        edge_probability=0.5,
+        edge_level_limit=2,
+        random_edges=25,
+        seed=1,
+    )
     long_edges = [(u, v) for u, v in g2.nx.edges if g2.op(v)["level"] - g2.op(u)["level"] > 2]
     assert long_edges and all(g2.op(v)["level"] > g2.op(u)["level"] for u, v in g2.nx.edges)
 
 
 def test_ranges_and_units():
-    g = level_dag(levels=10, ops_range=(5, 5), memory_range=(2, 2), tensor_range=(3, 3), compute_unit_s=0.1,
-                  memory_unit_bytes=10, tensor_unit_bytes=100, seed=2)
+    g = level_dag(
+        levels=10,
+        ops_range=(5, 5),
+        memory_range=(2, 2),
+        tensor_range=(3, 3),
+        compute_unit_s=0.1,
+        memory_unit_bytes=10,
+        tensor_unit_bytes=100,
+        seed=2,
+    )
     for n in g.ops:
         a = g.op(n)
         assert a["compute_s"] == pytest.approx(0.5)

@@ -17,12 +17,14 @@ constraints.  Ops that ask for different device types are never put in one group
 Every pass returns a new graph (the input is left alone), checks that it is a DAG (raising `InvalidGraph`
 otherwise) and returns a `CoarseMap` whose members are listed in a topological order of the input graph.
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import random
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import networkx as nx
 
@@ -80,8 +82,7 @@ def _group_types(graph: OpGraph) -> list[str | None]:
     for i, g in enumerate(idx.colocation):
         if g is not None and idx.device_type[i] is not None:
             gt.setdefault(g, idx.device_type[i])
-    return [idx.device_type[i] if idx.device_type[i] is not None else gt.get(idx.colocation[i])
-            for i in range(idx.n)]
+    return [idx.device_type[i] if idx.device_type[i] is not None else gt.get(idx.colocation[i]) for i in range(idx.n)]
 
 
 def _regroup(graph: OpGraph, uf: _UnionFind, prefix: str) -> OpGraph:
@@ -111,9 +112,14 @@ def _regroup(graph: OpGraph, uf: _UnionFind, prefix: str) -> OpGraph:
     return out
 
 
-def _contract(graph: OpGraph, root: Sequence[int], *, name_prefix: str,
-              attrs: Callable[[list[int], set[int]], dict[str, Any]],
-              keep_edge: Callable[[int, int], bool] | None = None) -> tuple[OpGraph, CoarseMap]:
+def _contract(
+    graph: OpGraph,
+    root: Sequence[int],
+    *,
+    name_prefix: str,
+    attrs: Callable[[list[int], set[int]], dict[str, Any]],
+    keep_edge: Callable[[int, int], bool] | None = None,
+) -> tuple[OpGraph, CoarseMap]:
     """Contract every set of ops with the same `root` (op indices of ``graph.index()``) into one op.
 
     `attrs(members, internal_only)` gives the coarse op's attributes (members in topological order;
@@ -138,7 +144,7 @@ def _contract(graph: OpGraph, root: Sequence[int], *, name_prefix: str,
             taken.add(nm)
             cname[r] = nm
     # merged edges
-    edge: dict[tuple[int, int], list] = {}   # (ra, rb) -> [bytes, control, {producer: bytes}]
+    edge: dict[tuple[int, int], list] = {}  # (ra, rb) -> [bytes, control, {producer: bytes}]
     internal_only = set()
     for u in range(n):
         ru = root[u]
@@ -206,18 +212,25 @@ def _fused_attrs(graph: OpGraph, kind: str) -> Callable[[list[int], set[int]], d
             "output_bytes": sum(idx.output[i] for i in mem if i not in internal_only),
             "colocation": idx.colocation[mem[0]],
             "device_type": next((idx.device_type[i] for i in mem if idx.device_type[i] is not None), None),
-            "forward_of": next((graph.op(idx.names[i]).get("forward_of") for i in mem
-                                if graph.op(idx.names[i]).get("forward_of") is not None), None),
+            "forward_of": next(
+                (
+                    graph.op(idx.names[i]).get("forward_of")
+                    for i in mem
+                    if graph.op(idx.names[i]).get("forward_of") is not None
+                ),
+                None,
+            ),
         }
         if by_types:
-            a["compute_s_by_type"] = {t: sum((idx.compute_by_type[i] or {}).get(t, idx.compute_s[i])
-                                             for i in mem) for t in sorted(by_types)}
+            a["compute_s_by_type"] = {
+                t: sum((idx.compute_by_type[i] or {}).get(t, idx.compute_s[i]) for i in mem) for t in sorted(by_types)
+            }
         return a
 
     return attrs
 
 
-def _groups_union_find(graph: OpGraph, strict: bool) -> "_UnionFind":
+def _groups_union_find(graph: OpGraph, strict: bool) -> _UnionFind:
     """A union-find over the graph's ops with every existing colocation group already united. With `strict`,
     a group whose ops ask for different device types raises InvalidGraph naming two of them."""
     idx = graph.index()
@@ -229,8 +242,10 @@ def _groups_union_find(graph: OpGraph, strict: bool) -> "_UnionFind":
         if g not in first:
             first[g] = i
         elif not uf.union(first[g], i) and strict:
-            raise InvalidGraph(f"colocation group {g!r}: op {idx.names[i]!r} asks for another device "
-                               f"type than op {idx.names[first[g]]!r}")
+            raise InvalidGraph(
+                f"colocation group {g!r}: op {idx.names[i]!r} asks for another device "
+                f"type than op {idx.names[first[g]]!r}"
+            )
     return uf
 
 
@@ -247,8 +262,10 @@ class ColocationGrouping(GraphPass):
     def apply(self, graph: OpGraph) -> tuple[OpGraph, CoarseMap]:
         uf = _groups_union_find(graph, strict=True)
         out = _check_dag(_regroup(graph, uf, "coloc"), self.name)
-        log.info("colocation grouping: %d groups", len({a['colocation'] for _, a in out.nx.nodes(data=True)
-                                                          if a.get('colocation') is not None}))
+        log.info(
+            "colocation grouping: %d groups",
+            len({a["colocation"] for _, a in out.nx.nodes(data=True) if a.get("colocation") is not None}),
+        )
         return out, CoarseMap.identity(out)
 
 
@@ -378,6 +395,7 @@ def single_device_peak(graph: OpGraph) -> float:
     """Peak memory of the whole graph run on one device (dynamic memory, topological first-in first-out
     order), i.e. the memory "one device" would need to hold the model (Baechi 3.3). O((V + E) log V)."""
     from ..simulator import simulate
+
     one = Cluster([Device("one", "CPU", math.inf, 1.0)], name="one")
     g = graph
     if any(a.get("device_type") not in (None, "CPU") for _, a in graph.nx.nodes(data=True)):
@@ -431,8 +449,7 @@ class ForwardOnlyPlacement(GraphPass):
             return "forward"
         need = single_device_peak(graph)
         mode = "forward" if need <= self.memory else "full"
-        log.info("forward-only placement (auto): one device needs %.6g bytes of %.6g -> %s", need,
-                 self.memory, mode)
+        log.info("forward-only placement (auto): one device needs %.6g bytes of %.6g -> %s", need, self.memory, mode)
         return mode
 
     def apply(self, graph: OpGraph) -> tuple[OpGraph, CoarseMap]:
@@ -487,7 +504,7 @@ class ForwardOnlyPlacement(GraphPass):
             a["persistent_bytes"] = sum(gidx.persistent[i] for i in mem)
             by = {}
             for i in mem:
-                for t in (gidx.compute_by_type[i] or {}):
+                for t in gidx.compute_by_type[i] or {}:
                     by[t] = 0.0
             if by:
                 for t in by:
@@ -500,8 +517,7 @@ class ForwardOnlyPlacement(GraphPass):
         rootg_by_g = [0] * n
         for i in range(n):
             rootg_by_g[gidx.pos[idx.names[i]]] = rootg[i]
-        out, cmap = _contract(grouped, rootg_by_g, name_prefix="fwd", attrs=attrs,
-                              keep_edge=lambda ra, rb: ra < rb)
+        out, cmap = _contract(grouped, rootg_by_g, name_prefix="fwd", attrs=attrs, keep_edge=lambda ra, rb: ra < rb)
         _check_dag(out, self.name)
         log.info("forward-only placement: %d -> %d ops", n, len(out))
         return out, cmap

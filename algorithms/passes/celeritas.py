@@ -28,6 +28,7 @@ Fusing ops that need different device types into one coarse node is never done.
 
 Complexity: O(V + E log dmax + E * R).
 """
+
 from __future__ import annotations
 
 import logging
@@ -48,9 +49,16 @@ class CelerFusion(GraphPass):
 
     name = "celer_fusion"
 
-    def __init__(self, R: int = 200, memory_fraction: float = 0.25, device_memory_bytes: float | None = None,
-                 latency_s: float | None = None, bytes_per_s: float | None = None,
-                 cluster_memory_fraction: float = 1.0, colocation: str = "split"):
+    def __init__(
+        self,
+        R: int = 200,
+        memory_fraction: float = 0.25,
+        device_memory_bytes: float | None = None,
+        latency_s: float | None = None,
+        bytes_per_s: float | None = None,
+        cluster_memory_fraction: float = 1.0,
+        colocation: str = "split",
+    ):
         if colocation not in ("split", "supergroup"):
             raise ValueError(f"colocation must be 'split' or 'supergroup', got {colocation!r}")
         self.colocation = colocation
@@ -60,13 +68,14 @@ class CelerFusion(GraphPass):
             raise ValueError(f"memory_fraction must be > 0, got {memory_fraction!r}")
         self.R = int(R)
         self.memory_fraction = float(memory_fraction)
-        self.device_memory_bytes = (None if device_memory_bytes is None
-                                    else float(device_memory_bytes) * float(cluster_memory_fraction))
+        self.device_memory_bytes = (
+            None if device_memory_bytes is None else float(device_memory_bytes) * float(cluster_memory_fraction)
+        )
         self.explicit_comm = latency_s is not None or bytes_per_s is not None
         self.comm = CommModel.of_link(float(latency_s or 0.0), None if bytes_per_s is None else float(bytes_per_s))
         self.cluster: Cluster | None = None
 
-    def bind(self, cluster: Cluster) -> "CelerFusion":
+    def bind(self, cluster: Cluster) -> CelerFusion:
         """Take the costs and the memory limit from the cluster the graph will be placed on."""
         self.cluster = cluster
         return self

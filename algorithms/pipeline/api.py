@@ -7,11 +7,13 @@
 docs/design.md (shape, n_devices, n_micro, memory, recompute), ``name``, and the scheduler's own
 hyper-parameters. No Hydra needed: the class is imported by its dotted path.
 """
+
 from __future__ import annotations
 
 import importlib
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import ConfigError
 from .baselines import ConfiguredPipelineScheduler
@@ -28,8 +30,10 @@ def build_scheduler(pipe_cfg: Mapping[str, Any]) -> ConfiguredPipelineScheduler:
     cfg = dict(pipe_cfg)
     target = cfg.pop("_target_", None)
     if not target:
-        raise ConfigError(f"pipeline config has no _target_ (name={cfg.get('name')!r}); choose gpipe, 1f1b, "
-                          f"chimera, 1f1b_plus, tessel or to")
+        raise ConfigError(
+            f"pipeline config has no _target_ (name={cfg.get('name')!r}); choose gpipe, 1f1b, "
+            f"chimera, 1f1b_plus, tessel or to"
+        )
     mod, _, cls = str(target).rpartition(".")
     try:
         klass = getattr(importlib.import_module(mod), cls)
@@ -43,12 +47,17 @@ def build_scheduler(pipe_cfg: Mapping[str, Any]) -> ConfiguredPipelineScheduler:
 
 def figures(schedule: PipelineSchedule) -> dict[str, Any]:
     """The numbers a run reports (result.json: bubble_rate, search_time_s; the rest as metrics)."""
-    out = {"bubble_rate": float(schedule.bubble_rate), "makespan": int(schedule.makespan),
-           "n_micro": int(schedule.n_micro), "n_devices": len(schedule.spec.devices),
-           "search_time_s": float(schedule.info.get("search_time_s", 0.0)),
-           "peak_memory_units": schedule.peak_memory(), "memory_limit": schedule.memory_limit,
-           "repetend": list(schedule.repetend) if schedule.repetend else None,
-           "scheduler": schedule.info.get("scheduler")}
+    out = {
+        "bubble_rate": float(schedule.bubble_rate),
+        "makespan": int(schedule.makespan),
+        "n_micro": int(schedule.n_micro),
+        "n_devices": len(schedule.spec.devices),
+        "search_time_s": float(schedule.info.get("search_time_s", 0.0)),
+        "peak_memory_units": schedule.peak_memory(),
+        "memory_limit": schedule.memory_limit,
+        "repetend": list(schedule.repetend) if schedule.repetend else None,
+        "scheduler": schedule.info.get("scheduler"),
+    }
     for k in ("n_r", "t_r", "lower_bound", "repetend_bubble_rate", "optimal", "timed_out"):
         if k in schedule.info:
             out[k] = schedule.info[k]
@@ -57,20 +66,29 @@ def figures(schedule: PipelineSchedule) -> dict[str, Any]:
     return out
 
 
-def run_pipeline(pipe_cfg: Mapping[str, Any], graph: Any = None, placement: Any = None
-                 ) -> tuple[PipelineSchedule, dict[str, Any]]:
+def run_pipeline(
+    pipe_cfg: Mapping[str, Any], graph: Any = None, placement: Any = None
+) -> tuple[PipelineSchedule, dict[str, Any]]:
     """Build the scheduler from the config, schedule the configured case, validate, return figures."""
     sched = build_scheduler(pipe_cfg)
     s = sched.run(graph, placement)
     s.validate()
     f = figures(s)
-    log.info("pipeline %s on %s: N=%d makespan %d bubble %.3f (search %.2fs)", sched.name, s.spec.name,
-             s.n_micro, s.makespan, s.bubble_rate, f["search_time_s"])
+    log.info(
+        "pipeline %s on %s: N=%d makespan %d bubble %.3f (search %.2fs)",
+        sched.name,
+        s.spec.name,
+        s.n_micro,
+        s.makespan,
+        s.bubble_rate,
+        f["search_time_s"],
+    )
     return s, f
 
 
-def steady_bubble_rate(scheduler: Any, spec: MicroBatchSpec, memory: int | None = None, n1: int = 24,
-                       n2: int = 48) -> float:
+def steady_bubble_rate(
+    scheduler: Any, spec: MicroBatchSpec, memory: int | None = None, n1: int = 24, n2: int = 48
+) -> float:
     """Bubble rate "considering numerous micro-batches" (Table II): the idle share of the extra time that
     n2 - n1 more micro-batches cost, 1 - (n2 - n1) x busy per micro-batch / (D x (makespan2 - makespan1))."""
     a = scheduler.schedule(spec, spec.devices, memory, n1)

@@ -37,11 +37,13 @@ valid by construction except for the memory cap, which ``schedule`` checks with 
 
 All generators are O(B log B + B x D) for B = K x N blocks.
 """
+
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..base import PipelineScheduler
 from ..errors import ConfigError
@@ -60,17 +62,31 @@ class ConfiguredPipelineScheduler(PipelineScheduler):
     and calls ``schedule``.
     """
 
-    def __init__(self, shape: str = "v", n_devices: int = 4, n_micro: int = 8, memory: int | None = None,
-                 recompute: bool = False, name: str | None = None):
-        self.case = {"shape": shape, "n_devices": int(n_devices), "n_micro": int(n_micro),
-                     "memory": None if memory is None else int(memory), "recompute": bool(recompute)}
+    def __init__(
+        self,
+        shape: str = "v",
+        n_devices: int = 4,
+        n_micro: int = 8,
+        memory: int | None = None,
+        recompute: bool = False,
+        name: str | None = None,
+    ):
+        self.case = {
+            "shape": shape,
+            "n_devices": int(n_devices),
+            "n_micro": int(n_micro),
+            "memory": None if memory is None else int(memory),
+            "recompute": bool(recompute),
+        }
         if name is not None:
             self.name = name
 
     def spec(self, graph: Any = None, placement: Any = None) -> MicroBatchSpec:
         from .blocks import spec_from_config
-        return spec_from_config(self.case["shape"], self.case["n_devices"], self.case["recompute"],
-                                graph=graph, placement=placement)
+
+        return spec_from_config(
+            self.case["shape"], self.case["n_devices"], self.case["recompute"], graph=graph, placement=placement
+        )
 
     def run(self, graph: Any = None, placement: Any = None) -> PipelineSchedule:
         """Schedule the configured case: blocks from the case keys (or from graph + placement)."""
@@ -103,10 +119,12 @@ def _stages(spec: MicroBatchSpec, blocks: Sequence[int] | None = None) -> dict[s
     return st
 
 
-def _finish(name: str, spec: MicroBatchSpec, n_micro: int, start: dict[Item, int], memory: int | None,
-            t0: float, **info: Any) -> PipelineSchedule:
-    sched = PipelineSchedule(spec, n_micro, start, memory, None,
-                             {"scheduler": name, "search_time_s": time.perf_counter() - t0, **info})
+def _finish(
+    name: str, spec: MicroBatchSpec, n_micro: int, start: dict[Item, int], memory: int | None, t0: float, **info: Any
+) -> PipelineSchedule:
+    sched = PipelineSchedule(
+        spec, n_micro, start, memory, None, {"scheduler": name, "search_time_s": time.perf_counter() - t0, **info}
+    )
     sched.validate()
     log.info("%s: %s N=%d makespan %d bubble %.3f", name, spec.name, n_micro, sched.makespan, sched.bubble_rate)
     return sched
@@ -128,8 +146,9 @@ class GPipeScheduler(ConfiguredPipelineScheduler):
 
     name = "gpipe"
 
-    def schedule(self, blocks: Any, devices: Any = None, memory: int | None = None,
-                 n_micro: int = 4) -> PipelineSchedule:
+    def schedule(
+        self, blocks: Any, devices: Any = None, memory: int | None = None, n_micro: int = 4
+    ) -> PipelineSchedule:
         t0 = time.perf_counter()
         spec = as_spec(blocks, devices)
         start = timeline_from_orders(spec, n_micro, gpipe_orders(spec, n_micro))
@@ -137,9 +156,13 @@ class GPipeScheduler(ConfiguredPipelineScheduler):
 
 
 # ---------------------------------------------------------------------------------------------------- 1F1B
-def one_f_one_b_orders(spec: MicroBatchSpec, n_micro: int, micro_ids: Sequence[int] | None = None,
-                       stages: Mapping[str, int] | None = None,
-                       only: Sequence[int] | None = None) -> dict[str, list[Item]]:
+def one_f_one_b_orders(
+    spec: MicroBatchSpec,
+    n_micro: int,
+    micro_ids: Sequence[int] | None = None,
+    stages: Mapping[str, int] | None = None,
+    only: Sequence[int] | None = None,
+) -> dict[str, list[Item]]:
     """Textbook 1F1B per-device orders: warm-up forwards, one-forward-one-backward, drain.
 
     ``micro_ids`` renames the micro-batches (Chimera uses it), ``only`` restricts to some block indices.
@@ -169,16 +192,19 @@ class OneFOneBScheduler(ConfiguredPipelineScheduler):
 
     name = "1f1b"
 
-    def schedule(self, blocks: Any, devices: Any = None, memory: int | None = None,
-                 n_micro: int = 4) -> PipelineSchedule:
+    def schedule(
+        self, blocks: Any, devices: Any = None, memory: int | None = None, n_micro: int = 4
+    ) -> PipelineSchedule:
         t0 = time.perf_counter()
         spec = as_spec(blocks, devices)
         multi = [b.name for b in spec.blocks if len(b.devices) > 1]
         per_dev = {d: sum(spec.blocks[i].kind != "backward" for i in spec.on_device(d)) for d in spec.devices}
         if multi or any(v > 1 for v in per_dev.values()):
-            raise ConfigError(f"1F1B is defined for one stage per device (the V shape); {spec.name} has "
-                              + (f"distributed blocks {multi}" if multi else f"forward blocks per device {per_dev}")
-                              + ". Use pipeline=1f1b_plus (or tessel) for this placement")
+            raise ConfigError(
+                f"1F1B is defined for one stage per device (the V shape); {spec.name} has "
+                + (f"distributed blocks {multi}" if multi else f"forward blocks per device {per_dev}")
+                + ". Use pipeline=1f1b_plus (or tessel) for this placement"
+            )
         start = timeline_from_orders(spec, n_micro, one_f_one_b_orders(spec, n_micro))
         return _finish(self.name, spec, n_micro, start, memory, t0)
 
@@ -193,8 +219,9 @@ class ChimeraScheduler(ConfiguredPipelineScheduler):
         super().__init__(**{"shape": "x", **case})
         self.unit = unit
 
-    def schedule(self, blocks: Any, devices: Any = None, memory: int | None = None,
-                 n_micro: int = 4) -> PipelineSchedule:
+    def schedule(
+        self, blocks: Any, devices: Any = None, memory: int | None = None, n_micro: int = 4
+    ) -> PipelineSchedule:
         t0 = time.perf_counter()
         spec = as_spec(blocks, devices)
         D = len(spec.devices)
@@ -207,6 +234,7 @@ class ChimeraScheduler(ConfiguredPipelineScheduler):
                 comp[x] = comp[comp[x]]
                 x = comp[x]
             return x
+
         for j, ps in enumerate(spec.preds):
             for i in ps:
                 comp[find(i)] = find(j)
@@ -216,9 +244,11 @@ class ChimeraScheduler(ConfiguredPipelineScheduler):
         pipes = sorted(groups.values(), key=min)
         multi = [b.name for b in spec.blocks if len(b.devices) > 1]
         if len(pipes) != 2 or multi:
-            raise ConfigError(f"Chimera needs two independent pipelines in opposite directions of single-device "
-                              f"blocks (the X shape); {spec.name} has {len(pipes)} pipeline(s)"
-                              + (f" and distributed blocks {multi}" if multi else ""))
+            raise ConfigError(
+                f"Chimera needs two independent pipelines in opposite directions of single-device "
+                f"blocks (the X shape); {spec.name} has {len(pipes)} pipeline(s)"
+                + (f" and distributed blocks {multi}" if multi else "")
+            )
         orders: dict[str, list[Item]] = {d: [] for d in spec.devices}
         for u0 in range(0, n_micro, unit):
             ids = list(range(u0, min(n_micro, u0 + unit)))
@@ -263,13 +293,22 @@ def contract_distributed(spec: MicroBatchSpec) -> MicroBatchSpec:
     single = [i for i, b in enumerate(spec.blocks) if len(b.devices) == 1]
     keep = set(single)
     anc: list[set[int]] = []
-    for j in range(spec.K):   # nearest kept ancestors, in topological order
+    for j in range(spec.K):  # nearest kept ancestors, in topological order
         s: set[int] = set()
         for i in spec.preds[j]:
             s |= {i} if i in keep else anc[i]
         anc.append(s)
-    bl = [Block(spec.blocks[j].name, spec.blocks[j].time, spec.blocks[j].memory, spec.blocks[j].devices,
-                tuple(spec.blocks[i].name for i in sorted(anc[j])), spec.blocks[j].kind) for j in single]
+    bl = [
+        Block(
+            spec.blocks[j].name,
+            spec.blocks[j].time,
+            spec.blocks[j].memory,
+            spec.blocks[j].devices,
+            tuple(spec.blocks[i].name for i in sorted(anc[j])),
+            spec.blocks[j].kind,
+        )
+        for j in single
+    ]
     return MicroBatchSpec(bl, list(spec.devices), name=spec.name + "-single")
 
 
@@ -305,8 +344,10 @@ def one_f_one_b_list_schedule(spec: MicroBatchSpec, n_micro: int) -> dict[Item, 
             if not cands:
                 continue
             t = min(c[0] for c in cands)
-            pick = min((c for c in cands if c[0] <= t),
-                       key=lambda c: (spec.block(c[1][0]).kind != "backward", c[1][1], spec.index[c[1][0]]))
+            pick = min(
+                (c for c in cands if c[0] <= t),
+                key=lambda c: (spec.block(c[1][0]).kind != "backward", c[1][1], spec.index[c[1][0]]),
+            )
             if best is None or (t, spec.devices.index(d)) < best[0]:
                 best = ((t, spec.devices.index(d)), d, pick[1])
         if best is None:
@@ -332,14 +373,14 @@ def one_f_one_b_plus_orders(spec: MicroBatchSpec, n_micro: int) -> dict[str, lis
     roots = {j for j, b in enumerate(spec.blocks) if len(b.devices) > 1 and not b.deps}
     for m in range(n_micro):
         T: dict[int, int] = {}
-        for j, b in enumerate(spec.blocks):        # after every non-root predecessor
+        for j, b in enumerate(spec.blocks):  # after every non-root predecessor
             if j in roots:
                 continue
             after = [T[i] + spec.blocks[i].time for i in spec.preds[j] if i not in roots]
             own = [tl[(b.name, m)]] if len(b.devices) == 1 else []
             T[j] = max(own + after, default=0)
         rank = {}
-        for j in sorted(roots, reverse=True):      # distributed roots: right before their first successor
+        for j in sorted(roots, reverse=True):  # distributed roots: right before their first successor
             T[j] = min((T[s] for s in spec.succs[j]), default=0)
             rank[j] = -2
         for j, b in enumerate(spec.blocks):
@@ -356,8 +397,9 @@ class OneFOneBPlusScheduler(ConfiguredPipelineScheduler):
 
     name = "1f1b_plus"
 
-    def schedule(self, blocks: Any, devices: Any = None, memory: int | None = None,
-                 n_micro: int = 4) -> PipelineSchedule:
+    def schedule(
+        self, blocks: Any, devices: Any = None, memory: int | None = None, n_micro: int = 4
+    ) -> PipelineSchedule:
         t0 = time.perf_counter()
         spec = as_spec(blocks, devices)
         start = timeline_from_orders(spec, n_micro, one_f_one_b_plus_orders(spec, n_micro))

@@ -36,12 +36,14 @@ are our reading of Figure 8, recorded here:
 
 ``blocks_from_placement`` derives a stage-block model from any placer's op -> device assignment.
 """
+
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..errors import ConfigError, InvalidPlacement
 
@@ -115,6 +117,7 @@ class MicroBatchSpec:
         ready = sorted((n for n, k in indeg.items() if k == 0), key=pos.get)
         order: list[str] = []
         import heapq
+
         heap = [(pos[n], n) for n in ready]
         heapq.heapify(heap)
         while heap:
@@ -190,14 +193,28 @@ class MicroBatchSpec:
         return max(best, 0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "devices": list(self.devices),
-                "blocks": [{"name": b.name, "time": b.time, "memory": b.memory, "devices": list(b.devices),
-                            "deps": list(b.deps), "kind": b.kind} for b in self.blocks]}
+        return {
+            "name": self.name,
+            "devices": list(self.devices),
+            "blocks": [
+                {
+                    "name": b.name,
+                    "time": b.time,
+                    "memory": b.memory,
+                    "devices": list(b.devices),
+                    "deps": list(b.deps),
+                    "kind": b.kind,
+                }
+                for b in self.blocks
+            ],
+        }
 
     def key(self) -> tuple:
         """Hashable identity (for caching searched schedules)."""
-        return (tuple(self.devices),
-                tuple((b.name, b.time, b.memory, b.devices, tuple(sorted(b.deps))) for b in self.blocks))
+        return (
+            tuple(self.devices),
+            tuple((b.name, b.time, b.memory, b.devices, tuple(sorted(b.deps))) for b in self.blocks),
+        )
 
 
 # ---------------------------------------------------------------------------------------------- built-in shapes
@@ -218,15 +235,16 @@ def _chain(blocks: list[Block]) -> list[Block]:
     return out
 
 
-def make_shape(shape: str, n_devices: int = 4, recompute: bool = False, forward_time: int = 1,
-               memory_per_block: int = 1) -> MicroBatchSpec:
+def make_shape(
+    shape: str, n_devices: int = 4, recompute: bool = False, forward_time: int = 1, memory_per_block: int = 1
+) -> MicroBatchSpec:
     """The built-in placement shapes V, X, M, NN and K of Figure 8 (see the module docstring). O(D)."""
     s = str(shape).lower()
     D = n_devices
     devs = _devs(D)
     tf = int(forward_time)
-    tb_layer = (3 if recompute else 2) * tf      # recomputed transformer layers (section VI-B)
-    tb_plain = 2 * tf                            # embeddings / heads are not recomputed
+    tb_layer = (3 if recompute else 2) * tf  # recomputed transformer layers (section VI-B)
+    tb_plain = 2 * tf  # embeddings / heads are not recomputed
     mem = int(memory_per_block)
     all_d = tuple(devs)
 
@@ -241,25 +259,36 @@ def make_shape(shape: str, n_devices: int = 4, recompute: bool = False, forward_
         bw = [Bk(f"b{i}", [devs[i]], tb_layer) for i in reversed(range(D))]
         return MicroBatchSpec(_chain(fw + bw), devs, name=f"V{D}" + ("r" if recompute else ""))
     if s == "x":
-        down = _chain([F(f"fd{i}", [devs[i]]) for i in range(D)]
-                      + [Bk(f"bd{i}", [devs[i]], tb_layer) for i in reversed(range(D))])
-        up = _chain([F(f"fu{i}", [devs[D - 1 - i]]) for i in range(D)]
-                    + [Bk(f"bu{i}", [devs[D - 1 - i]], tb_layer) for i in reversed(range(D))])
+        down = _chain(
+            [F(f"fd{i}", [devs[i]]) for i in range(D)] + [Bk(f"bd{i}", [devs[i]], tb_layer) for i in reversed(range(D))]
+        )
+        up = _chain(
+            [F(f"fu{i}", [devs[D - 1 - i]]) for i in range(D)]
+            + [Bk(f"bu{i}", [devs[D - 1 - i]], tb_layer) for i in reversed(range(D))]
+        )
         return MicroBatchSpec(down + up, devs, name=f"X{D}" + ("r" if recompute else ""))
     if s == "m":
-        seq = ([F("emb", all_d)] + [F(f"f{i}", [devs[i]]) for i in range(D)]
-               + [Bk(f"b{i}", [devs[i]], tb_layer) for i in reversed(range(D))] + [Bk("emb_b", all_d, tb_plain)])
+        seq = (
+            [F("emb", all_d)]
+            + [F(f"f{i}", [devs[i]]) for i in range(D)]
+            + [Bk(f"b{i}", [devs[i]], tb_layer) for i in reversed(range(D))]
+            + [Bk("emb_b", all_d, tb_plain)]
+        )
         return MicroBatchSpec(_chain(seq), devs, name=f"M{D}" + ("r" if recompute else ""))
     if s == "nn":
         if D < 2:
             raise ConfigError("the NN shape needs at least 2 devices (encoder and decoder stages)")
-        h = D // 2                                   # encoder on d0..d{h-1}, decoder on d{h}..d{D-1}
-        seq = ([F("emb_enc", all_d)] + [F(f"enc{i}", [devs[i]]) for i in range(h)] + [F("emb_dec", all_d)]
-               + [F(f"dec{i}", [devs[i]]) for i in range(h, D)]
-               + [Bk(f"dec{i}_b", [devs[i]], tb_layer) for i in reversed(range(h, D))]
-               + [Bk("emb_dec_b", all_d, tb_plain)]
-               + [Bk(f"enc{i}_b", [devs[i]], tb_layer) for i in reversed(range(h))]
-               + [Bk("emb_enc_b", all_d, tb_plain)])
+        h = D // 2  # encoder on d0..d{h-1}, decoder on d{h}..d{D-1}
+        seq = (
+            [F("emb_enc", all_d)]
+            + [F(f"enc{i}", [devs[i]]) for i in range(h)]
+            + [F("emb_dec", all_d)]
+            + [F(f"dec{i}", [devs[i]]) for i in range(h, D)]
+            + [Bk(f"dec{i}_b", [devs[i]], tb_layer) for i in reversed(range(h, D))]
+            + [Bk("emb_dec_b", all_d, tb_plain)]
+            + [Bk(f"enc{i}_b", [devs[i]], tb_layer) for i in reversed(range(h))]
+            + [Bk("emb_enc_b", all_d, tb_plain)]
+        )
         return MicroBatchSpec(_chain(seq), devs, name=f"NN{D}" + ("r" if recompute else ""))
     if s == "k":
         if D < 2:
@@ -275,23 +304,31 @@ def make_shape(shape: str, n_devices: int = 4, recompute: bool = False, forward_
         vb_ = _chain([Bk(f"v{i}_b", [vision[i]], tb_layer) for i in reversed(range(len(vision)))])
         tb_[0] = Block(tb_[0].name, tb_[0].time, tb_[0].memory, tb_[0].devices, ("cross_b",), "backward")
         vb_[0] = Block(vb_[0].name, vb_[0].time, vb_[0].memory, vb_[0].devices, ("cross_b",), "backward")
-        return MicroBatchSpec(tf_ + vf_ + [cross, cross_b] + tb_ + vb_, devs,
-                              name=f"K{D}" + ("r" if recompute else ""))
+        return MicroBatchSpec(tf_ + vf_ + [cross, cross_b] + tb_ + vb_, devs, name=f"K{D}" + ("r" if recompute else ""))
     raise ConfigError(f"pipeline.shape={shape!r} is unknown; choose one of {list(SHAPES)} or from_placement")
 
 
 def inference_spec(spec: MicroBatchSpec) -> MicroBatchSpec:
     """The forward-only (inference) version of a spec: backward blocks dropped, memory deltas set to 0."""
     keep = {b.name for b in spec.blocks if b.kind != "backward"}
-    blocks = [Block(b.name, b.time, 0, b.devices, tuple(d for d in b.deps if d in keep), b.kind)
-              for b in spec.blocks if b.name in keep]
+    blocks = [
+        Block(b.name, b.time, 0, b.devices, tuple(d for d in b.deps if d in keep), b.kind)
+        for b in spec.blocks
+        if b.name in keep
+    ]
     return MicroBatchSpec(blocks, list(spec.devices), name=spec.name + "-inf")
 
 
 # ---------------------------------------------------------------------------------------- from a real placement
-def blocks_from_placement(graph: Any, placement: Any, devices: Sequence[str] | None = None, *,
-                          time_resolution: int = 8, memory_resolution: int = 4,
-                          name: str | None = None) -> MicroBatchSpec:
+def blocks_from_placement(
+    graph: Any,
+    placement: Any,
+    devices: Sequence[str] | None = None,
+    *,
+    time_resolution: int = 8,
+    memory_resolution: int = 4,
+    name: str | None = None,
+) -> MicroBatchSpec:
     """Stage blocks of one micro-batch from any placer's op -> device assignment.
 
     Per device d that holds forward ops: a forward block ``F_d`` (the forward-phase and "other" ops on d) and,
@@ -354,27 +391,49 @@ def blocks_from_placement(graph: Any, placement: Any, devices: Sequence[str] | N
         units = max(1, int(round(t / t_unit)))
         fwd = b.startswith("F_")
         m = int(math.ceil(mem_b.get(f"F_{d}", 0.0) / m_unit - 1e-9))
-        blocks.append(Block(b, units, m if fwd else (-m if f"F_{d}" in time_s else 0), (d,),
-                            tuple(sorted(deps[b])), "forward" if fwd else "backward"))
+        blocks.append(
+            Block(
+                b,
+                units,
+                m if fwd else (-m if f"F_{d}" in time_s else 0),
+                (d,),
+                tuple(sorted(deps[b])),
+                "forward" if fwd else "backward",
+            )
+        )
     try:
-        spec = MicroBatchSpec(blocks, list(devices), name=name or f"{getattr(graph, 'name', 'graph')}-stages",
-                              base_memory={d: int(math.ceil(base.get(d, 0.0) / m_unit)) for d in devices},
-                              time_unit_s=t_unit, memory_unit_bytes=m_unit)
+        spec = MicroBatchSpec(
+            blocks,
+            list(devices),
+            name=name or f"{getattr(graph, 'name', 'graph')}-stages",
+            base_memory={d: int(math.ceil(base.get(d, 0.0) / m_unit)) for d in devices},
+            time_unit_s=t_unit,
+            memory_unit_bytes=m_unit,
+        )
     except ConfigError as e:
-        raise InvalidPlacement(f"the placement does not form a pipeline of stages: {e}. Use a placer that "
-                               f"assigns contiguous stages to devices") from e
-    log.info("blocks_from_placement: %d blocks on %d devices (time unit %.3g s, memory unit %.3g B)",
-             spec.K, len(devices), t_unit, m_unit)
+        raise InvalidPlacement(
+            f"the placement does not form a pipeline of stages: {e}. Use a placer that "
+            f"assigns contiguous stages to devices"
+        ) from e
+    log.info(
+        "blocks_from_placement: %d blocks on %d devices (time unit %.3g s, memory unit %.3g B)",
+        spec.K,
+        len(devices),
+        t_unit,
+        m_unit,
+    )
     return spec
 
 
-def spec_from_config(shape: str, n_devices: int = 4, recompute: bool = False, *, graph: Any = None,
-                     placement: Any = None) -> MicroBatchSpec:
+def spec_from_config(
+    shape: str, n_devices: int = 4, recompute: bool = False, *, graph: Any = None, placement: Any = None
+) -> MicroBatchSpec:
     """The spec that the keys ``pipeline.shape``/``n_devices``/``recompute`` select (docs/design.md)."""
     if str(shape).lower() == "from_placement":
         if graph is None or placement is None:
-            raise ConfigError("pipeline.shape=from_placement needs the graph and a placement (a model and a "
-                              "placer other than none)")
+            raise ConfigError(
+                "pipeline.shape=from_placement needs the graph and a placement (a model and a placer other than none)"
+            )
         return blocks_from_placement(graph, placement)
     return make_shape(shape, n_devices, recompute)
 

@@ -23,24 +23,26 @@ together, both devices waiting for each other.
 
 Complexity: O(B log B + B x S) for B blocks with S successors each.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
-from ..graph import atomic_write_json
 from ..errors import InvalidSchedule
+from ..graph import atomic_write_json
 from .schedule import PipelineSchedule
 
-Tag = tuple[str, int, str]   # (producer block, micro-batch, receiving device)
+Tag = tuple[str, int, str]  # (producer block, micro-batch, receiving device)
 
 
 @dataclass(frozen=True)
 class Action:
     """One step of a device's program: compute a block, or send / receive one tensor."""
 
-    kind: str              # "compute" | "send" | "recv"
+    kind: str  # "compute" | "send" | "recv"
     block: str
     micro: int
     device: str
@@ -92,8 +94,9 @@ def _needs(schedule: PipelineSchedule, a: Action) -> list[Tag]:
     return out
 
 
-def check_deadlock_free(schedule: PipelineSchedule, actions: Mapping[str, Sequence[Action]] | None = None,
-                        blocking: bool = True) -> None:
+def check_deadlock_free(
+    schedule: PipelineSchedule, actions: Mapping[str, Sequence[Action]] | None = None, blocking: bool = True
+) -> None:
     """Interpret the action lists; raise InvalidSchedule naming the stuck devices if they deadlock.
 
     Blocking: a send and its recv advance together. Non-blocking: sends and recvs are posted at once and a
@@ -128,8 +131,10 @@ def check_deadlock_free(schedule: PipelineSchedule, actions: Mapping[str, Sequen
             if a.kind == "compute":
                 devs = spec.block(a.block).devices
                 group = [head(e) for e in devs]
-                if all(g is not None and g.kind == "compute" and (g.block, g.micro) == (a.block, a.micro)
-                       and has_inputs(g) for g in group):
+                if all(
+                    g is not None and g.kind == "compute" and (g.block, g.micro) == (a.block, a.micro) and has_inputs(g)
+                    for g in group
+                ):
                     done.add((a.block, a.micro))
                     for e in devs:
                         pos[e] += 1
@@ -154,12 +159,17 @@ def check_deadlock_free(schedule: PipelineSchedule, actions: Mapping[str, Sequen
                 moved = True
         if not moved:
             stuck = {d: str(head(d)) for d in acts if head(d) is not None}
-            raise InvalidSchedule(f"action lists deadlock ({'blocking' if blocking else 'non-blocking'}): "
-                                  f"devices wait at {stuck}")
+            raise InvalidSchedule(
+                f"action lists deadlock ({'blocking' if blocking else 'non-blocking'}): devices wait at {stuck}"
+            )
 
 
-def simulate_actions(schedule: PipelineSchedule, actions: Mapping[str, Sequence[Action]] | None = None,
-                     comm_time: float = 0.0, blocking: bool = False) -> dict[tuple[str, int], float]:
+def simulate_actions(
+    schedule: PipelineSchedule,
+    actions: Mapping[str, Sequence[Action]] | None = None,
+    comm_time: float = 0.0,
+    blocking: bool = False,
+) -> dict[tuple[str, int], float]:
     """Predicted start time of every block when the action lists run as fast as they can.
 
     Compute takes the block's time; a tensor arrives ``comm_time`` after its send is posted; with blocking
@@ -186,8 +196,9 @@ def simulate_actions(schedule: PipelineSchedule, actions: Mapping[str, Sequence[
         end[(b, n)] = t + blk.time
         for d in blk.devices:
             clock[d] = t + blk.time
-            while pos[d] < len(acts[d]) and not (acts[d][pos[d]].kind == "compute"
-                                                 and (acts[d][pos[d]].block, acts[d][pos[d]].micro) == (b, n)):
+            while pos[d] < len(acts[d]) and not (
+                acts[d][pos[d]].kind == "compute" and (acts[d][pos[d]].block, acts[d][pos[d]].micro) == (b, n)
+            ):
                 pos[d] += 1
             pos[d] += 1
             while pos[d] < len(acts[d]) and acts[d][pos[d]].kind != "compute":
@@ -202,9 +213,12 @@ def simulate_actions(schedule: PipelineSchedule, actions: Mapping[str, Sequence[
 
 
 # ------------------------------------------------------------------------------------------------- Chrome trace
-def chrome_trace(schedule: PipelineSchedule, time_unit_us: float = 1000.0,
-                 actions: Mapping[str, Sequence[Action]] | None = None,
-                 measured: Iterable[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+def chrome_trace(
+    schedule: PipelineSchedule,
+    time_unit_us: float = 1000.0,
+    actions: Mapping[str, Sequence[Action]] | None = None,
+    measured: Iterable[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The schedule as a chrome://tracing (Trace Event Format) JSON object.
 
     One process "schedule" with a thread per device (complete events "X" per block, instant events for
@@ -218,23 +232,50 @@ def chrome_trace(schedule: PipelineSchedule, time_unit_us: float = 1000.0,
     for (b, n), s in sorted(schedule.start.items(), key=lambda kv: kv[1]):
         blk = spec.block(b)
         for d in blk.devices:
-            ev.append({"name": f"{b} #{n}", "cat": blk.kind, "ph": "X", "pid": 0,
-                       "tid": spec.devices.index(d), "ts": s * time_unit_us, "dur": blk.time * time_unit_us,
-                       "args": {"block": b, "micro": n, "memory": blk.memory, "devices": list(blk.devices)}})
+            ev.append(
+                {
+                    "name": f"{b} #{n}",
+                    "cat": blk.kind,
+                    "ph": "X",
+                    "pid": 0,
+                    "tid": spec.devices.index(d),
+                    "ts": s * time_unit_us,
+                    "dur": blk.time * time_unit_us,
+                    "args": {"block": b, "micro": n, "memory": blk.memory, "devices": list(blk.devices)},
+                }
+            )
     acts = actions if actions is not None else build_actions(schedule)
     for d, lst in acts.items():
         for a in lst:
             if a.kind == "compute":
                 continue
             t = schedule.end(a.block, a.micro)
-            ev.append({"name": str(a), "cat": a.kind, "ph": "i", "s": "t", "pid": 0,
-                       "tid": spec.devices.index(d), "ts": t * time_unit_us})
+            ev.append(
+                {
+                    "name": str(a),
+                    "cat": a.kind,
+                    "ph": "i",
+                    "s": "t",
+                    "pid": 0,
+                    "tid": spec.devices.index(d),
+                    "ts": t * time_unit_us,
+                }
+            )
     if schedule.repetend:
         rid = len(spec.devices)
         ev.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": rid, "args": {"name": "repetend"}})
         a, b = schedule.repetend
-        ev.append({"name": "repetend", "cat": "repetend", "ph": "X", "pid": 0, "tid": rid,
-                   "ts": a * time_unit_us, "dur": (b - a) * time_unit_us})
+        ev.append(
+            {
+                "name": "repetend",
+                "cat": "repetend",
+                "ph": "X",
+                "pid": 0,
+                "tid": rid,
+                "ts": a * time_unit_us,
+                "dur": (b - a) * time_unit_us,
+            }
+        )
     if measured is not None:
         ev.append({"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "measured"}})
         names = {}
@@ -243,12 +284,23 @@ def chrome_trace(schedule: PipelineSchedule, time_unit_us: float = 1000.0,
             if dev not in names:
                 names[dev] = len(names)
                 ev.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": names[dev], "args": {"name": dev}})
-            ev.append({"name": r.get("name", "?"), "cat": r.get("kind", "measured"), "ph": "X", "pid": 1,
-                       "tid": names[dev], "ts": r["start_s"] * 1e6, "dur": (r["end_s"] - r["start_s"]) * 1e6,
-                       "args": {k: v for k, v in r.items() if k not in ("start_s", "end_s")}})
-    return {"traceEvents": ev, "displayTimeUnit": "ms",
-            "otherData": {"makespan": schedule.makespan, "bubble_rate": schedule.bubble_rate,
-                          "time_unit_us": time_unit_us}}
+            ev.append(
+                {
+                    "name": r.get("name", "?"),
+                    "cat": r.get("kind", "measured"),
+                    "ph": "X",
+                    "pid": 1,
+                    "tid": names[dev],
+                    "ts": r["start_s"] * 1e6,
+                    "dur": (r["end_s"] - r["start_s"]) * 1e6,
+                    "args": {k: v for k, v in r.items() if k not in ("start_s", "end_s")},
+                }
+            )
+    return {
+        "traceEvents": ev,
+        "displayTimeUnit": "ms",
+        "otherData": {"makespan": schedule.makespan, "bubble_rate": schedule.bubble_rate, "time_unit_us": time_unit_us},
+    }
 
 
 def save_chrome_trace(path: str | os.PathLike, trace: Mapping[str, Any]) -> None:

@@ -12,15 +12,17 @@ was produced, against equation 1's constraints:
 Violations raise ``ScheduleViolation`` (an ``algorithms.errors.InvalidSchedule``) naming the block,
 micro-batch and device at fault. Serialisation follows docs/design.md's ``pipeline_schedule.json`` exactly.
 """
+
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
-from ..graph import atomic_write_json
 from ..errors import InvalidSchedule
+from ..graph import atomic_write_json
 from .blocks import Block, MicroBatchSpec
 
 Item = tuple[str, int]
@@ -29,8 +31,9 @@ Item = tuple[str, int]
 class ScheduleViolation(InvalidSchedule):
     """A constraint of equation 1 is broken; ``kind`` is missing|dependency|exclusive|memory."""
 
-    def __init__(self, message: str, *, kind: str, block: str | None = None, micro: int | None = None,
-                 device: str | None = None):
+    def __init__(
+        self, message: str, *, kind: str, block: str | None = None, micro: int | None = None, device: str | None = None
+    ):
         super().__init__(message)
         self.kind = kind
         self.block = block
@@ -89,32 +92,49 @@ class PipelineSchedule:
             peaks[d] = peak
         return peaks
 
-    def validate(self, memory_limit: int | None | str = "own") -> "PipelineSchedule":
+    def validate(self, memory_limit: int | None | str = "own") -> PipelineSchedule:
         """Check exclusive execution, dependencies and the memory cap; raise ScheduleViolation. O(B log B)."""
         validate(self, self.memory_limit if memory_limit == "own" else memory_limit)
         return self
 
     def summary(self) -> dict[str, Any]:
-        return {"n_micro": self.n_micro, "makespan": self.makespan, "bubble_rate": self.bubble_rate,
-                "repetend": self.repetend, "peak_memory": self.peak_memory(), **self.info}
+        return {
+            "n_micro": self.n_micro,
+            "makespan": self.makespan,
+            "bubble_rate": self.bubble_rate,
+            "repetend": self.repetend,
+            "peak_memory": self.peak_memory(),
+            **self.info,
+        }
 
     # ------------------------------------------------------------------ JSON (docs/design.md)
     def to_json(self) -> dict[str, Any]:
         blocks = []
         for (b, n), s in sorted(self.start.items(), key=lambda kv: (kv[1], self.spec.index[kv[0][0]], kv[0][1])):
             blk = self.spec.block(b)
-            blocks.append({"name": b, "micro": n, "devices": list(blk.devices), "start": int(s),
-                           "span": int(blk.time), "memory": int(blk.memory),
-                           "after": [[p, n] for p in blk.deps]})
-        return {"devices": list(self.spec.devices), "n_micro": int(self.n_micro),
-                "memory_limit": self.memory_limit,
-                "blocks": blocks,
-                "repetend": ({"start": int(self.repetend[0]), "end": int(self.repetend[1])}
-                             if self.repetend else None),
-                "makespan": int(self.makespan), "bubble_rate": float(self.bubble_rate)}
+            blocks.append(
+                {
+                    "name": b,
+                    "micro": n,
+                    "devices": list(blk.devices),
+                    "start": int(s),
+                    "span": int(blk.time),
+                    "memory": int(blk.memory),
+                    "after": [[p, n] for p in blk.deps],
+                }
+            )
+        return {
+            "devices": list(self.spec.devices),
+            "n_micro": int(self.n_micro),
+            "memory_limit": self.memory_limit,
+            "blocks": blocks,
+            "repetend": ({"start": int(self.repetend[0]), "end": int(self.repetend[1])} if self.repetend else None),
+            "makespan": int(self.makespan),
+            "bubble_rate": float(self.bubble_rate),
+        }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any] | str) -> "PipelineSchedule":
+    def from_json(cls, data: Mapping[str, Any] | str) -> PipelineSchedule:
         """Read the pipeline_schedule.json format back (kind: backward when the memory delta is negative)."""
         if isinstance(data, str):
             data = json.loads(data)
@@ -124,22 +144,34 @@ class PipelineSchedule:
             name, n = e["name"], int(e["micro"])
             if name not in spec_blocks:
                 deps = tuple(p for p, m in e.get("after", []) if int(m) == n)
-                spec_blocks[name] = Block(name, int(e["span"]), int(e["memory"]), tuple(e["devices"]), deps,
-                                          "backward" if int(e["memory"]) < 0 else "forward")
+                spec_blocks[name] = Block(
+                    name,
+                    int(e["span"]),
+                    int(e["memory"]),
+                    tuple(e["devices"]),
+                    deps,
+                    "backward" if int(e["memory"]) < 0 else "forward",
+                )
             if (name, n) in start:
                 raise InvalidSchedule(f"block {name!r} micro-batch {n} appears twice in the schedule file")
             start[(name, n)] = int(e["start"])
         spec = MicroBatchSpec(list(spec_blocks.values()), list(data["devices"]), name="from_json")
         rep = data.get("repetend")
-        return cls(spec, int(data["n_micro"]), start, data.get("memory_limit"),
-                   (int(rep["start"]), int(rep["end"])) if rep else None, {})
+        return cls(
+            spec,
+            int(data["n_micro"]),
+            start,
+            data.get("memory_limit"),
+            (int(rep["start"]), int(rep["end"])) if rep else None,
+            {},
+        )
 
     def save(self, path: str | os.PathLike) -> None:
         """Write pipeline_schedule.json atomically (temporary file + rename)."""
         atomic_write_json(path, self.to_json(), indent=1)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "PipelineSchedule":
+    def load(cls, path: str | os.PathLike) -> PipelineSchedule:
         with open(path) as f:
             return cls.from_json(json.load(f))
 
@@ -152,18 +184,30 @@ def validate(schedule: PipelineSchedule, memory_limit: int | None = None) -> Non
         for b in spec.blocks:
             s = start.get((b.name, n))
             if s is None:
-                raise ScheduleViolation(f"block {b.name!r} of micro-batch {n} (device {b.devices[0]}) has no "
-                                        f"start time", kind="missing", block=b.name, micro=n,
-                                        device=b.devices[0])
+                raise ScheduleViolation(
+                    f"block {b.name!r} of micro-batch {n} (device {b.devices[0]}) has no start time",
+                    kind="missing",
+                    block=b.name,
+                    micro=n,
+                    device=b.devices[0],
+                )
             if int(s) != s or s < 0:
-                raise ScheduleViolation(f"block {b.name!r} of micro-batch {n} starts at {s!r}; starts must be "
-                                        f"non-negative integers", kind="missing", block=b.name, micro=n,
-                                        device=b.devices[0])
+                raise ScheduleViolation(
+                    f"block {b.name!r} of micro-batch {n} starts at {s!r}; starts must be non-negative integers",
+                    kind="missing",
+                    block=b.name,
+                    micro=n,
+                    device=b.devices[0],
+                )
     extra = [it for it in start if it[0] not in spec.index or not 0 <= it[1] < N]
     if extra:
         b, n = extra[0]
-        raise ScheduleViolation(f"block {b!r} micro-batch {n} is not part of a {N}-micro-batch schedule of "
-                                f"{spec.name}", kind="missing", block=b, micro=n)
+        raise ScheduleViolation(
+            f"block {b!r} micro-batch {n} is not part of a {N}-micro-batch schedule of {spec.name}",
+            kind="missing",
+            block=b,
+            micro=n,
+        )
     # 3. data dependencies
     for n in range(N):
         for b in spec.blocks:
@@ -173,8 +217,12 @@ def validate(schedule: PipelineSchedule, memory_limit: int | None = None) -> Non
                 if e > s:
                     raise ScheduleViolation(
                         f"dependency broken: block {b.name!r} of micro-batch {n} on device {b.devices[0]} starts "
-                        f"at {s} but its input {p!r} (micro-batch {n}) ends at {e}", kind="dependency",
-                        block=b.name, micro=n, device=b.devices[0])
+                        f"at {s} but its input {p!r} (micro-batch {n}) ends at {e}",
+                        kind="dependency",
+                        block=b.name,
+                        micro=n,
+                        device=b.devices[0],
+                    )
     # 1. exclusive execution and 2. memory
     for d, items in schedule.device_orders().items():
         prev_end, prev = -1, None
@@ -186,14 +234,23 @@ def validate(schedule: PipelineSchedule, memory_limit: int | None = None) -> Non
                 raise ScheduleViolation(
                     f"exclusive execution broken on device {d}: block {b!r} of micro-batch {n} starts at {s} "
                     f"while block {prev[0]!r} of micro-batch {prev[1]} runs until {prev_end}",
-                    kind="exclusive", block=b, micro=n, device=d)
+                    kind="exclusive",
+                    block=b,
+                    micro=n,
+                    device=d,
+                )
             if s + blk.time > prev_end:
                 prev_end, prev = s + blk.time, (b, n)
             run += blk.memory
             if memory_limit is not None and run > memory_limit:
                 raise ScheduleViolation(
                     f"memory cap broken on device {d}: after block {b!r} of micro-batch {n} starts at {s} the "
-                    f"device holds {run} > M = {memory_limit}", kind="memory", block=b, micro=n, device=d)
+                    f"device holds {run} > M = {memory_limit}",
+                    kind="memory",
+                    block=b,
+                    micro=n,
+                    device=d,
+                )
 
 
 def timeline_from_orders(spec: MicroBatchSpec, n_micro: int, orders: Mapping[str, list[Item]]) -> dict[Item, int]:
@@ -216,7 +273,7 @@ def timeline_from_orders(spec: MicroBatchSpec, n_micro: int, orders: Mapping[str
             while pos[d] < len(orders[d]):
                 it = orders[d][pos[d]]
                 b = spec.block(it[0])
-                if it in start:           # multi-device block already started via another device
+                if it in start:  # multi-device block already started via another device
                     pos[d] += 1
                     placed += 1
                     progress = True
@@ -234,8 +291,10 @@ def timeline_from_orders(spec: MicroBatchSpec, n_micro: int, orders: Mapping[str
                 progress = True
     if placed < total:
         stuck = {d: orders[d][pos[d]] for d in spec.devices if pos[d] < len(orders[d])}
-        raise InvalidSchedule(f"per-device orders deadlock: next blocks {stuck} wait on each other or on "
-                              f"inputs that come later in some order")
+        raise InvalidSchedule(
+            f"per-device orders deadlock: next blocks {stuck} wait on each other or on "
+            f"inputs that come later in some order"
+        )
     missing = [it for it in expected if it not in start]
     if missing:
         raise InvalidSchedule(f"per-device orders miss block {missing[0][0]!r} of micro-batch {missing[0][1]}")

@@ -69,12 +69,14 @@ Complexity: the number of candidate repetends is at most C(K + N_R - 1, N_R - 1)
 IV.2 on chains), each solved by O(log t) satisfiability checks of an SMT problem with K integer variables,
 O(K^2) disjunctions and O(K^2) ``If`` terms; the completion solves O(log T) checks on N_R K variables.
 """
+
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import z3
 from tqdm import tqdm
@@ -87,7 +89,7 @@ from .schedule import PipelineSchedule, validate
 
 log = logging.getLogger(__name__)
 
-IItem = tuple[int, int]   # (block index, micro-batch)
+IItem = tuple[int, int]  # (block index, micro-batch)
 
 
 # ------------------------------------------------------------------------------------------- time-optimal solver
@@ -100,7 +102,7 @@ class SolveResult:
     time_s: float = 0.0
 
 
-SOLVER_LOGIC: str | None = None   # None: z3.Solver(); e.g. "QF_LIA": z3.SolverFor(logic), also a plain solver
+SOLVER_LOGIC: str | None = None  # None: z3.Solver(); e.g. "QF_LIA": z3.SolverFor(logic), also a plain solver
 
 
 def _new_solver() -> z3.Solver:
@@ -115,10 +117,17 @@ def _remaining(deadline: float | None, per_check_s: float) -> int:
     return max(1, int(t * 1000))
 
 
-def solve_time_optimal(spec: MicroBatchSpec, items: Sequence[IItem], memory: int | None,
-                       init_memory: dict[str, int] | None = None, *, symmetry: bool = False,
-                       sat_only: bool = False, check_timeout_s: float = 30.0,
-                       deadline: float | None = None) -> SolveResult:
+def solve_time_optimal(
+    spec: MicroBatchSpec,
+    items: Sequence[IItem],
+    memory: int | None,
+    init_memory: dict[str, int] | None = None,
+    *,
+    symmetry: bool = False,
+    sat_only: bool = False,
+    check_timeout_s: float = 30.0,
+    deadline: float | None = None,
+) -> SolveResult:
     """Minimise max(s_B + t_B) over ``items`` under constraints 1-3 of equation 1 (Z3, plain Solver).
 
     Binary search on the makespan bound T between max(device load, critical path) and the sequential sum of
@@ -166,8 +175,9 @@ def solve_time_optimal(spec: MicroBatchSpec, items: Sequence[IItem], memory: int
                 sol.add(z3.Or(s[a] + ta <= s[c], s[c] + tc <= s[a]))
         if memory is not None:
             for b_ in lst:
-                terms = [z3.If(s[a] <= s[b_], spec.blocks[a[0]].memory, 0)
-                         for a in lst if spec.blocks[a[0]].memory != 0]
+                terms = [
+                    z3.If(s[a] <= s[b_], spec.blocks[a[0]].memory, 0) for a in lst if spec.blocks[a[0]].memory != 0
+                ]
                 if terms:
                     sol.add(init.get(d, 0) + z3.Sum(terms) <= memory)
     if symmetry:
@@ -181,8 +191,9 @@ def solve_time_optimal(spec: MicroBatchSpec, items: Sequence[IItem], memory: int
     loads = {d: sum(spec.blocks[i].time for i, _ in lst) for d, lst in on.items()}
     fin: dict[IItem, int] = {}
     for it in sorted(items, key=lambda x: (x[1], x[0])):
-        fin[it] = max((fin[(p, it[1])] for p in spec.preds[it[0]] if (p, it[1]) in sset), default=0) \
-            + spec.blocks[it[0]].time
+        fin[it] = (
+            max((fin[(p, it[1])] for p in spec.preds[it[0]] if (p, it[1]) in sset), default=0) + spec.blocks[it[0]].time
+        )
     lo = max(max(loads.values()), max(fin.values()))
     hi = sum(spec.blocks[i].time for i, _ in items)
     best: dict[IItem, int] | None = None
@@ -256,6 +267,7 @@ def iter_repetend_assignments(spec: MicroBatchSpec, n_r: int):
         for v in range(top, -1, -1):
             n[j] = v
             yield from rec(j + 1, max(hi_seen, v))
+
     yield from rec(0, -1)
 
 
@@ -268,8 +280,9 @@ def entry_memory(spec: MicroBatchSpec, n: Sequence[int]) -> dict[str, int]:
     return out
 
 
-def dependency_period_ok(spec: MicroBatchSpec, n: Sequence[int], p: int, energetic: bool = True,
-                         pin_first: bool = False) -> bool:
+def dependency_period_ok(
+    spec: MicroBatchSpec, n: Sequence[int], p: int, energetic: bool = True, pin_first: bool = False
+) -> bool:
     """Necessary condition for a repetend with period ``p`` and starts in [0, p): O(K + E + sum_d K_d^3).
 
     Earliest starts by a longest-path pass over the periodic dependency constraints
@@ -291,7 +304,7 @@ def dependency_period_ok(spec: MicroBatchSpec, n: Sequence[int], p: int, energet
         return True
     lst = [p - 1] * K
     if pin_first:
-        lst[0] = 0          # only valid when the solver also pins block 0 to the window start
+        lst[0] = 0  # only valid when the solver also pins block 0 to the window start
     for i in reversed(range(K)):
         for j in spec.succs[i]:
             v = lst[j] - spec.blocks[i].time + (n[i] - n[j]) * p
@@ -327,21 +340,33 @@ def dependency_period_bound(spec: MicroBatchSpec, n: Sequence[int], lo: int, hi:
     return lo
 
 
-def _add_exclusive_modulo(sol: z3.Solver, spec: MicroBatchSpec, idx: Sequence[int], s: Sequence[Any],
-                          period: Any) -> None:
+def _add_exclusive_modulo(
+    sol: z3.Solver, spec: MicroBatchSpec, idx: Sequence[int], s: Sequence[Any], period: Any
+) -> None:
     """Exclusive execution inside a repetend of length `period`: for every pair of blocks on one device, one
     ends before the other starts and, wrapped around by one period, still ends before the first restarts."""
     for x in range(len(idx)):
         for y in range(x + 1, len(idx)):
             a, c = idx[x], idx[y]
             ta, tc = spec.blocks[a].time, spec.blocks[c].time
-            sol.add(z3.Or(z3.And(s[a] + ta <= s[c], s[c] + tc <= s[a] + period),
-                          z3.And(s[c] + tc <= s[a], s[a] + ta <= s[c] + period)))
+            sol.add(
+                z3.Or(
+                    z3.And(s[a] + ta <= s[c], s[c] + tc <= s[a] + period),
+                    z3.And(s[c] + tc <= s[a], s[a] + ta <= s[c] + period),
+                )
+            )
 
 
-def solve_repetend(spec: MicroBatchSpec, n: Sequence[int], memory: int | None, lo: int, hi: int, *,
-                   check_timeout_s: float = 10.0, deadline: float | None = None
-                   ) -> tuple[list[int] | None, int | None, int, bool]:
+def solve_repetend(
+    spec: MicroBatchSpec,
+    n: Sequence[int],
+    memory: int | None,
+    lo: int,
+    hi: int,
+    *,
+    check_timeout_s: float = 10.0,
+    deadline: float | None = None,
+) -> tuple[list[int] | None, int | None, int, bool]:
     """RepetendSolver: smallest period P in [lo, hi] with a repetend schedule (module docstring, step 3).
 
     Returns (starts, P, number of checks, proven optimal).
@@ -380,8 +405,7 @@ def solve_repetend(spec: MicroBatchSpec, n: Sequence[int], memory: int | None, l
         res = None
         if r == z3.sat:
             m = sol.model()
-            res = ([m.eval(x, model_completion=True).as_long() for x in s],
-                   m.eval(P, model_completion=True).as_long())
+            res = ([m.eval(x, model_completion=True).as_long() for x in s], m.eval(P, model_completion=True).as_long())
         sol.pop()
         return r, res
 
@@ -407,21 +431,21 @@ def solve_repetend(spec: MicroBatchSpec, n: Sequence[int], memory: int | None, l
     return best, best_p, checks, optimal
 
 
-def _periodic_ok(spec: MicroBatchSpec, n: Sequence[int], starts: Sequence[int], delta: int,
-                 memory: int | None) -> bool:
+def _periodic_ok(spec: MicroBatchSpec, n: Sequence[int], starts: Sequence[int], delta: int, memory: int | None) -> bool:
     """Do copies of the repetend shifted by ``delta`` (indices +1 each) keep constraints 1-3?"""
     span = max(st + b.time for st, b in zip(starts, spec.blocks)) - min(starts)
     copies = 2 + span // delta + 2
-    for j in range(spec.K):   # dependencies: B_i^{m} is in copy r_i = m - n_i
+    for j in range(spec.K):  # dependencies: B_i^{m} is in copy r_i = m - n_i
         for i in spec.preds[j]:
             if starts[i] + spec.blocks[i].time > starts[j] + (n[i] - n[j]) * delta:
                 return False
     E = entry_memory(spec, n)
     for d in spec.devices:
         idx = spec.on_device(d)
-        ev = sorted((starts[i] + r * delta, spec.blocks[i].time, spec.blocks[i].memory)
-                    for r in range(copies) for i in idx)
-        end = -10 ** 18
+        ev = sorted(
+            (starts[i] + r * delta, spec.blocks[i].time, spec.blocks[i].memory) for r in range(copies) for i in idx
+        )
+        end = -(10**18)
         run = E[d]
         for st, t, m in ev:
             if st < end:
@@ -433,8 +457,9 @@ def _periodic_ok(spec: MicroBatchSpec, n: Sequence[int], starts: Sequence[int], 
     return True
 
 
-def repetend_time(spec: MicroBatchSpec, n: Sequence[int], starts: Sequence[int], memory: int | None,
-                  upper: int) -> tuple[int, dict[str, int], dict[str, int]]:
+def repetend_time(
+    spec: MicroBatchSpec, n: Sequence[int], starts: Sequence[int], memory: int | None, upper: int
+) -> tuple[int, dict[str, int], dict[str, int]]:
     """RepetendTime: t_R = max_d (E_R^d + W_R^d) with compaction (equation 4, Figure 6).
 
     Returns (t_R, E_R per device, W_R per device). O(t_R x K^2 / t_min).
@@ -468,7 +493,7 @@ class TesselResult:
     starts: list[int]
     period: int
     warmup: dict[IItem, int]
-    cooldown: dict[IItem, int]     # cool-down of the N_R-micro-batch schedule (indices n_i < n < N_R)
+    cooldown: dict[IItem, int]  # cool-down of the N_R-micro-batch schedule (indices n_i < n < N_R)
     lower_bound: int
     stats: dict[str, Any] = field(default_factory=dict)
 
@@ -507,8 +532,7 @@ def extend(result: TesselResult, n_micro: int) -> PipelineSchedule:
         raise ConfigError(f"extend: n_micro={n_micro} is smaller than the repetend's N_R={n_r}")
     R = n_micro - n_r + 1
     placed: dict[IItem, int] = dict(result.warmup)
-    rep = {(i, result.assignment[i] + r): result.starts[i] + r * result.period
-           for r in range(R) for i in range(spec.K)}
+    rep = {(i, result.assignment[i] + r): result.starts[i] + r * result.period for r in range(R) for i in range(spec.K)}
     off_r = _place_after(spec, placed, rep)
     for it, st in rep.items():
         placed[it] = st + off_r
@@ -519,11 +543,22 @@ def extend(result: TesselResult, n_micro: int) -> PipelineSchedule:
     mid = R // 2
     window = (off_r + mid * result.period, off_r + (mid + 1) * result.period)
     start = {(spec.blocks[i].name, m): st for (i, m), st in placed.items()}
-    sched = PipelineSchedule(spec, n_micro, start, result.memory, window,
-                             {"scheduler": "tessel", "n_r": n_r, "t_r": result.period,
-                              "repetend_assignment": list(result.assignment),
-                              "repetend_bubble_rate": result.repetend_bubble_rate,
-                              "lower_bound": result.lower_bound, **result.stats})
+    sched = PipelineSchedule(
+        spec,
+        n_micro,
+        start,
+        result.memory,
+        window,
+        {
+            "scheduler": "tessel",
+            "n_r": n_r,
+            "t_r": result.period,
+            "repetend_assignment": list(result.assignment),
+            "repetend_bubble_rate": result.repetend_bubble_rate,
+            "lower_bound": result.lower_bound,
+            **result.stats,
+        },
+    )
     validate(sched, result.memory)
     return sched
 
@@ -534,10 +569,18 @@ class TesselScheduler(ConfiguredPipelineScheduler):
 
     name = "tessel"
 
-    def __init__(self, max_repetend_micro: int | None = None, lazy: bool = True, time_limit_s: float = 120.0,
-                 check_timeout_s: float = 10.0, completion_timeout_s: float = 60.0,
-                 fallback_time_limit_s: float = 60.0, assignments: str = "auto",
-                 enumerate_limit: int = 300, **case: Any):
+    def __init__(
+        self,
+        max_repetend_micro: int | None = None,
+        lazy: bool = True,
+        time_limit_s: float = 120.0,
+        check_timeout_s: float = 10.0,
+        completion_timeout_s: float = 60.0,
+        fallback_time_limit_s: float = 60.0,
+        assignments: str = "auto",
+        enumerate_limit: int = 300,
+        **case: Any,
+    ):
         super().__init__(**case)
         if assignments not in ("auto", "enumerate", "smt"):
             raise ConfigError(f"tessel: assignments={assignments!r}; choose auto, enumerate or smt")
@@ -562,24 +605,34 @@ class TesselScheduler(ConfiguredPipelineScheduler):
         deadline = t0 + self.time_limit_s
         D = len(spec.devices)
         lb = spec.lower_bound()
-        optimal_t = sum(b.time for b in spec.blocks) + 1      # upper bound of Algorithm 1, line 1-4
+        optimal_t = sum(b.time for b in spec.blocks) + 1  # upper bound of Algorithm 1, line 1-4
         cap = self.max_repetend_micro or (D + 2)
         inflight = spec.max_inflight(memory, cap)
         if inflight < 1:
-            raise ConfigError(f"pipeline.memory={memory} cannot hold even one micro-batch of {spec.name} "
-                              f"(peak per device {[spec.peak_memory_one(d) for d in spec.devices]})")
+            raise ConfigError(
+                f"pipeline.memory={memory} cannot hold even one micro-batch of {spec.name} "
+                f"(peak per device {[spec.peak_memory_one(d) for d in spec.devices]})"
+            )
         if any(spec.net_memory(d) > 0 for d in spec.devices):
-            log.warning("tessel: a micro-batch of %s leaves memory behind; repetends limited to N_R = 1",
-                        spec.name)
+            log.warning("tessel: a micro-batch of %s leaves memory behind; repetends limited to N_R = 1", spec.name)
             inflight = 1
-        best: tuple | None = None     # (t_R, n, starts, N_R, warm, cool, cool_init, E_R, W_R)
-        stats = {"candidates": 0, "z3_repetend_checks": 0, "repetends_solved": 0, "completion_checks": 0,
-                 "time_repetend_s": 0.0, "time_warmup_s": 0.0, "time_cooldown_s": 0.0, "early_exit": False,
-                 "timed_out": False, "optimal_repetend": True, "assignment_search": {}}
+        best: tuple | None = None  # (t_R, n, starts, N_R, warm, cool, cool_init, E_R, W_R)
+        stats = {
+            "candidates": 0,
+            "z3_repetend_checks": 0,
+            "repetends_solved": 0,
+            "completion_checks": 0,
+            "time_repetend_s": 0.0,
+            "time_warmup_s": 0.0,
+            "time_cooldown_s": 0.0,
+            "early_exit": False,
+            "timed_out": False,
+            "optimal_repetend": True,
+            "assignment_search": {},
+        }
         state = {"best_t": optimal_t}
         done = False
-        scan = tqdm(range(1, inflight + 1), desc="tessel: repetend scan (N_R)", unit="N_R", disable=None,
-                    leave=False)
+        scan = tqdm(range(1, inflight + 1), desc="tessel: repetend scan (N_R)", unit="N_R", disable=None, leave=False)
         with scan, logging_redirect_tqdm():
             for n_r in scan:
                 if done:
@@ -593,8 +646,11 @@ class TesselScheduler(ConfiguredPipelineScheduler):
                             break
                     mode = "enumerate" if cnt <= self.enumerate_limit else "smt"
                 stats["assignment_search"][n_r] = mode
-                source = (self._enumerated(spec, n_r, memory, lb, state, deadline, stats) if mode == "enumerate"
-                          else self._smt_assignments(spec, n_r, memory, lb, state, deadline, stats))
+                source = (
+                    self._enumerated(spec, n_r, memory, lb, state, deadline, stats)
+                    if mode == "enumerate"
+                    else self._smt_assignments(spec, n_r, memory, lb, state, deadline, stats)
+                )
                 while True:
                     tr0 = time.perf_counter()
                     try:
@@ -615,16 +671,32 @@ class TesselScheduler(ConfiguredPipelineScheduler):
                         continue
                     warm_items = [(i, m) for i in range(spec.K) for m in range(n[i])]
                     cool_items = [(i, m) for i in range(spec.K) for m in range(n[i] + 1, n_r)]
-                    cool_init = {d: sum((n[i] + 1) * spec.blocks[i].memory for i in spec.on_device(d))
-                                 for d in spec.devices}
+                    cool_init = {
+                        d: sum((n[i] + 1) * spec.blocks[i].memory for i in spec.on_device(d)) for d in spec.devices
+                    }
                     tw = time.perf_counter()
-                    w = solve_time_optimal(spec, warm_items, memory, None, sat_only=self.lazy, symmetry=True,
-                                           check_timeout_s=self.check_timeout_s, deadline=deadline)
+                    w = solve_time_optimal(
+                        spec,
+                        warm_items,
+                        memory,
+                        None,
+                        sat_only=self.lazy,
+                        symmetry=True,
+                        check_timeout_s=self.check_timeout_s,
+                        deadline=deadline,
+                    )
                     stats["time_warmup_s"] += time.perf_counter() - tw
                     tc = time.perf_counter()
-                    c = solve_time_optimal(spec, cool_items, memory, cool_init, sat_only=self.lazy,
-                                           symmetry=True, check_timeout_s=self.check_timeout_s,
-                                           deadline=deadline)
+                    c = solve_time_optimal(
+                        spec,
+                        cool_items,
+                        memory,
+                        cool_init,
+                        sat_only=self.lazy,
+                        symmetry=True,
+                        check_timeout_s=self.check_timeout_s,
+                        deadline=deadline,
+                    )
                     stats["time_cooldown_s"] += time.perf_counter() - tc
                     stats["completion_checks"] += w.checks + c.checks
                     if w.start is None or c.start is None:
@@ -641,18 +713,33 @@ class TesselScheduler(ConfiguredPipelineScheduler):
                     stats["timed_out"] = True
                     break
         if best is None:
-            raise InvalidSchedule(f"tessel found no schedule for {spec.name} under memory {memory} within "
-                                  f"{self.time_limit_s}s")
+            raise InvalidSchedule(
+                f"tessel found no schedule for {spec.name} under memory {memory} within {self.time_limit_s}s"
+            )
         t_r, n, starts, n_r, warm, cool, cool_init, E_R, W_R = best
-        if self.lazy:   # time-optimal completion, once, for the best repetend
+        if self.lazy:  # time-optimal completion, once, for the best repetend
             comp_deadline = time.perf_counter() + self.completion_timeout_s
             tw = time.perf_counter()
-            w = solve_time_optimal(spec, list(warm), memory, None, symmetry=True,
-                                   check_timeout_s=self.check_timeout_s, deadline=comp_deadline)
+            w = solve_time_optimal(
+                spec,
+                list(warm),
+                memory,
+                None,
+                symmetry=True,
+                check_timeout_s=self.check_timeout_s,
+                deadline=comp_deadline,
+            )
             stats["time_warmup_s"] += time.perf_counter() - tw
             tc = time.perf_counter()
-            c = solve_time_optimal(spec, list(cool), memory, cool_init, symmetry=True,
-                                   check_timeout_s=self.check_timeout_s, deadline=comp_deadline)
+            c = solve_time_optimal(
+                spec,
+                list(cool),
+                memory,
+                cool_init,
+                symmetry=True,
+                check_timeout_s=self.check_timeout_s,
+                deadline=comp_deadline,
+            )
             stats["time_cooldown_s"] += time.perf_counter() - tc
             stats["completion_checks"] += w.checks + c.checks
             stats["optimal_completion"] = bool(w.optimal and c.optimal)
@@ -664,8 +751,16 @@ class TesselScheduler(ConfiguredPipelineScheduler):
         stats["E_R"] = E_R
         stats["W_R"] = W_R
         res = TesselResult(spec, memory, n_r, tuple(n), list(starts), t_r, dict(warm), dict(cool), lb, stats)
-        log.info("tessel: %s done in %.2fs: N_R=%d t_R=%d lb=%d (%d candidates, %d solved)", spec.name,
-                 stats["search_time_s"], n_r, t_r, lb, stats["candidates"], stats["repetends_solved"])
+        log.info(
+            "tessel: %s done in %.2fs: N_R=%d t_R=%d lb=%d (%d candidates, %d solved)",
+            spec.name,
+            stats["search_time_s"],
+            n_r,
+            t_r,
+            lb,
+            stats["candidates"],
+            stats["repetends_solved"],
+        )
         self._cache[ck] = res
         return res
 
@@ -694,8 +789,15 @@ class TesselScheduler(ConfiguredPipelineScheduler):
                 return
             if pb >= state["best_t"]:
                 return
-            starts, p, checks, opt = solve_repetend(spec, n, memory, max(pb, lb), state["best_t"] - 1,
-                                                    check_timeout_s=self.check_timeout_s, deadline=deadline)
+            starts, p, checks, opt = solve_repetend(
+                spec,
+                n,
+                memory,
+                max(pb, lb),
+                state["best_t"] - 1,
+                check_timeout_s=self.check_timeout_s,
+                deadline=deadline,
+            )
             stats["z3_repetend_checks"] += checks
             stats["repetends_solved"] += 1
             stats["optimal_repetend"] &= opt
@@ -725,8 +827,7 @@ class TesselScheduler(ConfiguredPipelineScheduler):
         if memory is not None:
             for d in spec.devices:
                 idx = spec.on_device(d)
-                entry = z3.Sum([nv[i] * spec.blocks[i].memory for i in idx if spec.blocks[i].memory] or
-                               [z3.IntVal(0)])
+                entry = z3.Sum([nv[i] * spec.blocks[i].memory for i in idx if spec.blocks[i].memory] or [z3.IntVal(0)])
                 sol.add(entry <= memory)
                 for b_ in idx:
                     terms = [z3.If(sv[a] <= sv[b_], spec.blocks[a].memory, 0) for a in idx if spec.blocks[a].memory]
@@ -747,8 +848,10 @@ class TesselScheduler(ConfiguredPipelineScheduler):
             res = None
             if r == z3.sat:
                 m = sol.model()
-                res = (tuple(m.eval(x, model_completion=True).as_long() for x in nv),
-                       [m.eval(x, model_completion=True).as_long() for x in sv])
+                res = (
+                    tuple(m.eval(x, model_completion=True).as_long() for x in nv),
+                    [m.eval(x, model_completion=True).as_long() for x in sv],
+                )
             elif r == z3.unknown:
                 stats["optimal_repetend"] = False
                 stats["smt_unknown"] = n_r
@@ -780,8 +883,9 @@ class TesselScheduler(ConfiguredPipelineScheduler):
             sol.add(z3.Or([nv[i] != n[i] for i in range(K)]))
         stats["timed_out"] = True
 
-    def schedule(self, blocks: Any, devices: Any = None, memory: int | None = None,
-                 n_micro: int = 8) -> PipelineSchedule:
+    def schedule(
+        self, blocks: Any, devices: Any = None, memory: int | None = None, n_micro: int = 8
+    ) -> PipelineSchedule:
         spec = as_spec(blocks, devices)
         res = self.search(spec, memory)
         if n_micro >= res.n_r:
@@ -789,10 +893,14 @@ class TesselScheduler(ConfiguredPipelineScheduler):
             sched.info["search_time_s"] = res.stats["search_time_s"]
             return sched
         log.info("tessel: N=%d < N_R=%d, using the time-optimal search on all blocks", n_micro, res.n_r)
-        sched = TimeOptimalScheduler(time_limit_s=self.fallback_time_limit_s).schedule(spec, None, memory,
-                                                                                       n_micro)
-        sched.info.update({"scheduler": "tessel", "fallback": "time_optimal",
-                           "search_time_s": res.stats["search_time_s"] + sched.info["search_time_s"]})
+        sched = TimeOptimalScheduler(time_limit_s=self.fallback_time_limit_s).schedule(spec, None, memory, n_micro)
+        sched.info.update(
+            {
+                "scheduler": "tessel",
+                "fallback": "time_optimal",
+                "search_time_s": res.stats["search_time_s"] + sched.info["search_time_s"],
+            }
+        )
         return sched
 
 
@@ -801,27 +909,49 @@ class TimeOptimalScheduler(ConfiguredPipelineScheduler):
 
     name = "to"
 
-    def __init__(self, time_limit_s: float = 300.0, check_timeout_s: float = 300.0, symmetry: bool = False,
-                 **case: Any):
+    def __init__(
+        self, time_limit_s: float = 300.0, check_timeout_s: float = 300.0, symmetry: bool = False, **case: Any
+    ):
         super().__init__(**{"n_micro": 4, **case})
         self.time_limit_s = time_limit_s
         self.check_timeout_s = check_timeout_s
         self.symmetry = symmetry
 
-    def schedule(self, blocks: Any, devices: Any = None, memory: int | None = None,
-                 n_micro: int = 4) -> PipelineSchedule:
+    def schedule(
+        self, blocks: Any, devices: Any = None, memory: int | None = None, n_micro: int = 4
+    ) -> PipelineSchedule:
         spec = as_spec(blocks, devices)
         t0 = time.perf_counter()
         items = [(i, m) for m in range(n_micro) for i in range(spec.K)]
-        r = solve_time_optimal(spec, items, memory, None, symmetry=self.symmetry,
-                               check_timeout_s=self.check_timeout_s, deadline=t0 + self.time_limit_s)
+        r = solve_time_optimal(
+            spec,
+            items,
+            memory,
+            None,
+            symmetry=self.symmetry,
+            check_timeout_s=self.check_timeout_s,
+            deadline=t0 + self.time_limit_s,
+        )
         dt = time.perf_counter() - t0
         if r.start is None:
-            raise InvalidSchedule(f"TO found no schedule for {spec.name} with N={n_micro} under memory {memory} "
-                                  f"within {self.time_limit_s}s")
+            raise InvalidSchedule(
+                f"TO found no schedule for {spec.name} with N={n_micro} under memory {memory} "
+                f"within {self.time_limit_s}s"
+            )
         start = {(spec.blocks[i].name, m): st for (i, m), st in r.start.items()}
-        sched = PipelineSchedule(spec, n_micro, start, memory, None,
-                                 {"scheduler": "to", "search_time_s": dt, "optimal": r.optimal,
-                                  "timed_out": not r.optimal, "z3_checks": r.checks})
+        sched = PipelineSchedule(
+            spec,
+            n_micro,
+            start,
+            memory,
+            None,
+            {
+                "scheduler": "to",
+                "search_time_s": dt,
+                "optimal": r.optimal,
+                "timed_out": not r.optimal,
+                "z3_checks": r.checks,
+            },
+        )
         validate(sched, memory)
         return sched

@@ -1,7 +1,8 @@
 """Baseline placers: everything on one device, and an expert's hand placement by op-name prefix."""
+
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..base import Placer
 from ..cluster import Cluster
@@ -27,8 +28,9 @@ class SinglePlacer(Placer):
         else:
             wanted = {a.get("device_type") for _, a in graph.nx.nodes(data=True)} - {None}
             if len(wanted) > 1:
-                raise InfeasiblePlacement(f"single-device placement impossible: ops ask for device types "
-                                          f"{sorted(wanted)}")
+                raise InfeasiblePlacement(
+                    f"single-device placement impossible: ops ask for device types {sorted(wanted)}"
+                )
             dev = next((d for d in cluster.devices if not wanted or d.type in wanted), None)
             if dev is None:
                 raise InfeasiblePlacement(f"no device of type {sorted(wanted)} in cluster {cluster.name!r}")
@@ -49,9 +51,13 @@ class ExpertPlacer(Placer):
 
     name = "expert"
 
-    def __init__(self, rules: Mapping[str, str | int] | Sequence[Sequence[str | int]] | None = None,
-                 default: str | int | None = None, strip_prefixes: Sequence[str] = (),
-                 scale_indices: bool = True):
+    def __init__(
+        self,
+        rules: Mapping[str, str | int] | Sequence[Sequence[str | int]] | None = None,
+        default: str | int | None = None,
+        strip_prefixes: Sequence[str] = (),
+        scale_indices: bool = True,
+    ):
         if rules is None:
             rules = {}
         if isinstance(rules, Mapping):
@@ -71,8 +77,9 @@ class ExpertPlacer(Placer):
     def _device(cluster: Cluster, dev: str | int, where: str) -> str:
         if isinstance(dev, int) and not isinstance(dev, bool):
             if not 0 <= dev < len(cluster):
-                raise ConfigError(f"{where}: device index {dev} out of range for cluster {cluster.name!r} "
-                                  f"with {len(cluster)} devices")
+                raise ConfigError(
+                    f"{where}: device index {dev} out of range for cluster {cluster.name!r} with {len(cluster)} devices"
+                )
             return cluster.devices[dev].name
         if str(dev) not in cluster.names:
             raise ConfigError(f"{where}: unknown device {dev!r}; devices are {cluster.names}")
@@ -91,14 +98,17 @@ class ExpertPlacer(Placer):
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         rules = [(p, self._device(cluster, d, f"placer.rules[{p!r}]")) for p, d in self._scaled_rules(cluster)]
-        default = (self._device(cluster, self.default, "placer.default") if self.default is not None
-                   else cluster.devices[0].name)
+        default = (
+            self._device(cluster, self.default, "placer.default")
+            if self.default is not None
+            else cluster.devices[0].name
+        )
         assign: dict[str, str] = {}
         group_dev: dict[str, str] = {}
         pending_backward: list[str] = []
 
         def by_rule(op: str) -> str | None:
-            cands = [op] + [op[len(s):] for s in self.strip_prefixes if op.startswith(s)]
+            cands = [op] + [op[len(s) :] for s in self.strip_prefixes if op.startswith(s)]
             for p, d in rules:
                 if any(c.startswith(p) for c in cands):
                     return d

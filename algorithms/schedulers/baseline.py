@@ -1,4 +1,5 @@
 """Baseline schedulers: topological order per device, and the order the placer's own simulation chose."""
+
 from __future__ import annotations
 
 from ..base import Scheduler

@@ -9,11 +9,11 @@ same run (same start times, same makespan). Schedulers work on any placement (th
 `Scheduler.run` returns the whole `SimResult` of the policy run, with the decision log
 (time, device, number of executable ops) that Figure 7.10 plots.
 """
+
 from __future__ import annotations
 
-from abc import abstractmethod
-
 import logging
+from abc import abstractmethod
 
 from ..base import Scheduler
 from ..cluster import Cluster
@@ -111,11 +111,24 @@ class _PolicyScheduler(Scheduler):
     def policy(self) -> DispatchPolicy:
         """The dispatch policy the simulator consults at each decision."""
 
-    def run(self, graph: OpGraph, cluster: Cluster, placement: Placement, *, record_decisions: bool = True,
-            record_memory: bool = False) -> SimResult:
+    def run(
+        self,
+        graph: OpGraph,
+        cluster: Cluster,
+        placement: Placement,
+        *,
+        record_decisions: bool = True,
+        record_memory: bool = False,
+    ) -> SimResult:
         """Simulate with this scheduler's policy; the result's `order` is the schedule, `decisions` the log."""
-        return simulate(graph, cluster, placement, policy=self.policy(), record_decisions=record_decisions,
-                        record_memory=record_memory)
+        return simulate(
+            graph,
+            cluster,
+            placement,
+            policy=self.policy(),
+            record_decisions=record_decisions,
+            record_memory=record_memory,
+        )
 
     def order(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Schedule:
         res = self.run(graph, cluster, placement, record_decisions=False)

@@ -33,10 +33,11 @@ every op produces one tensor and every out-edge of an op carries that tensor.
 
 Complexity: O(levels^2 * width^2) edge trials without a level limit, O(levels * limit * width^2) with one.
 """
+
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..cluster import Cluster, Device, Link
 from ..graph import OpGraph
@@ -47,14 +48,30 @@ def _irange(rng: random.Random, r: Sequence[float]) -> int:
     return rng.randint(lo, hi)
 
 
-def level_dag(*, levels: int = 20, min_nodes_per_level: int = 2, max_nodes_per_level: int = 8,
-              edge_probability: float = 0.3, edge_level_limit: int = 5, edge_decay: float = 1.0,
-              random_edges: int = 0, ops_range: Sequence[int] = (1, 100),
-              memory_range: Sequence[int] = (1, 100), tensor_range: Sequence[int] = (1, 100),
-              compute_unit_s: float = 1e-5, memory_unit_bytes: float = 1e4, tensor_unit_bytes: float = 1e4,
-              colocated_fraction: float = 0.0, max_group_size: int = 8, p_cpu_only: float = 0.0,
-              p_gpu_only: float = 0.0, training: bool = False, backward_factor: float = 2.0,
-              seed: int = 0, name: str | None = None) -> OpGraph:
+def level_dag(
+    *,
+    levels: int = 20,
+    min_nodes_per_level: int = 2,
+    max_nodes_per_level: int = 8,
+    edge_probability: float = 0.3,
+    edge_level_limit: int = 5,
+    edge_decay: float = 1.0,
+    random_edges: int = 0,
+    ops_range: Sequence[int] = (1, 100),
+    memory_range: Sequence[int] = (1, 100),
+    tensor_range: Sequence[int] = (1, 100),
+    compute_unit_s: float = 1e-5,
+    memory_unit_bytes: float = 1e4,
+    tensor_unit_bytes: float = 1e4,
+    colocated_fraction: float = 0.0,
+    max_group_size: int = 8,
+    p_cpu_only: float = 0.0,
+    p_gpu_only: float = 0.0,
+    training: bool = False,
+    backward_factor: float = 2.0,
+    seed: int = 0,
+    name: str | None = None,
+) -> OpGraph:
     """Generate a random level-based DAG as described in the module docstring (deterministic by seed)."""
     if levels < 1 or min_nodes_per_level < 1 or max_nodes_per_level < min_nodes_per_level:
         raise ValueError("need levels >= 1 and 1 <= min_nodes_per_level <= max_nodes_per_level")
@@ -84,9 +101,17 @@ def level_dag(*, levels: int = 20, min_nodes_per_level: int = 2, max_nodes_per_l
             elif u < p_cpu_only + p_gpu_only:
                 dt = "GPU"
             out_size[nm] = ten * tensor_unit_bytes
-            g.add_op(nm, type="Synthetic", phase="forward", compute_s=ops * compute_unit_s,
-                     persistent_bytes=mem * memory_unit_bytes, temporary_bytes=0,
-                     output_bytes=out_size[nm], device_type=dt, level=lv)
+            g.add_op(
+                nm,
+                type="Synthetic",
+                phase="forward",
+                compute_s=ops * compute_unit_s,
+                persistent_bytes=mem * memory_unit_bytes,
+                temporary_bytes=0,
+                output_bytes=out_size[nm],
+                device_type=dt,
+                level=lv,
+            )
             level_of[nm] = lv
             cur.append(nm)
         lo = 0 if edge_level_limit <= 0 else max(0, lv - edge_level_limit)
@@ -125,8 +150,7 @@ def _zipf_size(rng: random.Random, max_size: int) -> int:
     return rng.choices(sizes, weights)[0]
 
 
-def _add_colocation_groups(g: OpGraph, rng: random.Random, nodes: list[str], fraction: float,
-                           max_size: int) -> None:
+def _add_colocation_groups(g: OpGraph, rng: random.Random, nodes: list[str], fraction: float, max_size: int) -> None:
     target = int(round(fraction * len(nodes)))
     free = set(nodes)
     order = list(nodes)
@@ -174,9 +198,18 @@ def _add_backward(g: OpGraph, fwd: list[str], factor: float) -> None:
     for f in fwd:
         a = g.op(f)
         share = factor - 1.0 if a["persistent_bytes"] > 0 and factor > 1 else factor
-        g.add_op(f"{f}/grad", type="SyntheticGrad", phase="backward", compute_s=a["compute_s"] * share,
-                 persistent_bytes=0, temporary_bytes=a["output_bytes"], output_bytes=a["output_bytes"],
-                 colocation=None, device_type=a["device_type"], forward_of=f)
+        g.add_op(
+            f"{f}/grad",
+            type="SyntheticGrad",
+            phase="backward",
+            compute_s=a["compute_s"] * share,
+            persistent_bytes=0,
+            temporary_bytes=a["output_bytes"],
+            output_bytes=a["output_bytes"],
+            colocation=None,
+            device_type=a["device_type"],
+            forward_of=f,
+        )
         g.add_edge(f, f"{f}/grad", bytes=a["output_bytes"])
     for u, v, d in edges:
         g.add_edge(f"{v}/grad", f"{u}/grad", bytes=g.op(f"{v}/grad")["output_bytes"])
@@ -184,15 +217,32 @@ def _add_backward(g: OpGraph, fwd: list[str], factor: float) -> None:
         a = g.op(f)
         if a["persistent_bytes"] > 0:
             # the weight gradient is its own op and tensor (as TensorFlow's gradient of a MatMul is two MatMuls)
-            g.add_op(f"{f}/wgrad", type="SyntheticWeightGrad", phase="backward",
-                     compute_s=a["compute_s"] * min(1.0, factor), persistent_bytes=0, temporary_bytes=0,
-                     output_bytes=a["persistent_bytes"], colocation=None, device_type=a["device_type"],
-                     forward_of=f)
+            g.add_op(
+                f"{f}/wgrad",
+                type="SyntheticWeightGrad",
+                phase="backward",
+                compute_s=a["compute_s"] * min(1.0, factor),
+                persistent_bytes=0,
+                temporary_bytes=0,
+                output_bytes=a["persistent_bytes"],
+                colocation=None,
+                device_type=a["device_type"],
+                forward_of=f,
+            )
             g.add_edge(f"{f}/grad", f"{f}/wgrad", bytes=a["output_bytes"])
             g.add_edge(f, f"{f}/wgrad", bytes=a["output_bytes"])
-            g.add_op(f"{f}/update", type="ApplyGradient", phase="update", compute_s=a["compute_s"] * 0.1,
-                     persistent_bytes=0, temporary_bytes=0, output_bytes=0, colocation=a["colocation"],
-                     device_type=a["device_type"], forward_of=None)
+            g.add_op(
+                f"{f}/update",
+                type="ApplyGradient",
+                phase="update",
+                compute_s=a["compute_s"] * 0.1,
+                persistent_bytes=0,
+                temporary_bytes=0,
+                output_bytes=0,
+                colocation=a["colocation"],
+                device_type=a["device_type"],
+                forward_of=None,
+            )
             if a["colocation"] is None:
                 a["colocation"] = f"var:{f}"
                 g.op(f"{f}/update")["colocation"] = f"var:{f}"
@@ -201,11 +251,22 @@ def _add_backward(g: OpGraph, fwd: list[str], factor: float) -> None:
     g.invalidate()
 
 
-def thesis_devices(n: int = 7, *, p_cpu: float = 0.6, p_gpu: float = 0.4, speed_range: Sequence[float] = (10, 100),
-                   memory_range: Sequence[float] = (2e9, 16e9), transfer_range: Sequence[float] = (10, 60),
-                   transfer_unit_bytes_per_s: float = 1e8, speed_unit: float = 1.0, memory_noise: float = 0.1,
-                   latency_s: float = 0.0, mode: str = "parallel", seed: int = 0,
-                   name: str = "thesis_hetero") -> Cluster:
+def thesis_devices(
+    n: int = 7,
+    *,
+    p_cpu: float = 0.6,
+    p_gpu: float = 0.4,
+    speed_range: Sequence[float] = (10, 100),
+    memory_range: Sequence[float] = (2e9, 16e9),
+    transfer_range: Sequence[float] = (10, 60),
+    transfer_unit_bytes_per_s: float = 1e8,
+    speed_unit: float = 1.0,
+    memory_noise: float = 0.1,
+    latency_s: float = 0.0,
+    mode: str = "parallel",
+    seed: int = 0,
+    name: str = "thesis_hetero",
+) -> Cluster:
     """The thesis' device generator (6.2): types drawn CPU 60% / GPU 40% (remaining probability TPU),
     speed uniform in `speed_range` (operations per time unit), memory falling linearly with speed from
     `memory_range[1]` (slowest) to `memory_range[0]` (fastest) with +-`memory_noise` relative jitter, and a
@@ -243,21 +304,40 @@ def linreg_graph(*, batch: int = 128, features: int = 1024, flop_s: float = 1e-9
     xb, yb, wb = batch * features * f4, batch * f4, features * f4
     g.add_op("X", type="Placeholder", phase="other", output_bytes=xb)
     g.add_op("Y", type="Placeholder", phase="other", output_bytes=yb)
-    g.add_op("Weight", type="VariableV2", phase="forward", persistent_bytes=wb, output_bytes=wb,
-             colocation="Weight")
+    g.add_op("Weight", type="VariableV2", phase="forward", persistent_bytes=wb, output_bytes=wb, colocation="Weight")
     g.add_op("Step", type="VariableV2", phase="other", persistent_bytes=8, output_bytes=8, colocation="Step")
     g.add_op("Pred", type="MatMul", phase="forward", compute_s=2 * batch * features * flop_s, output_bytes=yb)
     g.add_op("Error", type="Sub", phase="forward", compute_s=batch * flop_s, output_bytes=yb)
     g.add_op("Loss", type="Mean", phase="forward", compute_s=2 * batch * flop_s, output_bytes=f4)
-    g.add_op("Grad", type="MatMul", phase="backward", compute_s=2 * batch * features * flop_s, output_bytes=wb,
-             forward_of="Pred")
-    g.add_op("ApplyGrad", type="ApplyGradientDescent", phase="update", compute_s=2 * features * flop_s,
-             output_bytes=wb, colocation="Weight")
-    g.add_op("UpdateStep", type="AssignAdd", phase="update", compute_s=flop_s, output_bytes=8,
-             colocation="Step")
-    for s, d, b in [("X", "Pred", xb), ("Weight", "Pred", wb), ("Pred", "Error", yb), ("Y", "Error", yb),
-                    ("Error", "Loss", yb), ("Error", "Grad", yb), ("X", "Grad", xb),
-                    ("Grad", "ApplyGrad", wb), ("Weight", "ApplyGrad", wb), ("Grad", "UpdateStep", 0),
-                    ("Step", "UpdateStep", 8)]:
+    g.add_op(
+        "Grad",
+        type="MatMul",
+        phase="backward",
+        compute_s=2 * batch * features * flop_s,
+        output_bytes=wb,
+        forward_of="Pred",
+    )
+    g.add_op(
+        "ApplyGrad",
+        type="ApplyGradientDescent",
+        phase="update",
+        compute_s=2 * features * flop_s,
+        output_bytes=wb,
+        colocation="Weight",
+    )
+    g.add_op("UpdateStep", type="AssignAdd", phase="update", compute_s=flop_s, output_bytes=8, colocation="Step")
+    for s, d, b in [
+        ("X", "Pred", xb),
+        ("Weight", "Pred", wb),
+        ("Pred", "Error", yb),
+        ("Y", "Error", yb),
+        ("Error", "Loss", yb),
+        ("Error", "Grad", yb),
+        ("X", "Grad", xb),
+        ("Grad", "ApplyGrad", wb),
+        ("Weight", "ApplyGrad", wb),
+        ("Grad", "UpdateStep", 0),
+        ("Step", "UpdateStep", 8),
+    ]:
         g.add_edge(s, d, bytes=b, control=(b == 0))
     return g

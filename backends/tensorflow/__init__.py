@@ -12,23 +12,25 @@ Used by the orchestrator as::
 
 See models.py, capture.py, profiler.py, comm.py and runtime.py for what each step does and where it comes from.
 """
+
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")   # TensorFlow's C++ info/warning lines, unless set
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ info/warning lines, unless set
 
 from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
-
 from backends.base import Backend, CommFit, RunResult
 
 from .capture import capture as _capture
 from .comm import comm_benchmark as _comm_benchmark
 from .models import TFModel, build_model
-from .profiler import CALIBRATIONS, profile as _profile
+from .profiler import CALIBRATIONS
+from .profiler import profile as _profile
 from .runtime import run_placed
 
 __all__ = ["TFBackend", "TFModel"]
@@ -52,9 +54,18 @@ class TFBackend(Backend):
 
     name = "tensorflow"
 
-    def __init__(self, inter_op_threads: int = 0, intra_op_threads: int = 0, graph_rewrites: bool = False,
-                 profile_statistic: str = "mean", check_correctness: bool = True, loss_rtol: float = 1e-4,
-                 profile_inter_op_threads: int = 1, profile_calibration: str = "untraced_step", name: str = "tensorflow"):
+    def __init__(
+        self,
+        inter_op_threads: int = 0,
+        intra_op_threads: int = 0,
+        graph_rewrites: bool = False,
+        profile_statistic: str = "mean",
+        check_correctness: bool = True,
+        loss_rtol: float = 1e-4,
+        profile_inter_op_threads: int = 1,
+        profile_calibration: str = "untraced_step",
+        name: str = "tensorflow",
+    ):
         if name != "tensorflow":
             raise ConfigError(f"backend.name={name!r} does not match TFBackend ('tensorflow')")
         if int(inter_op_threads) < 0 or int(intra_op_threads) < 0:
@@ -62,11 +73,12 @@ class TFBackend(Backend):
         if profile_statistic not in ("mean", "median"):
             raise ConfigError(f"backend.profile_statistic={profile_statistic!r} is not one of ['mean', 'median']")
         if profile_calibration not in CALIBRATIONS:
-            raise ConfigError(f"backend.profile_calibration={profile_calibration!r} is not one of "
-                              f"{list(CALIBRATIONS)}")
+            raise ConfigError(f"backend.profile_calibration={profile_calibration!r} is not one of {list(CALIBRATIONS)}")
         if profile_calibration == "untraced_step" and int(profile_inter_op_threads) != 1:
-            raise ConfigError("backend.profile_calibration=untraced_step needs backend.profile_inter_op_threads=1; "
-                              "set profile_calibration=none to profile with more threads")
+            raise ConfigError(
+                "backend.profile_calibration=untraced_step needs backend.profile_inter_op_threads=1; "
+                "set profile_calibration=none to profile with more threads"
+            )
         self.inter_op_threads = int(inter_op_threads)
         self.profile_inter_op_threads = int(profile_inter_op_threads)
         self.profile_calibration = str(profile_calibration)
@@ -83,22 +95,51 @@ class TFBackend(Backend):
     def capture(self, model: TFModel) -> OpGraph:
         return _capture(model)
 
-    def profile(self, model: TFModel, graph: OpGraph, *, warmup: int = 5, steps: int = 10,
-                batch_size: int | None = None) -> OpGraph:
-        return _profile(model, graph, warmup=warmup, steps=steps, batch_size=batch_size,
-                        statistic=self.profile_statistic, inter_op_threads=self.profile_inter_op_threads,
-                        intra_op_threads=self.intra_op_threads, calibration=self.profile_calibration)
+    def profile(
+        self, model: TFModel, graph: OpGraph, *, warmup: int = 5, steps: int = 10, batch_size: int | None = None
+    ) -> OpGraph:
+        return _profile(
+            model,
+            graph,
+            warmup=warmup,
+            steps=steps,
+            batch_size=batch_size,
+            statistic=self.profile_statistic,
+            inter_op_threads=self.profile_inter_op_threads,
+            intra_op_threads=self.intra_op_threads,
+            calibration=self.profile_calibration,
+        )
 
     def comm_benchmark(self, cluster: Cluster, sizes: list[int] | None = None, repeats: int = 5) -> CommFit:
-        return _comm_benchmark(cluster, sizes, repeats, inter_op_threads=self.inter_op_threads,
-                               intra_op_threads=self.intra_op_threads)
+        return _comm_benchmark(
+            cluster, sizes, repeats, inter_op_threads=self.inter_op_threads, intra_op_threads=self.intra_op_threads
+        )
 
-    def run(self, model: TFModel, graph: OpGraph, placement: Mapping[str, str], schedule: Mapping[str, list[str]],
-            cluster: Cluster, *, warmup: int = 5, steps: int = 20) -> RunResult:
+    def run(
+        self,
+        model: TFModel,
+        graph: OpGraph,
+        placement: Mapping[str, str],
+        schedule: Mapping[str, list[str]],
+        cluster: Cluster,
+        *,
+        warmup: int = 5,
+        steps: int = 20,
+    ) -> RunResult:
         """Run placed training steps; the schedule is advisory for TensorFlow (its executor picks the order
         among ready ops). `RunResult.loss` is the loss of the second step, i.e. after one placed update;
         `extra` holds the per-step losses and, with `check_correctness`, the single-device reference."""
-        return run_placed(model, graph, placement, schedule, cluster, warmup=warmup, steps=steps,
-                          inter_op_threads=self.inter_op_threads, intra_op_threads=self.intra_op_threads,
-                          graph_rewrites=self.graph_rewrites, check_correctness=self.check_correctness,
-                          rtol=self.loss_rtol)
+        return run_placed(
+            model,
+            graph,
+            placement,
+            schedule,
+            cluster,
+            warmup=warmup,
+            steps=steps,
+            inter_op_threads=self.inter_op_threads,
+            intra_op_threads=self.intra_op_threads,
+            graph_rewrites=self.graph_rewrites,
+            check_correctness=self.check_correctness,
+            rtol=self.loss_rtol,
+        )

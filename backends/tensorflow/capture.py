@@ -27,12 +27,13 @@ runs them (the runtime places them with their variables).
 
 Complexity: O(V + E) over the TensorFlow graph, plus one kernel-registry lookup per distinct op type.
 """
+
 from __future__ import annotations
 
 import functools
 import logging
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 import tensorflow as tf
 
@@ -43,13 +44,37 @@ from .models import TFModel
 log = logging.getLogger(__name__)
 
 #: Op types whose output shares its input's buffer (no new allocation).
-FORWARDING_TYPES = frozenset({"Identity", "IdentityN", "Reshape", "ReadVariableOp", "Squeeze", "ExpandDims",
-                              "StopGradient", "NoOp", "Snapshot", "PreventGradient"})
+FORWARDING_TYPES = frozenset(
+    {
+        "Identity",
+        "IdentityN",
+        "Reshape",
+        "ReadVariableOp",
+        "Squeeze",
+        "ExpandDims",
+        "StopGradient",
+        "NoOp",
+        "Snapshot",
+        "PreventGradient",
+    }
+)
 #: Op types with persistent buffers.
 PERSISTENT_TYPES = frozenset({"Const", "VarHandleOp", "VariableV2", "Variable"})
 #: Host-only op types (no device kernel in any build).
-HOST_ONLY_TYPES = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc", "SaveV2", "RestoreV2",
-                             "MergeV2Checkpoints", "Print", "PrintV2", "StringFormat", "ShardedFilename"})
+HOST_ONLY_TYPES = frozenset(
+    {
+        "PyFunc",
+        "PyFuncStateless",
+        "EagerPyFunc",
+        "SaveV2",
+        "RestoreV2",
+        "MergeV2Checkpoints",
+        "Print",
+        "PrintV2",
+        "StringFormat",
+        "ShardedFilename",
+    }
+)
 _GRAD_ROOT = re.compile(r"^gradients(_\d+)?/")
 
 
@@ -85,15 +110,17 @@ def variable_bytes(op: tf.Operation) -> int:
     return int(n * dtype.size)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _gpu_kernels_built() -> bool:
     from tensorflow.python.framework import kernels
+
     return any(k.device_type == "GPU" for k in kernels.get_registered_kernels_for_op("MatMul").kernel)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _has_gpu_kernel(op_type: str) -> bool:
     from tensorflow.python.framework import kernels
+
     try:
         return any(k.device_type == "GPU" for k in kernels.get_registered_kernels_for_op(op_type).kernel)
     except Exception:  # an op type without any registered kernel
@@ -186,7 +213,7 @@ def _forward_of(name: str, known: set[str]) -> str | None:
     m = _GRAD_ROOT.match(name)
     if not m:
         return None
-    parts = name[m.end():].split("/")
+    parts = name[m.end() :].split("/")
     best = None
     for k, part in enumerate(parts):
         if part.endswith("_grad"):
@@ -232,10 +259,18 @@ def capture(model: TFModel) -> OpGraph:
                 n_unknown += 1
         root = roots.get(name)
         colocation = root if root is not None and group_size.get(root, 0) >= 2 else None
-        graph.add_op(name, type=op.type, phase=phase, compute_s=0.0, persistent_bytes=persistent,
-                     temporary_bytes=0, output_bytes=output, colocation=colocation,
-                     device_type="CPU" if cpu_only(op) else None,
-                     forward_of=_forward_of(name, names) if phase == "backward" else None)
+        graph.add_op(
+            name,
+            type=op.type,
+            phase=phase,
+            compute_s=0.0,
+            persistent_bytes=persistent,
+            temporary_bytes=0,
+            output_bytes=output,
+            colocation=colocation,
+            device_type="CPU" if cpu_only(op) else None,
+            forward_of=_forward_of(name, names) if phase == "backward" else None,
+        )
     for op in ops:
         seen_tensors: set[str] = set()
         for t in op.inputs:
@@ -259,6 +294,11 @@ def capture(model: TFModel) -> OpGraph:
     graph.invalidate()
     if n_unknown:
         log.info("%s: %d tensors with unknown non-batch dimensions (counted as 1)", graph.name, n_unknown)
-    log.info("captured %s: %d ops, %d edges, %d colocation groups", graph.name, len(graph),
-             graph.number_of_edges(), len(graph.colocation_groups()))
+    log.info(
+        "captured %s: %d ops, %d edges, %d colocation groups",
+        graph.name,
+        len(graph),
+        graph.number_of_edges(),
+        len(graph.colocation_groups()),
+    )
     return graph.validate()

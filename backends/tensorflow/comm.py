@@ -12,13 +12,14 @@ one process show: their "copy" hands a pointer over) gives ``bytes_per_s = inf``
 
 Complexity: O(pairs x sizes x repeats) session runs.
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import statistics
 import time
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -26,7 +27,6 @@ from scipy.optimize import nnls
 
 from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
-
 from backends.base import CommFit
 
 from .session import cluster_session_config, device_map
@@ -52,8 +52,14 @@ def fit_linear(points: Iterable[tuple[float, float]]) -> tuple[float, float]:
     return latency, (1.0 / slope if slope * scale > 1e-9 else math.inf)
 
 
-def comm_benchmark(cluster: Cluster, sizes: Sequence[int] | None = None, repeats: int = 5, *,
-                   inter_op_threads: int = 0, intra_op_threads: int = 0) -> CommFit:
+def comm_benchmark(
+    cluster: Cluster,
+    sizes: Sequence[int] | None = None,
+    repeats: int = 5,
+    *,
+    inter_op_threads: int = 0,
+    intra_op_threads: int = 0,
+) -> CommFit:
     """Time copies between every ordered device pair of `cluster` and fit them (module docstring)."""
     sizes = [int(s) for s in (sizes or DEFAULT_SIZES)]
     if repeats < 1 or not sizes or min(sizes) < 4:
@@ -71,8 +77,13 @@ def comm_benchmark(cluster: Cluster, sizes: Sequence[int] | None = None, repeats
         for src in names:
             for size in sizes:
                 with tf.device(devmap[src]):
-                    var = v1.get_variable(f"bench/{src}/v{size}", shape=[max(1, size // 4)], dtype=tf.float32,
-                                          initializer=v1.zeros_initializer(), use_resource=True)
+                    var = v1.get_variable(
+                        f"bench/{src}/v{size}",
+                        shape=[max(1, size // 4)],
+                        dtype=tf.float32,
+                        initializer=v1.zeros_initializer(),
+                        use_resource=True,
+                    )
                     produced = tf.identity(var.value(), name=f"bench/{src}/x{size}")
                     local[(src, size)] = tf.identity(produced, name=f"bench/{src}/local{size}").op
                 for dst in names:
@@ -91,7 +102,7 @@ def comm_benchmark(cluster: Cluster, sizes: Sequence[int] | None = None, repeats
     with v1.Session(graph=graph, config=config) as sess:
         sess.run(init)
         for op in list(local.values()) + list(cross.values()):
-            sess.run(op)   # first runs build the executors
+            sess.run(op)  # first runs build the executors
         for (src, dst, size), op in cross.items():
             base = statistics.median(timed(sess, local[(src, size)]) for _ in range(repeats))
             obs = [max(0.0, timed(sess, op) - base) for _ in range(repeats)]
@@ -100,6 +111,11 @@ def comm_benchmark(cluster: Cluster, sizes: Sequence[int] | None = None, repeats
             medians.setdefault((src, dst), []).append((nbytes, statistics.median(obs)))
     links = {pair: fit_linear(pts) for pair, pts in medians.items()}
     latency, bw = fit_linear([p for pts in medians.values() for p in pts])
-    log.info("comm benchmark on %s: latency %.3g s, bandwidth %.3g bytes/s (%d samples)", cluster.name, latency,
-             bw, len(samples))
+    log.info(
+        "comm benchmark on %s: latency %.3g s, bandwidth %.3g bytes/s (%d samples)",
+        cluster.name,
+        latency,
+        bw,
+        len(samples),
+    )
     return CommFit(latency_s=latency, bytes_per_s=bw, links=links, samples=samples)

@@ -30,13 +30,15 @@ The training op comes from the v1 optimizers (``sgd``, ``rmsprop`` (Baechi train
 
 Building is O(number of ops), dominated by TensorFlow's own graph construction.
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -86,8 +88,9 @@ def _get(cfg: Mapping[str, Any], key: str, default: Any = None, *, required: boo
     if key in cfg and cfg[key] is not None:
         return cfg[key]
     if required:
-        raise ConfigError(f"model config {cfg.get('name', '?')!r}: key {key!r} is required for family "
-                          f"{cfg.get('family')!r}")
+        raise ConfigError(
+            f"model config {cfg.get('name', '?')!r}: key {key!r} is required for family {cfg.get('family')!r}"
+        )
     return default
 
 
@@ -132,8 +135,9 @@ def dense(x: tf.Tensor, units: int, scope: str, activation: Callable | None = No
         return activation(y) if activation is not None else y
 
 
-def conv_bn(x: tf.Tensor, filters: int, kh: int, kw: int, scope: str, stride: int = 1,
-            padding: str = "SAME") -> tf.Tensor:
+def conv_bn(
+    x: tf.Tensor, filters: int, kh: int, kw: int, scope: str, stride: int = 1, padding: str = "SAME"
+) -> tf.Tensor:
     """Convolution (no bias), training-mode fused batch normalisation, ReLU (TF-Slim's conv2d + batch_norm)."""
     c_in = int(x.shape[-1])
     with v1.variable_scope(scope):
@@ -287,11 +291,9 @@ def _inception_v3(cfg: Mapping[str, Any], rng: np.random.Generator, batch: int) 
         with v1.variable_scope(scope):
             b0 = conv_bn(x, ch(320), 1, 1, "b1x1")
             b1 = conv_bn(x, ch(384), 1, 1, "b3x3_0")
-            b1 = tf.concat([conv_bn(b1, ch(384), 1, 3, "b3x3_1a"), conv_bn(b1, ch(384), 3, 1, "b3x3_1b")],
-                           axis=3)
+            b1 = tf.concat([conv_bn(b1, ch(384), 1, 3, "b3x3_1a"), conv_bn(b1, ch(384), 3, 1, "b3x3_1b")], axis=3)
             b2 = conv_bn(conv_bn(x, ch(448), 1, 1, "b3x3dbl_0"), ch(384), 3, 3, "b3x3dbl_1")
-            b2 = tf.concat([conv_bn(b2, ch(384), 1, 3, "b3x3dbl_2a"), conv_bn(b2, ch(384), 3, 1, "b3x3dbl_2b")],
-                           axis=3)
+            b2 = tf.concat([conv_bn(b2, ch(384), 1, 3, "b3x3dbl_2a"), conv_bn(b2, ch(384), 3, 1, "b3x3dbl_2b")], axis=3)
             b3 = conv_bn(_pool(x, "avg", 3, 1, "SAME", "pool"), ch(192), 1, 1, "bpool")
             return tf.concat([b0, b1, b2, b3], axis=3, name="concat")
 
@@ -347,16 +349,17 @@ def _gnmt(cfg: Mapping[str, Any], rng: np.random.Generator, batch: int) -> tf.Te
         w_keys = _var("w_keys", [hidden, hidden], init)
         w_query = _var("w_query", [hidden, hidden], init)
         v_att = _var("v", [hidden], _glorot(hidden, 1))
-        memory = tf.stack(enc_out, axis=1, name="memory")                      # [B, T, H]
-        keys = tf.reshape(tf.matmul(tf.reshape(memory, [batch * steps, hidden]), w_keys),
-                          [batch, steps, hidden], name="keys")
+        memory = tf.stack(enc_out, axis=1, name="memory")  # [B, T, H]
+        keys = tf.reshape(
+            tf.matmul(tf.reshape(memory, [batch * steps, hidden]), w_keys), [batch, steps, hidden], name="keys"
+        )
         w_query_r = tf.identity(w_query, name="w_query_read")
         v_r = tf.identity(v_att, name="v_read")
 
     def attend(t: int, query: tf.Tensor) -> tf.Tensor:
         with v1.name_scope(f"attention/t{t}/"):
-            q = tf.expand_dims(tf.matmul(query, w_query_r), 1)                 # [B, 1, H]
-            score = tf.reduce_sum(v_r * tf.tanh(keys + q), axis=2)             # [B, T]
+            q = tf.expand_dims(tf.matmul(query, w_query_r), 1)  # [B, 1, H]
+            score = tf.reduce_sum(v_r * tf.tanh(keys + q), axis=2)  # [B, T]
             alpha = tf.nn.softmax(score)
             return tf.reduce_sum(tf.expand_dims(alpha, 2) * memory, axis=1, name="context")
 
@@ -396,15 +399,17 @@ def _attention(q_in: tf.Tensor, kv_in: tf.Tensor, heads: int, scope: str, causal
         raise ConfigError(f"model.hidden={d} is not divisible by model.heads={heads}")
     dh = d // heads
     with v1.variable_scope(scope):
+
         def proj(x: tf.Tensor, name: str, t: int) -> tf.Tensor:
             y = dense(tf.reshape(x, [b * t, d]), d, name)
             return tf.transpose(tf.reshape(y, [b, t, heads, dh]), [0, 2, 1, 3])  # [B, h, T, dh]
+
         q, k, v = proj(q_in, "q", tq), proj(kv_in, "k", tk), proj(kv_in, "v", tk)
         scores = tf.matmul(q, k, transpose_b=True) / math.sqrt(dh)
         if causal:
             mask = np.triu(np.full((tq, tk), -1e9, dtype=np.float32), k=1)
             scores = scores + tf.constant(mask, name="causal_mask")
-        ctx = tf.matmul(tf.nn.softmax(scores), v)                                   # [B, h, T, dh]
+        ctx = tf.matmul(tf.nn.softmax(scores), v)  # [B, h, T, dh]
         ctx = tf.reshape(tf.transpose(ctx, [0, 2, 1, 3]), [b * tq, d])
         return tf.reshape(dense(ctx, d, "out"), [b, tq, d])
 
@@ -425,7 +430,7 @@ def _positions(steps: int, d: int) -> np.ndarray:
 
 def _embed(ids: tf.Tensor, table_name: str, vocab: int, d: int) -> tf.Tensor:
     steps = int(ids.shape[1])
-    table = _var(table_name, [vocab, d], v1.random_normal_initializer(stddev=d ** -0.5))
+    table = _var(table_name, [vocab, d], v1.random_normal_initializer(stddev=d**-0.5))
     return tf.nn.embedding_lookup(table, ids) * math.sqrt(d) + tf.constant(_positions(steps, d))
 
 
@@ -480,8 +485,12 @@ def _gpt(cfg: Mapping[str, Any], rng: np.random.Generator, batch: int) -> tf.Ten
 
 
 _BUILDERS: dict[str, Callable[[Mapping[str, Any], np.random.Generator, int], tf.Tensor]] = {
-    "linreg": _linreg, "mlp": _mlp, "inception_v3": _inception_v3, "gnmt": _gnmt,
-    "transformer": _transformer, "gpt": _gpt,
+    "linreg": _linreg,
+    "mlp": _mlp,
+    "inception_v3": _inception_v3,
+    "gnmt": _gnmt,
+    "transformer": _transformer,
+    "gpt": _gpt,
 }
 
 
@@ -491,8 +500,9 @@ def _optimizer(cfg: Mapping[str, Any]) -> Any:
     if kind == "sgd":
         return v1.train.GradientDescentOptimizer(lr)
     if kind == "rmsprop":
-        return v1.train.RMSPropOptimizer(lr, decay=float(_get(cfg, "rms_decay", 0.9)),
-                                         epsilon=float(_get(cfg, "rms_epsilon", 1.0)))
+        return v1.train.RMSPropOptimizer(
+            lr, decay=float(_get(cfg, "rms_decay", 0.9)), epsilon=float(_get(cfg, "rms_epsilon", 1.0))
+        )
     if kind == "momentum":
         return v1.train.MomentumOptimizer(lr, momentum=float(_get(cfg, "momentum", 0.9)))
     if kind == "adam":
@@ -526,8 +536,25 @@ def build_model(model_cfg: Mapping[str, Any], batch_size: int | None = None) -> 
         init_op = v1.global_variables_initializer()
         opt_vars = frozenset(v.op.name for v in opt.variables())
     n_params = sum(int(np.prod(v.shape)) for v in graph.get_collection(v1.GraphKeys.TRAINABLE_VARIABLES))
-    log.info("built %s (%s): %d ops, %d parameters, batch %d", cfg.get("name", family), family,
-             len(graph.get_operations()), n_params, batch)
-    return TFModel(cfg=cfg, name=str(cfg.get("name", family)), family=family, graph=graph, loss=loss,
-                   train_op=train_op, init_op=init_op, batch_size=batch, seed=seed,
-                   optimizer_scope=opt.get_name(), optimizer_vars=opt_vars, info={"parameters": n_params})
+    log.info(
+        "built %s (%s): %d ops, %d parameters, batch %d",
+        cfg.get("name", family),
+        family,
+        len(graph.get_operations()),
+        n_params,
+        batch,
+    )
+    return TFModel(
+        cfg=cfg,
+        name=str(cfg.get("name", family)),
+        family=family,
+        graph=graph,
+        loss=loss,
+        train_op=train_op,
+        init_op=init_op,
+        batch_size=batch,
+        seed=seed,
+        optimizer_scope=opt.get_name(),
+        optimizer_vars=opt_vars,
+        info={"parameters": n_params},
+    )

@@ -23,13 +23,15 @@ The profiling session has one device (the first GPU when the machine has one, el
 off (see `session.py`), so step-stats records map one to one onto captured ops.
 Complexity: O(steps x records) plus the cost of running the steps.
 """
+
 from __future__ import annotations
 
 import logging
 import statistics
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import tensorflow as tf
 from tqdm import tqdm
@@ -109,6 +111,7 @@ def allocation_peaks(step_stats: Any, device_of: dict[str, str] | None = None) -
     allocated minus freed by that device's ops during the step, from the allocation records. O(records log
     records)."""
     from .session import canonical_device
+
     events: dict[str, list[tuple[int, int]]] = {}
     for ds in step_stats.dev_stats:
         if "/stream:" in ds.device or "memcpy" in ds.device.lower():
@@ -132,15 +135,21 @@ def allocation_peaks(step_stats: Any, device_of: dict[str, str] | None = None) -
     return peaks
 
 
-def profile_steps(model: TFModel, *, warmup: int, steps: int, config: Any,
-                  untraced: int = 0) -> tuple[list[dict[str, NodeStat]], list[float]]:
+def profile_steps(
+    model: TFModel, *, warmup: int, steps: int, config: Any, untraced: int = 0
+) -> tuple[list[dict[str, NodeStat]], list[float]]:
     """Run `warmup` untraced steps, then `steps` traced ones, then `untraced` timed untraced ones; return each
     traced step's parsed stats and the wall-clock times of the untraced timed steps."""
     known = {op.name for op in model.graph.get_operations()}
     out = []
     walls = []
-    bar = tqdm(total=warmup + steps + untraced, desc="profiling (warm-up, traced, untraced steps)", unit="step",
-               disable=None, leave=False)
+    bar = tqdm(
+        total=warmup + steps + untraced,
+        desc="profiling (warm-up, traced, untraced steps)",
+        unit="step",
+        disable=None,
+        leave=False,
+    )
     with v1.Session(graph=model.graph, config=config) as sess, bar, logging_redirect_tqdm():
         sess.run(model.init_op)
         fetches = [model.train_op, model.loss]
@@ -168,9 +177,18 @@ def _reduce(values: Iterable[float], statistic: str) -> float:
     return float(statistics.median(vals) if statistic == "median" else statistics.fmean(vals))
 
 
-def profile(model: TFModel, graph: OpGraph, *, warmup: int = 5, steps: int = 5, batch_size: int | None = None,
-            statistic: str = "mean", inter_op_threads: int = 1, intra_op_threads: int = 0,
-            calibration: str = "none") -> OpGraph:
+def profile(
+    model: TFModel,
+    graph: OpGraph,
+    *,
+    warmup: int = 5,
+    steps: int = 5,
+    batch_size: int | None = None,
+    statistic: str = "mean",
+    inter_op_threads: int = 1,
+    intra_op_threads: int = 0,
+    calibration: str = "none",
+) -> OpGraph:
     """A copy of `graph` with measured costs of `model`'s training step (module docstring).
 
     `calibration="untraced_step"` (only with `inter_op_threads=1`, where the device runs one op at a time)
@@ -186,8 +204,10 @@ def profile(model: TFModel, graph: OpGraph, *, warmup: int = 5, steps: int = 5, 
     if calibration not in CALIBRATIONS:
         raise ConfigError(f"profile calibration {calibration!r} is not one of {list(CALIBRATIONS)}")
     if calibration == "untraced_step" and inter_op_threads != 1:
-        raise ConfigError("profile calibration 'untraced_step' needs profile_inter_op_threads=1 (one op at a "
-                          "time), otherwise the untraced step overlaps ops and is no sum of op times")
+        raise ConfigError(
+            "profile calibration 'untraced_step' needs profile_inter_op_threads=1 (one op at a "
+            "time), otherwise the untraced step overlaps ops and is no sum of op times"
+        )
     if statistic not in ("mean", "median"):
         raise ConfigError(f"profile statistic {statistic!r} is not one of ['mean', 'median']")
     if steps < 1:
@@ -206,12 +226,16 @@ def profile(model: TFModel, graph: OpGraph, *, warmup: int = 5, steps: int = 5, 
                 d["bytes"] = sized.nx.edges[u, v]["bytes"]
         out.name = sized.name
     gpu = physical_gpus() > 0
-    config = session_config(n_cpu=1, n_gpu=1 if gpu else 0, inter_op_threads=inter_op_threads,
-                            intra_op_threads=intra_op_threads, allow_soft_placement=True)
-    device = "GPU:0" if gpu else "CPU:0"   # TensorFlow's default placement on a one-device session
+    config = session_config(
+        n_cpu=1,
+        n_gpu=1 if gpu else 0,
+        inter_op_threads=inter_op_threads,
+        intra_op_threads=intra_op_threads,
+        allow_soft_placement=True,
+    )
+    device = "GPU:0" if gpu else "CPU:0"  # TensorFlow's default placement on a one-device session
     calibrate = calibration == "untraced_step"
-    records, walls = profile_steps(model, warmup=warmup, steps=steps, config=config,
-                                   untraced=steps if calibrate else 0)
+    records, walls = profile_steps(model, warmup=warmup, steps=steps, config=config, untraced=steps if calibrate else 0)
     seen = 0
     for name, a in out.nx.nodes(data=True):
         per_step = [r[name] for r in records if name in r]
@@ -229,13 +253,32 @@ def profile(model: TFModel, graph: OpGraph, *, warmup: int = 5, steps: int = 5, 
         for _, a in out.nx.nodes(data=True):
             a["compute_s"] *= scale
     out.invalidate()
-    out.nx.graph["profile"] = {"device": device, "warmup": warmup, "steps": steps, "statistic": statistic,
-                               "traced_op_sum_s": traced_sum, "calibration": calibration, "scale": scale,
-                               "untraced_step_s": statistics.median(walls) if walls else None}
+    out.nx.graph["profile"] = {
+        "device": device,
+        "warmup": warmup,
+        "steps": steps,
+        "statistic": statistic,
+        "traced_op_sum_s": traced_sum,
+        "calibration": calibration,
+        "scale": scale,
+        "untraced_step_s": statistics.median(walls) if walls else None,
+    }
     if calibrate:
-        log.info("profile calibration: untraced step %.4g s, traced op sum %.4g s, op times scaled by %.3f",
-                 statistics.median(walls), traced_sum, scale)
+        log.info(
+            "profile calibration: untraced step %.4g s, traced op sum %.4g s, op times scaled by %.3f",
+            statistics.median(walls),
+            traced_sum,
+            scale,
+        )
     total = sum(a["compute_s"] for _, a in out.nx.nodes(data=True))
-    log.info("profiled %s on %s: %d of %d ops measured over %d steps after %d warm-up; sum of op times %.4g s",
-             out.name, device, seen, len(out), steps, warmup, total)
+    log.info(
+        "profiled %s on %s: %d of %d ops measured over %d steps after %d warm-up; sum of op times %.4g s",
+        out.name,
+        device,
+        seen,
+        len(out),
+        steps,
+        warmup,
+        total,
+    )
     return out.validate()

@@ -27,13 +27,15 @@ Measurements:
 
 Complexity: O(V + E) to place, plus the cost of the steps.
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import statistics
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import tensorflow as tf
 
@@ -41,7 +43,6 @@ from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError, InvalidPlacement
 from algorithms.graph import OpGraph
 from algorithms.placement import check_placement, check_schedule
-
 from backends.base import RunResult
 
 from .capture import colocation_roots
@@ -60,8 +61,10 @@ def apply_placement(model: TFModel, placement: Mapping[str, str], devmap: Mappin
     names = {op.name for op in ops}
     unknown = [n for n in placement if n not in names]
     if unknown:
-        raise InvalidPlacement(f"placement names ops that model {model.name!r} does not have, e.g. {unknown[:3]}; "
-                               f"was the graph captured from another config?")
+        raise InvalidPlacement(
+            f"placement names ops that model {model.name!r} does not have, e.g. {unknown[:3]}; "
+            f"was the graph captured from another config?"
+        )
     roots = colocation_roots(graph)
     group_dev: dict[str, str] = {}
     for op_name, dev in placement.items():
@@ -82,8 +85,9 @@ def apply_placement(model: TFModel, placement: Mapping[str, str], devmap: Mappin
         if dev is None:
             continue
         if dev not in devmap:
-            raise InvalidPlacement(f"op {op.name!r} is placed on {dev!r}, which is not a device of the cluster "
-                                   f"{sorted(devmap)}")
+            raise InvalidPlacement(
+                f"op {op.name!r} is placed on {dev!r}, which is not a device of the cluster {sorted(devmap)}"
+            )
         op._set_device(devmap[dev])
         placed += op.name in placement
     return placed
@@ -100,8 +104,9 @@ def traffic_bytes(graph: OpGraph, placement: Mapping[str, str]) -> float:
     return float(sum(sent.values()))
 
 
-def reference_losses(model: TFModel, n_steps: int = 2, *, device: str = "/device:CPU:0",
-                     config: Any = None) -> list[float]:
+def reference_losses(
+    model: TFModel, n_steps: int = 2, *, device: str = "/device:CPU:0", config: Any = None
+) -> list[float]:
     """Losses of the first `n_steps` training steps with every op on one device (a fresh build)."""
     ref = build_model(model.cfg, model.batch_size)
     for op in ref.graph.get_operations():
@@ -111,10 +116,21 @@ def reference_losses(model: TFModel, n_steps: int = 2, *, device: str = "/device
         return [float(sess.run([ref.train_op, ref.loss])[1]) for _ in range(n_steps)]
 
 
-def run_placed(model: TFModel, graph: OpGraph, placement: Mapping[str, str], schedule: Mapping[str, list[str]],
-               cluster: Cluster, *, warmup: int = 5, steps: int = 50, inter_op_threads: int = 0,
-               intra_op_threads: int = 0, graph_rewrites: bool = False, check_correctness: bool = True,
-               rtol: float = 1e-4) -> RunResult:
+def run_placed(
+    model: TFModel,
+    graph: OpGraph,
+    placement: Mapping[str, str],
+    schedule: Mapping[str, list[str]],
+    cluster: Cluster,
+    *,
+    warmup: int = 5,
+    steps: int = 50,
+    inter_op_threads: int = 0,
+    intra_op_threads: int = 0,
+    graph_rewrites: bool = False,
+    check_correctness: bool = True,
+    rtol: float = 1e-4,
+) -> RunResult:
     """Run `model` placed by `placement` on `cluster` and measure it (module docstring)."""
     if warmup < 0 or steps < 1:
         raise ConfigError(f"runtime needs warmup >= 0 and steps >= 1, got warmup={warmup}, steps={steps}")
@@ -123,8 +139,9 @@ def run_placed(model: TFModel, graph: OpGraph, placement: Mapping[str, str], sch
     if schedule:
         check_schedule(graph, assign, {d: list(o) for d, o in schedule.items()})
     devmap = device_map(cluster)
-    config = cluster_session_config(cluster, inter_op_threads=inter_op_threads, intra_op_threads=intra_op_threads,
-                                    graph_rewrites=graph_rewrites)
+    config = cluster_session_config(
+        cluster, inter_op_threads=inter_op_threads, intra_op_threads=intra_op_threads, graph_rewrites=graph_rewrites
+    )
     placed_model = build_model(model.cfg, model.batch_size)
     n_placed = apply_placement(placed_model, assign, devmap)
     back = {canonical_device(tfdev): name for name, tfdev in devmap.items()}
@@ -160,12 +177,18 @@ def run_placed(model: TFModel, graph: OpGraph, placement: Mapping[str, str], sch
     for name, a in graph.nx.nodes(data=True):
         persistent[assign[name]] += float(a["persistent_bytes"])
     peaks = {d.name: persistent[d.name] + peaks_dyn.get(d.name, 0.0) for d in cluster.devices}
-    measured = times[warmup:warmup + steps]
+    measured = times[warmup : warmup + steps]
     extra: dict[str, Any] = {
-        "losses": losses, "warmup": warmup, "steps": steps, "ops_placed": n_placed,
-        "misplaced_ops": len(misplaced), "step_time_median_s": statistics.median(measured),
+        "losses": losses,
+        "warmup": warmup,
+        "steps": steps,
+        "ops_placed": n_placed,
+        "misplaced_ops": len(misplaced),
+        "step_time_median_s": statistics.median(measured),
         "step_time_stdev_s": statistics.stdev(measured) if len(measured) > 1 else 0.0,
-        "device_busy_s": busy, "schedule_enforced": False, "traffic_source": "graph edges x placement",
+        "device_busy_s": busy,
+        "schedule_enforced": False,
+        "traffic_source": "graph edges x placement",
         "devices": {name: tfdev for name, tfdev in devmap.items()},
     }
     loss = losses[1] if len(losses) > 1 else losses[0]
@@ -173,16 +196,32 @@ def run_placed(model: TFModel, graph: OpGraph, placement: Mapping[str, str], sch
         first = cluster.devices[0]
         ref_config = v1.ConfigProto()
         ref_config.CopyFrom(config)
-        ref_config.allow_soft_placement = True   # ops without a kernel for the first device may move
+        ref_config.allow_soft_placement = True  # ops without a kernel for the first device may move
         ref = reference_losses(model, min(2, len(losses)), device=devmap[first.name], config=ref_config)
         ref_loss = ref[-1]
         err = abs(loss - ref_loss)
-        extra.update(reference_loss=ref_loss, loss_abs_error=err,
-                     loss_match=bool(err <= rtol * max(1.0, abs(ref_loss))) and math.isfinite(loss))
+        extra.update(
+            reference_loss=ref_loss,
+            loss_abs_error=err,
+            loss_match=bool(err <= rtol * max(1.0, abs(ref_loss))) and math.isfinite(loss),
+        )
         if not extra["loss_match"]:
             log.warning("placed loss %.8g differs from the single-device loss %.8g", loss, ref_loss)
-    result = RunResult(measured_step_s=float(statistics.fmean(measured)), step_times_s=measured,
-                       peak_memory_bytes=peaks, traffic_bytes=traffic_bytes(graph, assign), loss=loss, extra=extra)
-    log.info("ran %s on %d devices: step %.4g s (mean of %d after %d warm-up), traffic %.4g bytes",
-             model.name, len(set(assign.values())), result.measured_step_s, steps, warmup, result.traffic_bytes)
+    result = RunResult(
+        measured_step_s=float(statistics.fmean(measured)),
+        step_times_s=measured,
+        peak_memory_bytes=peaks,
+        traffic_bytes=traffic_bytes(graph, assign),
+        loss=loss,
+        extra=extra,
+    )
+    log.info(
+        "ran %s on %d devices: step %.4g s (mean of %d after %d warm-up), traffic %.4g bytes",
+        model.name,
+        len(set(assign.values())),
+        result.measured_step_s,
+        steps,
+        warmup,
+        result.traffic_bytes,
+    )
     return result

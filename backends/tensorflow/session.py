@@ -9,6 +9,7 @@ they run concurrently only as far as `inter_op_threads` and the machine's cores 
 Graph rewrites are switched off (Grappler's meta-optimizer, the classic graph optimizer's constant folding,
 CSE and inlining) so that the ops that run are the ops that were captured, profiled and placed, one for one.
 """
+
 from __future__ import annotations
 
 import functools
@@ -24,14 +25,21 @@ v1 = tf.compat.v1
 PREFIX = "/job:localhost/replica:0/task:0/device:"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def physical_gpus() -> int:
     return len(tf.config.list_physical_devices("GPU"))
 
 
-def session_config(*, n_cpu: int = 1, n_gpu: int = 0, gpu_memory_bytes: list[float] | None = None,
-                   inter_op_threads: int = 0, intra_op_threads: int = 0, graph_rewrites: bool = False,
-                   allow_soft_placement: bool = False) -> Any:
+def session_config(
+    *,
+    n_cpu: int = 1,
+    n_gpu: int = 0,
+    gpu_memory_bytes: list[float] | None = None,
+    inter_op_threads: int = 0,
+    intra_op_threads: int = 0,
+    graph_rewrites: bool = False,
+    allow_soft_placement: bool = False,
+) -> Any:
     """A `ConfigProto` with `n_cpu` CPU devices and `n_gpu` GPU devices (virtual ones when the machine has
     fewer; `gpu_memory_bytes` then sets each one's memory). Threads: 0 lets TensorFlow choose."""
     count = {"CPU": max(1, int(n_cpu)), "GPU": 0}
@@ -39,29 +47,39 @@ def session_config(*, n_cpu: int = 1, n_gpu: int = 0, gpu_memory_bytes: list[flo
     if n_gpu:
         have = physical_gpus()
         if have == 0:
-            raise ConfigError(f"the cluster has {n_gpu} GPU devices but TensorFlow sees no GPU on this machine; "
-                              f"use a CPU cluster (cluster=cpu2 or cluster=cpu4)")
+            raise ConfigError(
+                f"the cluster has {n_gpu} GPU devices but TensorFlow sees no GPU on this machine; "
+                f"use a CPU cluster (cluster=cpu2 or cluster=cpu4)"
+            )
         mems = list(gpu_memory_bytes or [])
         limited = len(mems) == n_gpu and all(math.isfinite(m) for m in mems)
         if n_gpu <= have:
             count["GPU"] = n_gpu
-            if limited:   # one memory-limited virtual device per physical GPU: the cluster's memory holds
-                vds = [v1.GPUOptions.Experimental.VirtualDevices(memory_limit_mb=[m / 2 ** 20]) for m in mems]
-                gpu_options = v1.GPUOptions(visible_device_list=",".join(str(k) for k in range(n_gpu)),
-                                            experimental=v1.GPUOptions.Experimental(virtual_devices=vds))
+            if limited:  # one memory-limited virtual device per physical GPU: the cluster's memory holds
+                vds = [v1.GPUOptions.Experimental.VirtualDevices(memory_limit_mb=[m / 2**20]) for m in mems]
+                gpu_options = v1.GPUOptions(
+                    visible_device_list=",".join(str(k) for k in range(n_gpu)),
+                    experimental=v1.GPUOptions.Experimental(virtual_devices=vds),
+                )
             else:
                 gpu_options = v1.GPUOptions(allow_growth=True)
         else:
             if not limited:
-                raise ConfigError(f"{n_gpu} virtual GPUs on {have} physical GPU(s) need a finite memory_bytes "
-                                  f"for every GPU device of the cluster")
+                raise ConfigError(
+                    f"{n_gpu} virtual GPUs on {have} physical GPU(s) need a finite memory_bytes "
+                    f"for every GPU device of the cluster"
+                )
             count["GPU"] = 1
-            vd = v1.GPUOptions.Experimental.VirtualDevices(memory_limit_mb=[m / 2 ** 20 for m in mems])
-            gpu_options = v1.GPUOptions(visible_device_list="0",
-                                        experimental=v1.GPUOptions.Experimental(virtual_devices=[vd]))
-    cfg = v1.ConfigProto(device_count=count, inter_op_parallelism_threads=int(inter_op_threads),
-                         intra_op_parallelism_threads=int(intra_op_threads),
-                         allow_soft_placement=allow_soft_placement)
+            vd = v1.GPUOptions.Experimental.VirtualDevices(memory_limit_mb=[m / 2**20 for m in mems])
+            gpu_options = v1.GPUOptions(
+                visible_device_list="0", experimental=v1.GPUOptions.Experimental(virtual_devices=[vd])
+            )
+    cfg = v1.ConfigProto(
+        device_count=count,
+        inter_op_parallelism_threads=int(inter_op_threads),
+        intra_op_parallelism_threads=int(intra_op_threads),
+        allow_soft_placement=allow_soft_placement,
+    )
     if gpu_options is not None:
         cfg.gpu_options.CopyFrom(gpu_options)
     if not graph_rewrites:
@@ -91,8 +109,7 @@ def cluster_session_config(cluster: Cluster, **kwargs: Any) -> Any:
     """`session_config` with the devices `cluster` names."""
     n_cpu = sum(1 for d in cluster.devices if d.type == "CPU")
     gpus = [d for d in cluster.devices if d.type == "GPU"]
-    return session_config(n_cpu=n_cpu, n_gpu=len(gpus), gpu_memory_bytes=[d.memory_bytes for d in gpus],
-                          **kwargs)
+    return session_config(n_cpu=n_cpu, n_gpu=len(gpus), gpu_memory_bytes=[d.memory_bytes for d in gpus], **kwargs)
 
 
 def canonical_device(name: str) -> str:

@@ -9,11 +9,13 @@
 
 See capture.py, profiler.py, comm.py and runtime.py for what each step does and costs.
 """
+
 from __future__ import annotations
 
 import logging
 import statistics
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -45,8 +47,16 @@ class TorchBackend(Backend):
 
     name = "torch"
 
-    def __init__(self, granularity: str = "operator", device: str = "auto", threads: int | None = 1,
-                 check_correctness: bool = True, rtol: float = 1e-4, atol: float = 1e-5, name: str = "torch"):
+    def __init__(
+        self,
+        granularity: str = "operator",
+        device: str = "auto",
+        threads: int | None = 1,
+        check_correctness: bool = True,
+        rtol: float = 1e-4,
+        atol: float = 1e-5,
+        name: str = "torch",
+    ):
         if granularity not in GRANULARITIES:
             raise ConfigError(f"backend.granularity {granularity!r} is not one of {GRANULARITIES}")
         if device not in DEVICE_CHOICES:
@@ -76,6 +86,7 @@ class TorchBackend(Backend):
 
             def __exit__(ctx, *exc):
                 torch.set_num_threads(ctx.prev)
+
         return _Ctx()
 
     # ------------------------------------------------------------------ the contract
@@ -87,19 +98,37 @@ class TorchBackend(Backend):
             prog = trace_program(model, self.granularity, model.batch_size, device=self.compute_device())
         return build_graph(prog).validate()
 
-    def profile(self, model: TorchModel, graph: OpGraph, *, warmup: int = 5, steps: int = 10,
-                batch_size: int | None = None) -> OpGraph:
+    def profile(
+        self, model: TorchModel, graph: OpGraph, *, warmup: int = 5, steps: int = 10, batch_size: int | None = None
+    ) -> OpGraph:
         with self._threads():
-            return profile_graph(model, graph, granularity=self.granularity, device=self.compute_device(),
-                                 warmup=int(warmup), steps=int(steps), batch_size=batch_size)
+            return profile_graph(
+                model,
+                graph,
+                granularity=self.granularity,
+                device=self.compute_device(),
+                warmup=int(warmup),
+                steps=int(steps),
+                batch_size=batch_size,
+            )
 
     def comm_benchmark(self, cluster: Cluster, sizes: list[int] | None = None, repeats: int = 5) -> CommFit:
         return _comm_benchmark(cluster, sizes, int(repeats), prefer=self.device)
 
-    def run(self, model: TorchModel, graph: OpGraph, placement: Mapping[str, str],
-            schedule: Mapping[str, list[str]] | None, cluster: Cluster, *, warmup: int = 5, steps: int = 20,
-            check_correctness: bool | None = None, time_ops: bool = False,
-            plan: tuple[Mapping[str, float], Sequence[tuple[str, str, float]]] | None = None) -> RunResult:
+    def run(
+        self,
+        model: TorchModel,
+        graph: OpGraph,
+        placement: Mapping[str, str],
+        schedule: Mapping[str, list[str]] | None,
+        cluster: Cluster,
+        *,
+        warmup: int = 5,
+        steps: int = 20,
+        check_correctness: bool | None = None,
+        time_ops: bool = False,
+        plan: tuple[Mapping[str, float], Sequence[tuple[str, str, float]]] | None = None,
+    ) -> RunResult:
         """Execute `warmup + steps` placed training steps from the model's initial parameters (the model
         itself is not modified); see runtime.py. `schedule` None means capture (topological) order.
         With `time_ops`, every op of the measured steps is timed on its device (wall time minus waits for its
@@ -115,8 +144,10 @@ class TorchBackend(Backend):
         prog = trace_program(model, self.granularity, model.batch_size, device=trace_dev)
         extra_ops = [op for op in graph.ops if op not in prog.op_nodes]
         if extra_ops or len(graph) != len(prog.op_nodes):
-            raise InvalidGraph(f"graph {graph.name!r} does not match the {self.granularity}-level capture of "
-                               f"{model.name!r} (e.g. {extra_ops[:3]}); run with the backend that captured it")
+            raise InvalidGraph(
+                f"graph {graph.name!r} does not match the {self.granularity}-level capture of "
+                f"{model.name!r} (e.g. {extra_ops[:3]}); run with the backend that captured it"
+            )
         if schedule is None:
             schedule = {d.name: [] for d in devices}
             for op in prog.op_nodes:
@@ -129,9 +160,15 @@ class TorchBackend(Backend):
         prev_threads, per_worker = set_threads(n_cpu, self.threads)
         check_info: dict[str, Any] = {}
         try:
-            ex = PlacedExecutor(prog, assign, schedule, devices, flat[:prog.n_params],
-                                flat[prog.n_params:prog.n_params * (1 + prog.n_state)],
-                                flat[prog.n_params * (1 + prog.n_state):])
+            ex = PlacedExecutor(
+                prog,
+                assign,
+                schedule,
+                devices,
+                flat[: prog.n_params],
+                flat[prog.n_params : prog.n_params * (1 + prog.n_state)],
+                flat[prog.n_params * (1 + prog.n_state) :],
+            )
             try:
                 for d in devices:
                     if d.is_cuda and not d.shared:
@@ -140,8 +177,10 @@ class TorchBackend(Backend):
                 events = None
                 if plan is not None:
                     if any(d.is_cuda for d in devices):
-                        raise ConfigError("runtime.order=planned runs virtual CPU devices one op at a time; "
-                                          "with GPUs use runtime.order=threads")
+                        raise ConfigError(
+                            "runtime.order=planned runs virtual CPU devices one op at a time; "
+                            "with GPUs use runtime.order=threads"
+                        )
                     events = ex.plan_from(*plan)
                 op_samples: dict[str, list[float]] = {}
                 times, losses = [], []
@@ -178,17 +217,33 @@ class TorchBackend(Backend):
                 ex.close()
         finally:
             torch.set_num_threads(prev_threads)
-        extra = {"losses": losses,
-                 "busy_s": {k: statistics.median(v) for k, v in busy.items()},
-                 "wait_s": {k: statistics.median(v) for k, v in wait.items()}, "threads_per_worker": per_worker,
-                 "physical_devices": {d.name: str(d.torch_device) for d in devices}, **check_info}
+        extra = {
+            "losses": losses,
+            "busy_s": {k: statistics.median(v) for k, v in busy.items()},
+            "wait_s": {k: statistics.median(v) for k, v in wait.items()},
+            "threads_per_worker": per_worker,
+            "physical_devices": {d.name: str(d.torch_device) for d in devices},
+            **check_info,
+        }
         if time_ops:
             extra["op_times_s"] = {op: statistics.median(v) for op, v in op_samples.items()}
         measured = statistics.median(times)
-        log.info("ran %s on %s: median step %.4g s over %d steps, traffic %.3g B/step", model.name,
-                 cluster.name, measured, len(times), traffic)
-        return RunResult(measured_step_s=measured, step_times_s=times, peak_memory_bytes=peaks,
-                         traffic_bytes=traffic, loss=losses[0], extra=extra)
+        log.info(
+            "ran %s on %s: median step %.4g s over %d steps, traffic %.3g B/step",
+            model.name,
+            cluster.name,
+            measured,
+            len(times),
+            traffic,
+        )
+        return RunResult(
+            measured_step_s=measured,
+            step_times_s=times,
+            peak_memory_bytes=peaks,
+            traffic_bytes=traffic,
+            loss=losses[0],
+            extra=extra,
+        )
 
 
 __all__ = ["TorchBackend", "TorchModel", "build_model"]

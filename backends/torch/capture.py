@@ -30,14 +30,16 @@ Names: forward ops ``<scope>[/c<call>]/<aten>`` (operator) or ``<scope>[/c<call>
 
 Cost: tracing runs one real training step; building the graph is O(N + U) for N traced nodes and U uses.
 """
+
 from __future__ import annotations
 
 import logging
 import operator
 from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -78,11 +80,11 @@ class NodeRec:
     args: Any
     kwargs: Any
     inputs: list[int]
-    index: int = -1            # placeholder position or -1
+    index: int = -1  # placeholder position or -1
     tag: dict[str, Any] = field(default_factory=dict)
     # measured on a real execution (bytes)
-    nbytes: float = 0.0        # tensor bytes of the value (what a transfer moves)
-    alloc_bytes: float = 0.0   # bytes of storage newly allocated (views allocate nothing)
+    nbytes: float = 0.0  # tensor bytes of the value (what a transfer moves)
+    alloc_bytes: float = 0.0  # bytes of storage newly allocated (views allocate nothing)
 
 
 @dataclass
@@ -97,9 +99,9 @@ class Program:
     batch_size: int
     granularity: str
     nodes: list[NodeRec]
-    op_nodes: dict[str, list[int]]           # op name -> node ids in execution order
-    op_of: dict[int, str]                    # node id -> op (consts have none)
-    op_attrs: dict[str, dict[str, Any]]      # op name -> OpGraph attributes
+    op_nodes: dict[str, list[int]]  # op name -> node ids in execution order
+    op_of: dict[int, str]  # node id -> op (consts have none)
+    op_attrs: dict[str, dict[str, Any]]  # op name -> OpGraph attributes
     param_names: list[str]
     n_state: int
     n_inputs: int
@@ -111,9 +113,13 @@ class Program:
     def n_params(self) -> int:
         return len(self.param_names)
 
-    def flat_inputs(self, model: TorchModel, params: Sequence[torch.Tensor] | None = None,
-                    states: Sequence[torch.Tensor] | None = None, batch: Sequence[torch.Tensor] | None = None
-                    ) -> list[torch.Tensor]:
+    def flat_inputs(
+        self,
+        model: TorchModel,
+        params: Sequence[torch.Tensor] | None = None,
+        states: Sequence[torch.Tensor] | None = None,
+        batch: Sequence[torch.Tensor] | None = None,
+    ) -> list[torch.Tensor]:
         """The flat input list of one step from the model's current parameters (fresh optimizer state)."""
         if params is None:
             params = [p.detach() for p in model.module.parameters()]
@@ -126,8 +132,12 @@ class Program:
     def split_outputs(self, outs: Sequence[Any]) -> dict[str, Any]:
         """{"loss", "grads", "params", "states"} from the flat output list."""
         P = self.n_params
-        return {"loss": outs[0], "grads": list(outs[1:1 + P]), "params": list(outs[1 + P:1 + 2 * P]),
-                "states": list(outs[1 + 2 * P:])}
+        return {
+            "loss": outs[0],
+            "grads": list(outs[1 : 1 + P]),
+            "params": list(outs[1 + P : 1 + 2 * P]),
+            "states": list(outs[1 + 2 * P :]),
+        }
 
     def node_ids(self, op: str) -> list[int]:
         return self.op_nodes[op]
@@ -204,8 +214,8 @@ def _step_function(model: TorchModel, names: list[str], n_state: int) -> Callabl
 
     def step(*flat):
         params = flat[:P]
-        states = flat[P:P + P * n_state]
-        inputs = flat[P + P * n_state:]
+        states = flat[P : P + P * n_state]
+        inputs = flat[P + P * n_state :]
         leaves = {}
         for i, (n, p) in enumerate(zip(names, params)):
             _set_tag({"phase": "forward", "var": i})
@@ -231,8 +241,9 @@ def _step_function(model: TorchModel, names: list[str], n_state: int) -> Callabl
     return step
 
 
-def trace_program(model: TorchModel, granularity: str = "operator", batch_size: int | None = None,
-                  device: torch.device | str = "cpu") -> Program:
+def trace_program(
+    model: TorchModel, granularity: str = "operator", batch_size: int | None = None, device: torch.device | str = "cpu"
+) -> Program:
     """Trace the model's training step at `batch_size` and group it into ops. Cached on the model handle."""
     if granularity not in GRANULARITIES:
         raise ConfigError(f"backend.granularity {granularity!r} is not one of {GRANULARITIES}")
@@ -257,8 +268,14 @@ def trace_program(model: TorchModel, granularity: str = "operator", batch_size: 
     prog = _compile(gm, model, names, n_state, len(flat) - len(params) * (1 + n_state), b, granularity)
     _measure_sizes(prog, flat)
     model.cache[key] = prog
-    log.info("captured %s at batch %d: %d traced nodes, %d ops (%s granularity)", model.name, b,
-             len(prog.nodes), len(prog.op_nodes), granularity)
+    log.info(
+        "captured %s at batch %d: %d traced nodes, %d ops (%s granularity)",
+        model.name,
+        b,
+        len(prog.nodes),
+        len(prog.op_nodes),
+        granularity,
+    )
     return prog
 
 
@@ -270,8 +287,15 @@ def _aten_name(target: Any) -> str:
     return name.split(".")[0]
 
 
-def _compile(gm: fx.GraphModule, model: TorchModel, names: list[str], n_state: int, n_inputs: int,
-             batch_size: int, granularity: str) -> Program:
+def _compile(
+    gm: fx.GraphModule,
+    model: TorchModel,
+    names: list[str],
+    n_state: int,
+    n_inputs: int,
+    batch_size: int,
+    granularity: str,
+) -> Program:
     P = len(names)
     nid_of: dict[fx.Node, int] = {}
     recs: list[NodeRec] = []
@@ -303,12 +327,15 @@ def _compile(gm: fx.GraphModule, model: TorchModel, names: list[str], n_state: i
             rec = NodeRec(nid, node.name, "const", None, (), {}, [], tag=tag)
             consts[nid] = getattr(gm, node.target)
         elif node.op == "call_function":
-            rec = NodeRec(nid, node.name, "call", node.target, template(node.args), template(node.kwargs),
-                          inputs, tag=tag)
+            rec = NodeRec(
+                nid, node.name, "call", node.target, template(node.args), template(node.kwargs), inputs, tag=tag
+            )
             rec.tag["seq_nr"] = node.meta.get("seq_nr")
         else:
-            raise InvalidGraph(f"captured step of {model.name!r} has an fx node of kind {node.op!r} "
-                               f"({node.name}); only placeholders, constants and functions are supported")
+            raise InvalidGraph(
+                f"captured step of {model.name!r} has an fx node of kind {node.op!r} "
+                f"({node.name}); only placeholders, constants and functions are supported"
+            )
         nid_of[node] = nid
         recs.append(rec)
 
@@ -352,9 +379,16 @@ def _compile(gm: fx.GraphModule, model: TorchModel, names: list[str], n_state: i
             continue
         k = r.index
         if k < P:
-            name = new_op(param_path[k], dict(type="Variable", phase="forward", colocation=f"var:{names[k]}",
-                                              module=param_scope[k][0].replace(".", "/") if len(param_scope[k]) > 1 else ROOT_SCOPE,
-                                              param=names[k]))
+            name = new_op(
+                param_path[k],
+                dict(
+                    type="Variable",
+                    phase="forward",
+                    colocation=f"var:{names[k]}",
+                    module=param_scope[k][0].replace(".", "/") if len(param_scope[k]) > 1 else ROOT_SCOPE,
+                    param=names[k],
+                ),
+            )
             op_nodes[name].append(r.nid)
             op_of[r.nid] = name
         elif k < P + P * n_state:
@@ -433,8 +467,21 @@ def _compile(gm: fx.GraphModule, model: TorchModel, names: list[str], n_state: i
         attrs["n_nodes"] = len(op_nodes[name])
         if attrs.get("forward_of") == name:
             attrs["forward_of"] = None
-    return Program(model.name, batch_size, granularity, recs, op_nodes, op_of, op_attrs, names, n_state,
-                   n_inputs, outputs, gm, consts)
+    return Program(
+        model.name,
+        batch_size,
+        granularity,
+        recs,
+        op_nodes,
+        op_of,
+        op_attrs,
+        names,
+        n_state,
+        n_inputs,
+        outputs,
+        gm,
+        consts,
+    )
 
 
 # ---------------------------------------------------------------------------- execution helpers
@@ -464,8 +511,14 @@ def value_nbytes(v: Any) -> float:
     return float(sum(t.numel() * t.element_size() for t in tensors_of(v)))
 
 
-def run_program(prog: Program, flat: Sequence[torch.Tensor], *, on_op: Callable[[str, float], None] | None = None,
-                order: Sequence[str] | None = None, free: bool = True) -> list[Any]:
+def run_program(
+    prog: Program,
+    flat: Sequence[torch.Tensor],
+    *,
+    on_op: Callable[[str, float], None] | None = None,
+    order: Sequence[str] | None = None,
+    free: bool = True,
+) -> list[Any]:
     """Execute the captured step op by op on one device (the flat inputs' device); return the flat outputs.
 
     `order` is an op order (default: the capture order, which is topological); tensors are freed after their
@@ -581,8 +634,9 @@ def build_graph(prog: Program, name: str | None = None) -> OpGraph:
                 temporary += r.alloc_bytes
         if attrs.get("type") == "Variable":
             output = 0.0
-        g.add_op(op, compute_s=0.0, persistent_bytes=persistent, temporary_bytes=temporary,
-                 output_bytes=output, **attrs)
+        g.add_op(
+            op, compute_s=0.0, persistent_bytes=persistent, temporary_bytes=temporary, output_bytes=output, **attrs
+        )
     for (src, dst, _), b in edges.items():
         g.add_edge(src, dst, bytes=b)
     return g

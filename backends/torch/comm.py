@@ -10,12 +10,13 @@ non-positive slope means bandwidth too high to measure (reported as 1e15 bytes/s
 
 Cost: pairs x sizes x (repeats + 1) copies.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -69,8 +70,9 @@ def _time_copy(engine: CopyEngine, value: torch.Tensor, src: PhysDevice) -> floa
     return time.perf_counter() - t0
 
 
-def comm_benchmark(cluster: Cluster, sizes: Sequence[int] | None = None, repeats: int = 5,
-                   prefer: str = "auto") -> CommFit:
+def comm_benchmark(
+    cluster: Cluster, sizes: Sequence[int] | None = None, repeats: int = 5, prefer: str = "auto"
+) -> CommFit:
     """Fit the communication model of `cluster`'s devices as the runtime maps them (see module docstring)."""
     sizes = [int(s) for s in (sizes or DEFAULT_SIZES)]
     devs = map_devices(cluster, prefer)
@@ -96,8 +98,8 @@ def comm_benchmark(cluster: Cluster, sizes: Sequence[int] | None = None, repeats
     for s in devs:
         for d in devs:
             if s.name != d.name:
-                links[(s.name, d.name)] = fit_linear([(b, t) for a, c, b, t in samples
-                                                      if a == s.name and c == d.name])
-    log.info("comm benchmark on %s: latency %.3g s, bandwidth %.3g B/s (%d samples)", cluster.name, lat, bw,
-             len(samples))
+                links[(s.name, d.name)] = fit_linear([(b, t) for a, c, b, t in samples if a == s.name and c == d.name])
+    log.info(
+        "comm benchmark on %s: latency %.3g s, bandwidth %.3g B/s (%d samples)", cluster.name, lat, bw, len(samples)
+    )
     return CommFit(lat, bw, links, samples)

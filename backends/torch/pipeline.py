@@ -21,6 +21,7 @@ Supported schedules: those whose spec puts one forward and one backward block on
 the devices (the V shape, or ``blocks_from_placement`` of a placement into consecutive stages). Imports only
 torch and algorithms.pipeline.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,8 +29,9 @@ import math
 import queue
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -86,8 +88,15 @@ class Head(nn.Module):
         return self.out(self.ln(x))
 
 
-def build_gpt_stages(n_stages: int, vocab: int = 64, d_model: int = 32, n_heads: int = 2, n_layers: int = 4,
-                     seq_len: int = 16, seed: int = 0) -> list[nn.Sequential]:
+def build_gpt_stages(
+    n_stages: int,
+    vocab: int = 64,
+    d_model: int = 32,
+    n_heads: int = 2,
+    n_layers: int = 4,
+    seq_len: int = 16,
+    seed: int = 0,
+) -> list[nn.Sequential]:
     """A GPT-style model split into ``n_stages`` consecutive stages (embedding in the first, head in the last,
     decoder layers spread as evenly as possible)."""
     torch.manual_seed(seed)
@@ -97,7 +106,7 @@ def build_gpt_stages(n_stages: int, vocab: int = 64, d_model: int = 32, n_heads:
     if n_stages > len(mods):
         raise ValueError(f"{n_stages} stages for {len(mods)} modules")
     cuts = [round(k * len(mods) / n_stages) for k in range(n_stages + 1)]
-    return [nn.Sequential(*mods[cuts[k]:cuts[k + 1]]) for k in range(n_stages)]
+    return [nn.Sequential(*mods[cuts[k] : cuts[k + 1]]) for k in range(n_stages)]
 
 
 # ------------------------------------------------------------------------------------------------ the runner
@@ -117,14 +126,17 @@ class PipelineRunner:
         fwd = [b for b in spec.blocks if b.kind != "backward"]
         bwd = [b for b in spec.blocks if b.kind == "backward"]
         if len(fwd) != len(stages) or len(bwd) != len(stages):
-            raise ValueError(f"schedule has {len(fwd)} forward / {len(bwd)} backward blocks for {len(stages)} "
-                             f"stages; need one forward and one backward block per stage")
+            raise ValueError(
+                f"schedule has {len(fwd)} forward / {len(bwd)} backward blocks for {len(stages)} "
+                f"stages; need one forward and one backward block per stage"
+            )
         self.stage_of: dict[str, int] = {}
         self.dev_of_stage: list[str] = []
         for k, b in enumerate(fwd):
             if len(b.devices) != 1:
-                raise ValueError(f"block {b.name} runs on several devices; tensor parallel blocks are not "
-                                 f"executed by this runtime")
+                raise ValueError(
+                    f"block {b.name} runs on several devices; tensor parallel blocks are not executed by this runtime"
+                )
             self.stage_of[b.name] = k
             self.dev_of_stage.append(b.devices[0])
         for b in bwd:
@@ -132,8 +144,9 @@ class PipelineRunner:
                 raise ValueError(f"backward block {b.name} is not on a stage's device")
             self.stage_of[b.name] = self.dev_of_stage.index(b.devices[0])
         ngpu = torch.cuda.device_count() if use_cuda else 0
-        self.torch_dev = {d: (torch.device(f"cuda:{i % ngpu}") if ngpu else torch.device("cpu"))
-                          for i, d in enumerate(spec.devices)}
+        self.torch_dev = {
+            d: (torch.device(f"cuda:{i % ngpu}") if ngpu else torch.device("cpu")) for i, d in enumerate(spec.devices)
+        }
         self.stages = [st.to(self.torch_dev[self.dev_of_stage[k]]) for k, st in enumerate(stages)]
         self.actions = build_actions(schedule)
 
@@ -166,7 +179,7 @@ class PipelineRunner:
                 dev = self.torch_dev[device]
                 for a in acts:
                     if a.kind == "recv":
-                        continue                       # posted; the consuming compute waits on the queue
+                        continue  # posted; the consuming compute waits on the queue
                     k = self.stage_of[a.block]
                     if a.kind == "send":
                         if spec.block(a.block).kind == "backward":
@@ -201,19 +214,28 @@ class PipelineRunner:
                         torch.cuda.synchronize(dev)
                     te = time.perf_counter()
                     with lock:
-                        records.append({"device": device, "name": f"{a.block} #{a.micro}", "block": a.block,
-                                        "micro": a.micro, "kind": spec.block(a.block).kind,
-                                        "start_s": ts - t0, "end_s": te - t0})
-            except BaseException as e:   # surface worker failures in the caller
+                        records.append(
+                            {
+                                "device": device,
+                                "name": f"{a.block} #{a.micro}",
+                                "block": a.block,
+                                "micro": a.micro,
+                                "kind": spec.block(a.block).kind,
+                                "start_s": ts - t0,
+                                "end_s": te - t0,
+                            }
+                        )
+            except BaseException as e:  # surface worker failures in the caller
                 errors.append(e)
-                for q in queues.values():   # unblock peers waiting on this device
+                for q in queues.values():  # unblock peers waiting on this device
                     try:
                         q.put_nowait(None)
                     except queue.Full:
                         pass
 
-        threads = [threading.Thread(target=worker, args=(d, list(acts)), daemon=True)
-                   for d, acts in self.actions.items()]
+        threads = [
+            threading.Thread(target=worker, args=(d, list(acts)), daemon=True) for d, acts in self.actions.items()
+        ]
         for th in threads:
             th.start()
         for th in threads:
@@ -231,9 +253,19 @@ def seconds_per_unit(records: Sequence[dict[str, Any]], schedule: PipelineSchedu
     return vals[len(vals) // 2] if vals else float("nan")
 
 
-def run_schedule(schedule: PipelineSchedule, *, vocab: int = 64, d_model: int = 32, n_heads: int = 2,
-                 n_layers: int = 4, seq_len: int = 16, micro_batch: int = 4, iterations: int = 3, seed: int = 0,
-                 use_cuda: bool = True) -> dict[str, Any]:
+def run_schedule(
+    schedule: PipelineSchedule,
+    *,
+    vocab: int = 64,
+    d_model: int = 32,
+    n_heads: int = 2,
+    n_layers: int = 4,
+    seq_len: int = 16,
+    micro_batch: int = 4,
+    iterations: int = 3,
+    seed: int = 0,
+    use_cuda: bool = True,
+) -> dict[str, Any]:
     """Build the stages, run ``iterations`` iterations of the schedule, compare with one device.
 
     Returns the pipeline loss, the single-device loss of the same batch, the largest gradient difference,
@@ -246,8 +278,10 @@ def run_schedule(schedule: PipelineSchedule, *, vocab: int = 64, d_model: int = 
     g = torch.Generator().manual_seed(seed + 1)
     N = schedule.n_micro
     data = torch.randint(0, vocab, (N * micro_batch, seq_len + 1), generator=g)
-    micro = [(data[m * micro_batch:(m + 1) * micro_batch, :-1], data[m * micro_batch:(m + 1) * micro_batch, 1:])
-             for m in range(N)]
+    micro = [
+        (data[m * micro_batch : (m + 1) * micro_batch, :-1], data[m * micro_batch : (m + 1) * micro_batch, 1:])
+        for m in range(N)
+    ]
     runner = PipelineRunner(schedule, stages, use_cuda=use_cuda)
     times, res = [], None
     for _ in range(iterations):
@@ -271,11 +305,23 @@ def run_schedule(schedule: PipelineSchedule, *, vocab: int = 64, d_model: int = 
                 max_grad_diff = max(max_grad_diff, float((p.grad.cpu() - q.grad).abs().max()))
     unit = seconds_per_unit(res.records, schedule)
     measured = sorted(times)[len(times) // 2]
-    out = {"loss": res.loss, "reference_loss": ref_loss, "max_grad_diff": max_grad_diff,
-           "measured_step_s": measured, "predicted_step_s": schedule.makespan * unit, "seconds_per_unit": unit,
-           "records": res.records, "devices": {d: str(v) for d, v in runner.torch_dev.items()}}
-    log.info("pipeline run: loss %.5f (single device %.5f), %.4fs per iteration, predicted %.4fs",
-             res.loss, ref_loss, measured, out["predicted_step_s"])
+    out = {
+        "loss": res.loss,
+        "reference_loss": ref_loss,
+        "max_grad_diff": max_grad_diff,
+        "measured_step_s": measured,
+        "predicted_step_s": schedule.makespan * unit,
+        "seconds_per_unit": unit,
+        "records": res.records,
+        "devices": {d: str(v) for d, v in runner.torch_dev.items()},
+    }
+    log.info(
+        "pipeline run: loss %.5f (single device %.5f), %.4fs per iteration, predicted %.4fs",
+        res.loss,
+        ref_loss,
+        measured,
+        out["predicted_step_s"],
+    )
     if not math.isfinite(res.loss):
         raise RuntimeError("pipeline loss is not finite")
     return out

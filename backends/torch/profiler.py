@@ -13,6 +13,7 @@ the ops of the given graph, together with the edge sizes at that batch size.
 
 Cost: (warmup + steps) training steps plus O(V + E) bookkeeping.
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,21 +39,24 @@ def _time_ops_cpu(prog: Program, flat, warmup: int, steps: int) -> dict[str, lis
 
     times: dict[str, list[float]] = defaultdict(list)
     with logging_redirect_tqdm():
-        for k in tqdm(range(warmup + steps), desc="profiling (warm-up + measured steps)", unit="step",
-                      disable=None, leave=False):
+        for k in tqdm(
+            range(warmup + steps), desc="profiling (warm-up + measured steps)", unit="step", disable=None, leave=False
+        ):
             rec = (lambda op, s: times[op].append(s)) if k >= warmup else None
             run_program(prog, flat, on_op=rec)
     return times
 
 
-def _time_ops_cuda(prog: Program, flat, warmup: int, steps: int, device: torch.device
-                   ) -> tuple[dict[str, list[float]], dict[str, float]]:
+def _time_ops_cuda(
+    prog: Program, flat, warmup: int, steps: int, device: torch.device
+) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Per-op times with synchronisation around each op, and per-op temporary bytes from the allocator."""
     times: dict[str, list[float]] = defaultdict(list)
     temp: dict[str, float] = {}
     keep = set(prog.outputs)
-    for k in tqdm(range(warmup + steps), desc="profiling (warm-up + measured steps)", unit="step", disable=None,
-                  leave=False):
+    for k in tqdm(
+        range(warmup + steps), desc="profiling (warm-up + measured steps)", unit="step", disable=None, leave=False
+    ):
         env = {r.nid: flat[r.index] for r in prog.nodes if r.kind == "placeholder"}
         env.update({nid: c.to(device) for nid, c in prog.consts.items()})
         get = env.__getitem__
@@ -86,8 +90,16 @@ def _time_ops_cuda(prog: Program, flat, warmup: int, steps: int, device: torch.d
     return times, temp
 
 
-def profile_graph(model: TorchModel, graph: OpGraph, *, granularity: str, device: torch.device,
-                  warmup: int = 5, steps: int = 10, batch_size: int | None = None) -> OpGraph:
+def profile_graph(
+    model: TorchModel,
+    graph: OpGraph,
+    *,
+    granularity: str,
+    device: torch.device,
+    warmup: int = 5,
+    steps: int = 10,
+    batch_size: int | None = None,
+) -> OpGraph:
     """A copy of `graph` with measured compute_s and memory of every op at `batch_size` on `device`."""
     if steps < 1:
         raise ValueError(f"profiler.steps must be >= 1, got {steps}")
@@ -96,9 +108,11 @@ def profile_graph(model: TorchModel, graph: OpGraph, *, granularity: str, device
     measured = build_graph(prog)
     missing = [op for op in graph.ops if op not in measured]
     if missing:
-        raise InvalidGraph(f"graph {graph.name!r} has ops the {granularity}-level capture of {model.name!r} at "
-                           f"batch {b} does not, e.g. {missing[:3]}; capture and profile with the same backend "
-                           f"settings")
+        raise InvalidGraph(
+            f"graph {graph.name!r} has ops the {granularity}-level capture of {model.name!r} at "
+            f"batch {b} does not, e.g. {missing[:3]}; capture and profile with the same backend "
+            f"settings"
+        )
     flat = [t.to(device) for t in prog.flat_inputs(model)]
     if device.type == "cuda":
         times, temp = _time_ops_cuda(prog, flat, warmup, steps, device)
@@ -118,6 +132,5 @@ def profile_graph(model: TorchModel, graph: OpGraph, *, granularity: str, device
             d["bytes"] = measured.nx.edges[u, v]["bytes"]
     out.invalidate()
     total = sum(out.op(o)["compute_s"] for o in out.ops)
-    log.info("profiled %s at batch %d on %s: %d ops, sum of op times %.4g s", model.name, b, device, len(out),
-             total)
+    log.info("profiled %s at batch %d on %s: %d ops, sum of op times %.4g s", model.name, b, device, len(out), total)
     return out

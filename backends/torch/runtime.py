@@ -23,6 +23,7 @@ Measured: wall-clock step time (warm-up steps discarded, median of the rest), pe
 (allocator peaks on dedicated GPUs, live-tensor accounting otherwise), bytes copied between devices per step.
 Correctness: the first placed step can be compared with a single-device execution of the same program.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,10 +32,11 @@ import queue
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -55,7 +57,7 @@ class PhysDevice:
     name: str
     torch_device: torch.device
     memory_limit: float = math.inf
-    shared: bool = False              # several cluster devices on this physical device
+    shared: bool = False  # several cluster devices on this physical device
     stream: Any = None
     copy_stream: Any = None
 
@@ -75,8 +77,7 @@ def map_devices(cluster: Cluster, prefer: str = "auto") -> list[PhysDevice]:
     gpus = [d for d in cluster.devices if d.type == "GPU" or (prefer == "cuda" and d.type != "TPU")]
     out: list[PhysDevice] = []
     if gpus and not use_cuda:
-        log.warning("cluster %r has GPU devices but no GPU is used here: they run as virtual CPU devices",
-                    cluster.name)
+        log.warning("cluster %r has GPU devices but no GPU is used here: they run as virtual CPU devices", cluster.name)
     gpu_index = {d.name: k for k, d in enumerate(gpus)}
     per_cuda: dict[int, int] = defaultdict(int)
     for d in cluster.devices:
@@ -86,8 +87,9 @@ def map_devices(cluster: Cluster, prefer: str = "auto") -> list[PhysDevice]:
         if use_cuda and d.name in gpu_index:
             i = gpu_index[d.name] % n_cuda
             dev = torch.device("cuda", i)
-            out.append(PhysDevice(d.name, dev, d.memory_bytes, per_cuda[i] > 1,
-                                  torch.cuda.Stream(dev), torch.cuda.Stream(dev)))
+            out.append(
+                PhysDevice(d.name, dev, d.memory_bytes, per_cuda[i] > 1, torch.cuda.Stream(dev), torch.cuda.Stream(dev))
+            )
         else:
             out.append(PhysDevice(d.name, torch.device("cpu"), d.memory_bytes, True))
     return out
@@ -174,9 +176,16 @@ class PlacedExecutor:
     Setup is O(N + U) for N traced nodes and U uses; a step costs the ops plus O(N) Python work.
     """
 
-    def __init__(self, prog: Program, placement: Mapping[str, str], schedule: Mapping[str, Sequence[str]],
-                 devices: Sequence[PhysDevice], params: Sequence[torch.Tensor], states: Sequence[torch.Tensor],
-                 batch: Sequence[torch.Tensor]):
+    def __init__(
+        self,
+        prog: Program,
+        placement: Mapping[str, str],
+        schedule: Mapping[str, Sequence[str]],
+        devices: Sequence[PhysDevice],
+        params: Sequence[torch.Tensor],
+        states: Sequence[torch.Tensor],
+        batch: Sequence[torch.Tensor],
+    ):
         self.prog = prog
         self.devices = list(devices)
         self.pos = {d.name: i for i, d in enumerate(self.devices)}
@@ -184,8 +193,9 @@ class PlacedExecutor:
             if op not in placement:
                 raise InvalidPlacement(f"op {op!r} is not placed")
             if placement[op] not in self.pos:
-                raise InvalidPlacement(f"op {op!r} is placed on unknown device {placement[op]!r}; devices: "
-                                       f"{list(self.pos)}")
+                raise InvalidPlacement(
+                    f"op {op!r} is placed on unknown device {placement[op]!r}; devices: {list(self.pos)}"
+                )
         self.order: list[list[str]] = [[] for _ in self.devices]
         seen: set[str] = set()
         for dev, ops in schedule.items():
@@ -202,8 +212,10 @@ class PlacedExecutor:
                 self.order[self.pos[dev]].append(op)
         missing = [op for op in prog.op_nodes if op not in seen]
         if missing:
-            raise InvalidSchedule(f"op {missing[0]!r} is missing from the schedule of device "
-                                  f"{placement[missing[0]]!r} ({len(missing)} ops missing)")
+            raise InvalidSchedule(
+                f"op {missing[0]!r} is missing from the schedule of device "
+                f"{placement[missing[0]]!r} ({len(missing)} ops missing)"
+            )
         self.node_dev: dict[int, int] = {nid: self.pos[placement[op]] for nid, op in prog.op_of.items()}
         self._check_deadlock(placement)
         nodes = prog.nodes
@@ -211,13 +223,13 @@ class PlacedExecutor:
         # What a training step hands to the next one: the loss, new parameters and new optimizer state.  The
         # gradients are also program outputs (for the correctness check) but are freed after their last use,
         # as a training step frees them; `step(retain_grads=True)` keeps them, outside the accounting.
-        self.grad_nids = set(prog.outputs[1:1 + P])
+        self.grad_nids = set(prog.outputs[1 : 1 + P])
         keep = set(prog.outputs) - self.grad_nids
         # In-place updates: a parameter (or state) and its new value on the same device share one storage in
         # a real optimizer step (p.sub_(lr * g)); the captured program is functional, so the old value is
         # released once its new value exists and its last local reader has run (it stays in memory otherwise).
         ph_of_index = {r.index: r.nid for r in nodes if r.kind == "placeholder"}
-        self.replaces: dict[int, int] = {}       # new-value nid -> placeholder nid it replaces
+        self.replaces: dict[int, int] = {}  # new-value nid -> placeholder nid it replaces
         for k in range(P + P * prog.n_state):
             out_nid, ph_nid = prog.outputs[1 + P + k], ph_of_index[k]
             if nodes[out_nid].kind == "call" and self.node_dev[out_nid] == self.node_dev[ph_nid]:
@@ -228,7 +240,7 @@ class PlacedExecutor:
         self.frees: list[dict[int, list[int]]] = [defaultdict(list) for _ in self.devices]
         self.drop_now: set[int] = set()
         local_use: set[tuple[int, int]] = set()
-        self.local_read: set[int] = set()        # placeholders read by an op on their own device
+        self.local_read: set[int] = set()  # placeholders read by an op on their own device
         for d, ops in enumerate(self.order):
             last: dict[int, int] = {}
             for op in ops:
@@ -304,8 +316,11 @@ class PlacedExecutor:
                     ptr[d] += 1
                     progress = True
         if len(done) < len(prog.op_nodes):
-            stuck = [(self.devices[d].name, ops[ptr[d]], sorted(preds[ops[ptr[d]]] - done)[:3])
-                     for d, ops in enumerate(self.order) if ptr[d] < len(ops)]
+            stuck = [
+                (self.devices[d].name, ops[ptr[d]], sorted(preds[ops[ptr[d]]] - done)[:3])
+                for d, ops in enumerate(self.order)
+                if ptr[d] < len(ops)
+            ]
             desc = "; ".join(f"device {dv!r} waits at op {op!r} for {w}" for dv, op, w in stuck)
             raise InvalidSchedule(f"schedule deadlocks: {desc}")
 
@@ -352,14 +367,19 @@ class PlacedExecutor:
                     self.peak[d] = live[d]
                 over = live[d] > devs[d].memory_limit
             if over and delta > 0:
-                raise OutOfMemory(f"out of memory on device {devs[d].name!r} at {what}: "
-                                  f"{live[d]:.6g} bytes live, limit {devs[d].memory_limit:.6g}",
-                                  op=what, device=devs[d].name, used_bytes=live[d],
-                                  limit_bytes=devs[d].memory_limit)
+                raise OutOfMemory(
+                    f"out of memory on device {devs[d].name!r} at {what}: "
+                    f"{live[d]:.6g} bytes live, limit {devs[d].memory_limit:.6g}",
+                    op=what,
+                    device=devs[d].name,
+                    used_bytes=live[d],
+                    limit_bytes=devs[d].memory_limit,
+                )
 
         def send(i: int, val: Any, src: int, ready: Any) -> None:
             nb = prog.nodes[i].nbytes
             for d in self.sends.get(i, ()):
+
                 def done(out, ev, d=d, i=i, nb=nb):
                     if isinstance(ev, BaseException):
                         errors.append(ev)
@@ -376,6 +396,7 @@ class PlacedExecutor:
                         errors.append(exc)
                         abort.set()
                     arrived[d][i].set()
+
                 self.engines[d].submit(val, devs[src], ready, done)
 
         def worker(d: int) -> None:
@@ -396,8 +417,9 @@ class PlacedExecutor:
                 if i in consts:
                     return consts[i]
                 if self.node_dev.get(i) == d:
-                    raise InvalidSchedule(f"device {dev.name!r} needs the value of op {prog.op_of[i]!r} "
-                                          f"before running it")
+                    raise InvalidSchedule(
+                        f"device {dev.name!r} needs the value of op {prog.op_of[i]!r} before running it"
+                    )
                 ev = arrived[d][i]
                 tw = time.perf_counter()
                 while not ev.wait(0.05):
@@ -452,7 +474,7 @@ class PlacedExecutor:
                                 if retain_grads and i in self.grad_nids:
                                     retained[i] = v
                                 if self.node_dev[i] != d:
-                                    freed = prog.nodes[i].nbytes        # a received copy
+                                    freed = prog.nodes[i].nbytes  # a received copy
                                 else:
                                     freed = prog.nodes[i].alloc_bytes
                                 account(d, -freed, repr(op))
@@ -509,7 +531,7 @@ class PlacedExecutor:
                 outs.append(envs[d].get(i, retained.get(i)))
             elif i in envs[d]:
                 outs.append(envs[d][i])
-            else:                              # a placeholder passed through unchanged
+            else:  # a placeholder passed through unchanged
                 outs.append(self.store[i])
         P, S = prog.n_params, prog.n_params * prog.n_state
         ph = {r.index: r.nid for r in prog.nodes if r.kind == "placeholder"}
@@ -566,8 +588,8 @@ class PlacedExecutor:
         op_times: dict[str, float] = {}
         retained: dict[int, Any] = {}
         half_done: set[int] = set()
-        pending = {i: len(dests) for i, dests in self.sends.items()}   # copies still to make per value
-        held: dict[int, Any] = {}          # freed locally, kept (and accounted) until its last copy
+        pending = {i: len(dests) for i, dests in self.sends.items()}  # copies still to make per value
+        held: dict[int, Any] = {}  # freed locally, kept (and accounted) until its last copy
         ran: set[str] = set()
 
         trace = self.memory_trace
@@ -580,10 +602,14 @@ class PlacedExecutor:
             if trace is not None:
                 trace.append((now[0], devs[d].name, live[d], what))
             if delta > 0 and live[d] > devs[d].memory_limit:
-                raise OutOfMemory(f"out of memory on device {devs[d].name!r} at {what}: "
-                                  f"{live[d]:.6g} bytes live, limit {devs[d].memory_limit:.6g}",
-                                  op=what, device=devs[d].name, used_bytes=live[d],
-                                  limit_bytes=devs[d].memory_limit)
+                raise OutOfMemory(
+                    f"out of memory on device {devs[d].name!r} at {what}: "
+                    f"{live[d]:.6g} bytes live, limit {devs[d].memory_limit:.6g}",
+                    op=what,
+                    device=devs[d].name,
+                    used_bytes=live[d],
+                    limit_bytes=devs[d].memory_limit,
+                )
 
         def free_home(i: int, d: int, nbytes: float, what: str) -> None:
             v = envs[d].pop(i, None)
@@ -601,8 +627,9 @@ class PlacedExecutor:
             src = self.node_dev[i]
             v = envs[src].get(i, held.get(i))
             if v is None:
-                raise InvalidSchedule(f"the plan copies the value of op {prog.op_of[i]!r} to "
-                                      f"{devs[dst].name!r} before it exists")
+                raise InvalidSchedule(
+                    f"the plan copies the value of op {prog.op_of[i]!r} to {devs[dst].name!r} before it exists"
+                )
             envs[dst][i] = _map_tensors(v, lambda t: t.clone())
             self._copied.setdefault(i, set()).add(dst)
             nb = prog.nodes[i].nbytes
@@ -611,8 +638,11 @@ class PlacedExecutor:
             pending[i] -= 1
             if pending[i] == 0 and i in held:
                 held.pop(i)
-                account(src, -(prog.nodes[i].alloc_bytes if prog.nodes[i].kind == "call" else 0.0),
-                        f"copy of {prog.op_of[i]!r}")
+                account(
+                    src,
+                    -(prog.nodes[i].alloc_bytes if prog.nodes[i].kind == "call" else 0.0),
+                    f"copy of {prog.op_of[i]!r}",
+                )
 
         def release_old(ph: int, d: int, what: str) -> None:
             if ph in half_done:
@@ -631,10 +661,12 @@ class PlacedExecutor:
                 if i in consts:
                     return consts[i]
                 if self.node_dev.get(i) != d and prog.op_of[i] in ran:
-                    copy_to(i, d)                 # a copy the plan did not list: made on first use
+                    copy_to(i, d)  # a copy the plan did not list: made on first use
                     return env[i]
-                raise InvalidSchedule(f"op {op!r} on {devs[d].name!r} needs the value of op "
-                                      f"{prog.op_of[i]!r}, which the plan has not produced yet")
+                raise InvalidSchedule(
+                    f"op {op!r} on {devs[d].name!r} needs the value of op "
+                    f"{prog.op_of[i]!r}, which the plan has not produced yet"
+                )
 
             t_op = time.perf_counter()
             for nid in prog.op_nodes[op]:
@@ -672,7 +704,7 @@ class PlacedExecutor:
         for i, d in self.placeholder_dev.items():
             envs[d][i] = self.store[i]
             account(d, prog.nodes[i].nbytes, "parameters and inputs")
-        late: dict[str, list[int]] = defaultdict(list)   # copies planned before their producer ran (ties)
+        late: dict[str, list[int]] = defaultdict(list)  # copies planned before their producer ran (ties)
 
         def deliver(op: str, d: int) -> None:
             for nid in prog.op_nodes[op]:
@@ -686,7 +718,7 @@ class PlacedExecutor:
                 for dst in late.pop(op, ()):
                     deliver(op, dst)
             elif op in ran or not any(prog.nodes[nid].kind == "call" for nid in prog.op_nodes[op]):
-                deliver(op, d)                    # Variable and Input ops hold their values from the start
+                deliver(op, d)  # Variable and Input ops hold their values from the start
             else:
                 late[op].append(d)
         elapsed = time.perf_counter() - t0
@@ -712,8 +744,9 @@ def set_threads(n_cpu_workers: int, threads: int | None) -> tuple[int, int]:
     return prev, per
 
 
-def compare_outputs(a: Sequence[Any], b: Sequence[Any], prog: Program, rtol: float = 1e-4,
-                    atol: float = 1e-6) -> dict[str, Any]:
+def compare_outputs(
+    a: Sequence[Any], b: Sequence[Any], prog: Program, rtol: float = 1e-4, atol: float = 1e-6
+) -> dict[str, Any]:
     """Loss and gradient agreement between two flat output lists (e.g. placed vs single device)."""
     sa, sb = prog.split_outputs(a), prog.split_outputs(b)
     loss_a, loss_b = float(sa["loss"]), float(sb["loss"])
@@ -725,8 +758,13 @@ def compare_outputs(a: Sequence[Any], b: Sequence[Any], prog: Program, rtol: flo
             worst, worst_name = diff, name
         if not torch.allclose(ga, gb, rtol=rtol, atol=atol):
             ok = False
-    return {"correct": ok, "loss": loss_a, "reference_loss": loss_b, "max_grad_abs_diff": worst,
-            "worst_param": worst_name}
+    return {
+        "correct": ok,
+        "loss": loss_a,
+        "reference_loss": loss_b,
+        "max_grad_abs_diff": worst,
+        "worst_param": worst_name,
+    }
 
 
 def reference_step(prog: Program, flat: Sequence[torch.Tensor]) -> list[Any]:
@@ -734,5 +772,13 @@ def reference_step(prog: Program, flat: Sequence[torch.Tensor]) -> list[Any]:
     return run_program(prog, flat)
 
 
-__all__ = ["PhysDevice", "map_devices", "copy_value", "CopyEngine", "PlacedExecutor", "set_threads",
-           "compare_outputs", "reference_step"]
+__all__ = [
+    "PhysDevice",
+    "map_devices",
+    "copy_value",
+    "CopyEngine",
+    "PlacedExecutor",
+    "set_threads",
+    "compare_outputs",
+    "reference_step",
+]

@@ -1,4 +1,5 @@
 """Fixtures shared by the backend tests."""
+
 from __future__ import annotations
 
 import pytest

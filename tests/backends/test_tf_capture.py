@@ -1,5 +1,6 @@
 """TensorFlow backend: model zoo and capture (colocation groups, phases, forward/backward pairing, sizes),
 and every configured placer respecting the captured colocation groups."""
+
 from __future__ import annotations
 
 import glob
@@ -20,8 +21,21 @@ from backends.tensorflow.config import CONF_DIR, load_model_cfg  # noqa: E402
 
 pytestmark = pytest.mark.tf
 
-GNMT_PREFIXES = ("data", "embed", "enc/l0", "enc/l1", "enc/l2", "enc/l3", "dec/l0", "dec/l1", "dec/l2", "dec/l3",
-                 "attention", "proj", "loss")
+GNMT_PREFIXES = (
+    "data",
+    "embed",
+    "enc/l0",
+    "enc/l1",
+    "enc/l2",
+    "enc/l3",
+    "dec/l0",
+    "dec/l1",
+    "dec/l2",
+    "dec/l3",
+    "attention",
+    "proj",
+    "loss",
+)
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +63,12 @@ def test_linreg_capture_structure(backend):
     grp = g.op("RMSProp/update_linreg/kernel/ResourceApplyRMSProp")["colocation"]
     assert grp == "linreg/kernel"
     members = set(g.colocation_groups()[grp])
-    assert {"linreg/kernel", "linreg/MatMul/ReadVariableOp", "linreg/kernel/RMSProp",
-            "linreg/kernel/RMSProp_1"} <= members
+    assert {
+        "linreg/kernel",
+        "linreg/MatMul/ReadVariableOp",
+        "linreg/kernel/RMSProp",
+        "linreg/kernel/RMSProp_1",
+    } <= members
     # forward/backward pairing from the gradient scopes
     assert g.op("gradients/linreg/MatMul_grad/MatMul")["forward_of"] == "linreg/MatMul"
     assert g.op("gradients/linreg/MatMul_grad/MatMul")["phase"] == "backward"
@@ -70,6 +88,7 @@ def test_batch_dimension_resolved_at_other_batch(backend):
 
 def test_unknown_family_and_optimizer_fail_clearly(backend):
     from algorithms.errors import ConfigError
+
     with pytest.raises(ConfigError, match="family"):
         backend.build({"name": "x", "family": "resnet", "batch_size": 2})
     with pytest.raises(ConfigError, match="optimizer"):
@@ -81,10 +100,10 @@ def test_gnmt_names_colocation_and_pairing(backend):
     m = _model(backend, "gnmt_tiny", optimizer="rmsprop")
     g = backend.capture(m)
     for name, a in g.nx.nodes(data=True):
-        base = name[len("gradients/"):] if name.startswith("gradients/") else name
+        base = name[len("gradients/") :] if name.startswith("gradients/") else name
         if a["phase"] == "update":
             continue
-        if base.startswith(("AddN", "Shape", "grad_ys", "Fill")):   # gradient plumbing outside any layer
+        if base.startswith(("AddN", "Shape", "grad_ys", "Fill")):  # gradient plumbing outside any layer
             continue
         assert base.startswith(GNMT_PREFIXES), name
     # every expert rule matches ops; every LSTM layer has its own variables and ops
@@ -107,9 +126,11 @@ def test_other_families_capture(backend, name):
     g = backend.capture(m)
     assert len(g) > 100 and g.colocation_groups()
     top = {n.split("/")[0] for n in g.ops if not n.startswith("gradients")}
-    expected = {"inception_v3_tiny": {"stem", "mixed0", "mixed10", "logits", "loss"},
-                "transformer_tiny": {"embed", "enc", "dec", "proj", "loss"},
-                "gpt_tiny": {"embed", "dec", "proj", "loss"}}[name]
+    expected = {
+        "inception_v3_tiny": {"stem", "mixed0", "mixed10", "logits", "loss"},
+        "transformer_tiny": {"embed", "enc", "dec", "proj", "loss"},
+        "gpt_tiny": {"embed", "dec", "proj", "loss"},
+    }[name]
     assert expected <= top
 
 
@@ -125,7 +146,7 @@ _PROFILED: dict[str, tuple] = {}
 
 
 def _place_all(backend, model_name, cluster, path, rules):
-    if model_name not in _PROFILED:   # one profile per model for all placers
+    if model_name not in _PROFILED:  # one profile per model for all placers
         m = _model(backend, model_name, optimizer="rmsprop")
         _PROFILED[model_name] = (m, backend.profile(m, backend.capture(m), warmup=1, steps=1))
     m, g = _PROFILED[model_name]
@@ -174,6 +195,7 @@ def test_backend_config_instantiates():
     backend = instantiate(OmegaConf.load(os.path.join(CONF_DIR, "backend", "tensorflow.yaml")))
     assert isinstance(backend, TFBackend) and backend.name == "tensorflow"
     from algorithms.errors import ConfigError
+
     with pytest.raises(ConfigError, match="profile_inter_op_threads"):
         TFBackend(profile_inter_op_threads=2)
     assert TFBackend(profile_inter_op_threads=2, profile_calibration="none").profile_inter_op_threads == 2

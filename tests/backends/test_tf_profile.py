@@ -1,5 +1,6 @@
 """TensorFlow backend: step-stats profiler (warm-up then traced steps, memory fields, multi-kernel ops counted
 whole, profile at another batch size) and the communication micro-benchmark."""
+
 from __future__ import annotations
 
 import math
@@ -57,6 +58,7 @@ def test_profile_calibrated_to_untraced_step(mlp):
     total = sum(a["compute_s"] for _, a in p.nx.nodes(data=True))
     assert total == pytest.approx(info["untraced_step_s"], rel=0.02)
     from algorithms.errors import ConfigError
+
     with pytest.raises(ConfigError, match="calibration"):
         TFBackend(profile_calibration="magic")
 
@@ -82,21 +84,32 @@ def _stats(entries):
 
 def test_multi_kernel_op_counted_whole():
     gpu = "/job:localhost/replica:0/task:0/device:GPU:0"
-    ss = _stats([(gpu, "conv", 5_000, []),                      # launch record
-                 (gpu + "/stream:7", "conv:Conv2D", 30_000, []),  # kernel 1
-                 (gpu + "/stream:8", "conv:Conv2D", 20_000, []),  # kernel 2
-                 (gpu + "/stream:all", "conv:Conv2D", 50_000, []),
-                 (gpu, "relu", 2_000, [])])
+    ss = _stats(
+        [
+            (gpu, "conv", 5_000, []),  # launch record
+            (gpu + "/stream:7", "conv:Conv2D", 30_000, []),  # kernel 1
+            (gpu + "/stream:8", "conv:Conv2D", 20_000, []),  # kernel 2
+            (gpu + "/stream:all", "conv:Conv2D", 50_000, []),
+            (gpu, "relu", 2_000, []),
+        ]
+    )
     stats = parse_step_stats(ss, {"conv", "relu"})
-    assert stats["conv"].time_s == pytest.approx(50e-6)       # both kernels, launch record excluded
+    assert stats["conv"].time_s == pytest.approx(50e-6)  # both kernels, launch record excluded
     assert stats["relu"].time_s == pytest.approx(2e-6)
 
 
 def test_allocation_peaks_per_device():
     c0 = "/job:localhost/replica:0/task:0/device:CPU:0"
     c1 = "/job:localhost/replica:0/task:0/device:CPU:1"
-    ss = _stats([(c0, "a", 1, [(1, 100)]), (c0, "b", 1, [(2, 50)]), (c0, "c", 1, [(3, -100)]),
-                 (c0, "d", 1, [(4, 30)]), (c1, "e", 1, [(1, 7)])])
+    ss = _stats(
+        [
+            (c0, "a", 1, [(1, 100)]),
+            (c0, "b", 1, [(2, 50)]),
+            (c0, "c", 1, [(3, -100)]),
+            (c0, "d", 1, [(4, 30)]),
+            (c1, "e", 1, [(1, 7)]),
+        ]
+    )
     assert allocation_peaks(ss, {"CPU:0": "cpu0", "CPU:1": "cpu1"}) == {"cpu0": 150.0, "cpu1": 7.0}
 
 

@@ -1,5 +1,6 @@
 """TensorFlow backend: placed execution on 2 to 4 virtual CPU devices, measured against a single device and
 against the simulator's accounting."""
+
 from __future__ import annotations
 
 import pytest
@@ -51,8 +52,11 @@ def _check_against_single(backend, m, g, cluster, placement, warmup=1, steps=3):
 def test_mlp_split_over_two_cpus_matches_single_device(backend):
     m, g = _prepared(backend, "mlp_tiny", optimizer="rmsprop")
     cluster = uniform_cluster(2, 4e9)
-    placement = ExpertPlacer([["l0", 0], ["l1", 1], ["out", 1], ["loss", 1]],
-                             strip_prefixes=["gradients/"]).place(g, cluster).assignment
+    placement = (
+        ExpertPlacer([["l0", 0], ["l1", 1], ["out", 1], ["loss", 1]], strip_prefixes=["gradients/"])
+        .place(g, cluster)
+        .assignment
+    )
     _check_against_single(backend, m, g, cluster, placement)
 
 
@@ -60,7 +64,7 @@ def test_split_colocation_group_is_refused(backend):
     m, g = _prepared(backend, "linreg_tiny")
     cluster = uniform_cluster(2, 4e9)
     placement = {op: "cpu0" for op in g.ops}
-    placement["linreg/MatMul/ReadVariableOp"] = "cpu1"     # its variable stays on cpu0
+    placement["linreg/MatMul/ReadVariableOp"] = "cpu1"  # its variable stays on cpu0
     with pytest.raises(InvalidPlacement, match="colocation"):
         backend.run(m, g, placement, {}, cluster, warmup=0, steps=1)
 
@@ -76,12 +80,26 @@ def test_gnmt_expert_on_four_cpus(backend):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,rules", [
-    ("inception_v3_tiny", [["stem", 0], ["mixed0", 0], ["mixed1", 0], ["mixed2", 0], ["mixed3", 1], ["mixed", 1],
-                           ["logits", 1], ["loss", 1]]),
-    ("transformer_tiny", [["embed", 0], ["enc", 0], ["dec", 1], ["proj", 1], ["loss", 1]]),
-    ("gpt_tiny", [["embed", 0], ["dec/l0", 0], ["dec/l1", 1], ["proj", 1], ["loss", 1]]),
-])
+@pytest.mark.parametrize(
+    "name,rules",
+    [
+        (
+            "inception_v3_tiny",
+            [
+                ["stem", 0],
+                ["mixed0", 0],
+                ["mixed1", 0],
+                ["mixed2", 0],
+                ["mixed3", 1],
+                ["mixed", 1],
+                ["logits", 1],
+                ["loss", 1],
+            ],
+        ),
+        ("transformer_tiny", [["embed", 0], ["enc", 0], ["dec", 1], ["proj", 1], ["loss", 1]]),
+        ("gpt_tiny", [["embed", 0], ["dec/l0", 0], ["dec/l1", 1], ["proj", 1], ["loss", 1]]),
+    ],
+)
 def test_other_families_on_two_cpus(backend, name, rules):
     m, g = _prepared(backend, name)
     cluster = uniform_cluster(2, 4e9)
@@ -95,10 +113,12 @@ def test_session_devices_for_cluster():
     from backends.tensorflow.session import cluster_session_config, device_map, physical_gpus
 
     mixed = Cluster([Device("host", "CPU"), Device("g0", "GPU", 2e9), Device("c1", "CPU"), Device("g1", "GPU", 2e9)])
-    assert device_map(mixed) == {"host": "/job:localhost/replica:0/task:0/device:CPU:0",
-                                 "g0": "/job:localhost/replica:0/task:0/device:GPU:0",
-                                 "c1": "/job:localhost/replica:0/task:0/device:CPU:1",
-                                 "g1": "/job:localhost/replica:0/task:0/device:GPU:1"}
+    assert device_map(mixed) == {
+        "host": "/job:localhost/replica:0/task:0/device:CPU:0",
+        "g0": "/job:localhost/replica:0/task:0/device:GPU:0",
+        "c1": "/job:localhost/replica:0/task:0/device:CPU:1",
+        "g1": "/job:localhost/replica:0/task:0/device:GPU:1",
+    }
     cpu = cluster_session_config(uniform_cluster(3), inter_op_threads=2, intra_op_threads=1)
     assert cpu.device_count["CPU"] == 3 and cpu.inter_op_parallelism_threads == 2
     assert cpu.graph_options.rewrite_options.disable_meta_optimizer

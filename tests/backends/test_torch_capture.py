@@ -1,6 +1,7 @@
 """PyTorch backend, capture: the training step becomes an OpGraph with phases, forward_of links, persistent
 memory and edge sizes, named by module scope; re-executing it op by op reproduces the model's loss, gradients
 and optimizer update."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,8 +15,20 @@ from backends.torch.config import load_model_cfg  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("torch_one_thread")]
 
-GNMT_PREFIXES = ("embed", "enc/l0", "enc/l1", "enc/l2", "enc/l3", "dec/l0", "dec/l1", "dec/l2", "dec/l3",
-                 "attention", "proj", "loss")
+GNMT_PREFIXES = (
+    "embed",
+    "enc/l0",
+    "enc/l1",
+    "enc/l2",
+    "enc/l3",
+    "dec/l0",
+    "dec/l1",
+    "dec/l2",
+    "dec/l3",
+    "attention",
+    "proj",
+    "loss",
+)
 
 
 def _eager_reference(model):
@@ -61,9 +74,14 @@ def test_linreg_structure_and_replay(granularity, optimizer):
     # the variable holds its parameter (and RMSProp's square average) as persistent memory
     state = 2 if optimizer == "rmsprop" else 1
     assert g.op("linear/weight")["persistent_bytes"] == 16 * 4 * state
-    assert g.op("linear/weight")["colocation"] == g.op("linear/weight/update" if granularity == "module"
-                                                        else next(o for o in g.ops if o.startswith(
-                                                            "linear/weight/update/")))["colocation"]
+    assert (
+        g.op("linear/weight")["colocation"]
+        == g.op(
+            "linear/weight/update"
+            if granularity == "module"
+            else next(o for o in g.ops if o.startswith("linear/weight/update/"))
+        )["colocation"]
+    )
     # the input x is [8, 16] float32 and crosses to the matmul
     x_edges = [d["bytes"] for _, _, d in g.nx.out_edges("data/in0", data=True)]
     assert x_edges and max(x_edges) == 8 * 16 * 4
@@ -91,8 +109,9 @@ def test_module_granularity_is_coarser():
     op = TorchBackend(granularity="operator").capture(TorchBackend().build(load_model_cfg("mlp_tiny")))
     mod = TorchBackend(granularity="module").capture(TorchBackend().build(load_model_cfg("mlp_tiny")))
     assert len(mod) < len(op)
-    assert sum(a["persistent_bytes"] for _, a in op.nx.nodes(data=True)) == \
-        sum(a["persistent_bytes"] for _, a in mod.nx.nodes(data=True))
+    assert sum(a["persistent_bytes"] for _, a in op.nx.nodes(data=True)) == sum(
+        a["persistent_bytes"] for _, a in mod.nx.nodes(data=True)
+    )
 
 
 @pytest.mark.slow

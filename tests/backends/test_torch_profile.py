@@ -1,5 +1,6 @@
 """PyTorch backend, profiling: measured per-op times and memory, profiles at another batch size, and the
 communication micro-benchmark's least-squares fit."""
+
 from __future__ import annotations
 
 import pytest

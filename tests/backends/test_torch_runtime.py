@@ -1,6 +1,7 @@
 """PyTorch backend, placed execution: random placements, expert and single-device placements, and every placer
 configured under conf/placer give the same loss and gradients as a single-device step; bad schedules and
 memory caps are reported."""
+
 from __future__ import annotations
 
 import functools
@@ -29,7 +30,7 @@ pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("torch_one_thread")]
 PLACER_FILES = sorted(glob.glob(os.path.join(CONF_DIR, "placer", "*.yaml")))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached_setup(name, granularity, overrides):
     return _build(name, granularity, **dict(overrides))
 
@@ -160,8 +161,7 @@ def test_every_configured_placer(path, name):
     """Whatever placers exist under conf/placer/ when this runs: place, schedule, run, compare."""
     cfg = load_model_cfg(name)
     backend, model, graph = _setup(name, "module")
-    cluster = Cluster.from_dict(OmegaConf.to_container(OmegaConf.load(os.path.join(CONF_DIR, "cluster",
-                                                                                   "cpu4.yaml"))))
+    cluster = Cluster.from_dict(OmegaConf.to_container(OmegaConf.load(os.path.join(CONF_DIR, "cluster", "cpu4.yaml"))))
     try:
         placer = _configured_placer(path, cfg)
     except Exception as exc:  # a config this test cannot resolve on its own
@@ -212,8 +212,9 @@ def test_placed_run_times_every_op_on_request():
     for members in groups.values():  # keep colocation
         for m in members:
             pl[m] = pl[members[0]]
-    res = backend.run(model, graph, pl, topological_schedule(graph, pl, cluster.names), cluster, warmup=1,
-                      steps=2, time_ops=True)
+    res = backend.run(
+        model, graph, pl, topological_schedule(graph, pl, cluster.names), cluster, warmup=1, steps=2, time_ops=True
+    )
     times = res.extra["op_times_s"]
     assert set(times) == set(graph.ops)
     assert all(t >= 0 for t in times.values())
@@ -245,11 +246,13 @@ def test_planned_run_follows_the_simulated_memory(seed):
     assign = random_placement(graph, cluster, seed)
     schedule = topological_schedule(graph, assign, cluster.names)
     sim = simulate(graph, cluster, assign, schedule)
-    plan = ({n: sim.start[i] for i, n in enumerate(sim.names)},
-            [(op, dst, arrive) for op, _, dst, _, arrive, _ in sim.transfers])
+    plan = (
+        {n: sim.start[i] for i, n in enumerate(sim.names)},
+        [(op, dst, arrive) for op, _, dst, _, arrive, _ in sim.transfers],
+    )
     r = backend.run(model, graph, assign, schedule, cluster, warmup=0, steps=2, plan=plan)
     assert r.extra["correct"], r.extra
-    assert r.extra["losses"][1] != r.extra["losses"][0]          # parameters were updated between steps
+    assert r.extra["losses"][1] != r.extra["losses"][0]  # parameters were updated between steps
     for d in cluster.names:
         assert r.peak_memory_bytes[d] == pytest.approx(sim.peak_memory[d], rel=0.1), d
     assert r.traffic_bytes >= 0.5 * sim.traffic_bytes

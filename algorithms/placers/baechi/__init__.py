@@ -1,5 +1,6 @@
 """Baechi's placers (seed 001, sections 2-4): m-TOPO, m-ETF and m-SCT, and their placement-time execution
 model (`common`)."""
+
 from .m_etf import METFPlacer
 from .m_sct import MSCTPlacer, favorite_children
 from .m_topo import MTOPOPlacer

@@ -37,6 +37,7 @@ Choices where the paper is vague (recorded here, repeated in the placers' docstr
 Complexity: each estimate costs O(in-degree) (plus a sort of the new transfers in sequential mode); each
 memory check O(k + S / 8) numpy work for k new copies and S ops already on the device.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -96,8 +97,14 @@ class DeviceMemory:
     def _pending_upto(self, s: float) -> float:
         return sum(b for t, b in self.pending if t <= s)
 
-    def bound_if(self, s: float, persist: float, at_start: float, copies: list[tuple[float, float]],
-                 release: tuple[int, float] | None = None) -> float:
+    def bound_if(
+        self,
+        s: float,
+        persist: float,
+        at_start: float,
+        copies: list[tuple[float, float]],
+        release: tuple[int, float] | None = None,
+    ) -> float:
         """Upper bound of this device's peak if an op started at `s` allocating `persist` persistent bytes,
         `at_start` bytes at its start, received `copies` (arrival, bytes), and released `release` =
         (slot, bytes) of a colocation reservation. O(len(copies) log + S) with numpy."""
@@ -131,7 +138,7 @@ class DeviceMemory:
 
     def bound(self) -> float:
         """Current upper bound of the peak (persistent + the largest slot)."""
-        return self.persistent + max(float(self.val[:self.n].max()), self.level)
+        return self.persistent + max(float(self.val[: self.n].max()), self.level)
 
     # ----------------------------------------------------------------- updates
     def open_slot(self, s: float) -> int:
@@ -150,7 +157,7 @@ class DeviceMemory:
         if not b:
             return
         k = self.slot(t)
-        self.val[k:self.n] += b
+        self.val[k : self.n] += b
         self.level += b
         if real:
             self.events.append((t, 1, seq, b))
@@ -166,14 +173,14 @@ class DeviceMemory:
         if k >= self.n - 1:
             heapq.heappush(self.pending, (t, b))
         else:
-            self.val[k + 1:self.n] -= b
+            self.val[k + 1 : self.n] -= b
             self.level -= b
 
     def release(self, k: int, b: float) -> None:
         """Give back `b` reserved bytes in slots k.. (a colocation member is being placed)."""
         if not b:
             return
-        self.val[k:self.n] -= b
+        self.val[k : self.n] -= b
         self.level -= b
 
     def exact_peak(self) -> float:
@@ -249,8 +256,7 @@ class ExecModel:
     refused, which gives the classical, memory-oblivious ETF / SCT.
     """
 
-    def __init__(self, graph: OpGraph, cluster: Cluster, memory_aware: bool = True,
-                 group_reserve: str = "persistent"):
+    def __init__(self, graph: OpGraph, cluster: Cluster, memory_aware: bool = True, group_reserve: str = "persistent"):
         if group_reserve not in GROUP_RESERVE:
             raise ConfigError(f"placer.group_reserve: {group_reserve!r} is not one of {GROUP_RESERVE}")
         self.graph = graph
@@ -272,12 +278,12 @@ class ExecModel:
         if any(idx.compute_by_type):
             self.dur = [[idx.exec_time(i, d.type, d.speed) for d in devs] for i in range(n)]
         else:
-            speeds = [d.speed for d in devs]   # compute / speed, exactly as the simulator computes it
+            speeds = [d.speed for d in devs]  # compute / speed, exactly as the simulator computes it
             self.dur = [[c / v for v in speeds] for c in idx.compute_s]
         self.persist = idx.persistent
         self.temp = idx.temporary
         self.out = idx.output
-        self.copyb = idx.copy_bytes       # bytes of a received copy (as the simulator charges it)
+        self.copyb = idx.copy_bytes  # bytes of a received copy (as the simulator charges it)
         # device-type constraints (an op inherits its colocation group's)
         gid: list[int] = [-1] * n
         groups: dict[str, int] = {}
@@ -307,8 +313,9 @@ class ExecModel:
             if lst is None:
                 lst = cache[t] = [p for p, d in enumerate(devs) if t is None or d.type == t]
                 if not lst:
-                    raise InfeasiblePlacement(f"op {idx.names[i]!r} needs a {t} device but cluster "
-                                              f"{cluster.name!r} has none")
+                    raise InfeasiblePlacement(
+                        f"op {idx.names[i]!r} needs a {t} device but cluster {cluster.name!r} has none"
+                    )
             self.allowed.append(lst)
         # colocation reservations: a member's share = temp + out + outputs of inputs from outside the group
         self.share = [0.0] * n
@@ -333,8 +340,8 @@ class ExecModel:
         self.avail = [0.0] * D
         self.send_free = [0.0] * D
         self.recv_free = [0.0] * D
-        self.arr: list[dict[int, float] | None] = [None] * n        # producer -> {device: arrival}
-        self.cons_end: list[dict[int, tuple[float, int]] | None] = [None] * n   # -> {device: (end, slot)}
+        self.arr: list[dict[int, float] | None] = [None] * n  # producer -> {device: arrival}
+        self.cons_end: list[dict[int, tuple[float, int]] | None] = [None] * n  # -> {device: (end, slot)}
         self.left_cons = [len(s) for s in self.succ]
         self.order: list[list[int]] = [[] for _ in range(D)]
         per_dev_cap = n + 1
@@ -565,8 +572,11 @@ class ExecModel:
                 parts.append(f"{d.name}: excluded or not tried")
             else:
                 parts.append(f"{d.name}: would need {need:.6g} of {d.memory_bytes:.6g} bytes")
-        return InfeasiblePlacement(f"{what} fits on no device: " + "; ".join(parts) +
-                                   ". Give the devices more memory or place fewer ops together.")
+        return InfeasiblePlacement(
+            f"{what} fits on no device: "
+            + "; ".join(parts)
+            + ". Give the devices more memory or place fewer ops together."
+        )
 
 
 class PairQueue:
@@ -598,12 +608,18 @@ class PairQueue:
     sequential queues cause.
     """
 
-    def __init__(self, model: ExecModel, favorite_parent: list[int] | None = None,
-                 exclude_full: bool = False, exclusion: str = "exhausted", banned: set[int] | None = None):
+    def __init__(
+        self,
+        model: ExecModel,
+        favorite_parent: list[int] | None = None,
+        exclude_full: bool = False,
+        exclusion: str = "exhausted",
+        banned: set[int] | None = None,
+    ):
         if exclusion not in EXCLUSIONS:
             raise ConfigError(f"placer.exclusion: {exclusion!r} is not one of {EXCLUSIONS}")
         self.m = model
-        self.banned = banned or set()     # group * D + device: an unpinned group may not start there
+        self.banned = banned or set()  # group * D + device: an unpinned group may not start there
         self.fav = favorite_parent
         self.exclude_full = exclude_full
         self.exclusion = exclusion
@@ -614,10 +630,10 @@ class PairQueue:
         self.ready: set[int] = set()
         self.urgent_at = [0.0] * n
         self.tried: dict[int, dict[int, float]] = {}
-        self.dheap: list[list[tuple[float, int, int]]] = [[] for _ in range(D)]   # (data ready, op, gen)
-        self.c_fav: list[list[tuple[int, int]]] = [[] for _ in range(D)]          # released, class 0
-        self.c_urg: list[list[tuple[int, int]]] = [[] for _ in range(D)]          # released, class 1
-        self.c_non: list[list[tuple[float, int, int]]] = [[] for _ in range(D)]   # released, class 2
+        self.dheap: list[list[tuple[float, int, int]]] = [[] for _ in range(D)]  # (data ready, op, gen)
+        self.c_fav: list[list[tuple[int, int]]] = [[] for _ in range(D)]  # released, class 0
+        self.c_urg: list[list[tuple[int, int]]] = [[] for _ in range(D)]  # released, class 1
+        self.c_non: list[list[tuple[float, int, int]]] = [[] for _ in range(D)]  # released, class 2
         self.n_dropped = 0
         self.n_reestimated = 0
 
@@ -724,7 +740,7 @@ class PairQueue:
                 return
             _, d, o, p = best
             est = m.estimate(o, p)
-            if est.data_ready > d:   # stored data-ready time was a lower bound (sequential queues)
+            if est.data_ready > d:  # stored data-ready time was a lower bound (sequential queues)
                 self.n_reestimated += 1
                 heapq.heapreplace(dheap[p], (est.data_ready, o, gen[o]))
                 continue
@@ -758,7 +774,7 @@ class PairQueue:
         while non and non[0][0] <= av:
             _, o, g = heapq.heappop(non)
             heapq.heappush(urg, (o, g))
-        for cls, h in ((0, fav), (1, urg), (2, non)):   # among released pairs a lower class wins
+        for cls, h in ((0, fav), (1, urg), (2, non)):  # among released pairs a lower class wins
             while h and not self._valid(h[0][-2], p, h[0][-1]):
                 heapq.heappop(h)
             if h:
@@ -787,7 +803,7 @@ class PairQueue:
             t, _, o, p, heap = best
             est = m.estimate(o, p)
             heapq.heappop(heap)
-            if est.start > t:   # its stored data-ready time was a lower bound (sequential queues)
+            if est.start > t:  # its stored data-ready time was a lower bound (sequential queues)
                 self.n_reestimated += 1
                 heapq.heappush(self.dheap[p], (est.data_ready, o, self.gen[o]))
                 continue
@@ -815,7 +831,10 @@ class PairQueue:
         if g >= 0 and m.group_dev[g] >= 0:
             raise GroupOverflow(
                 f"op {name!r} of colocation group {m.group_names[g]!r} must go to device {dname!r}, which "
-                f"would need {need:.6g} of {m.mem[p].limit:.6g} bytes", g, p)
+                f"would need {need:.6g} of {m.mem[p].limit:.6g} bytes",
+                g,
+                p,
+            )
         if self.exclude_full and g < 0 and (self.exclusion == "refusal" or m.exhausted(o, p, est)):
             log.debug("device %s cannot hold op %s (%.6g bytes needed): excluded", dname, name, need)
             self.excluded[p] = True

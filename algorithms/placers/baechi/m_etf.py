@@ -1,4 +1,5 @@
 """m-ETF: memory-constrained Earliest Task First (seed 001, Baechi, section 2.3)."""
+
 from __future__ import annotations
 
 import logging
@@ -67,9 +68,18 @@ class METFPlacer(Placer):
             return model, queue
 
         (model, queue), retries = place_with_group_retries(run, len(cluster.devices), self.group_retries)
-        info = {"n_dropped_pairs": queue.n_dropped, "n_reestimated": queue.n_reestimated,
-                "n_group_retries": retries, "algorithm_time_s": time.perf_counter() - t0}
+        info = {
+            "n_dropped_pairs": queue.n_dropped,
+            "n_reestimated": queue.n_reestimated,
+            "n_group_retries": retries,
+            "algorithm_time_s": time.perf_counter() - t0,
+        }
         pl = model.placement(info)
-        log.info("m-ETF placed %d ops on %d devices; predicted makespan %.6g s in %.3f s", model.n,
-                 model.D, pl.info["predicted_makespan_s"], info["algorithm_time_s"])
+        log.info(
+            "m-ETF placed %d ops on %d devices; predicted makespan %.6g s in %.3f s",
+            model.n,
+            model.D,
+            pl.info["predicted_makespan_s"],
+            info["algorithm_time_s"],
+        )
         return pl

@@ -1,4 +1,5 @@
 """m-SCT: memory-constrained Small Communication Time placement (seed 001, Baechi, section 2.4)."""
+
 from __future__ import annotations
 
 import logging
@@ -108,8 +109,9 @@ def _heads_tails(src: np.ndarray, dst: np.ndarray, p: np.ndarray, c: np.ndarray,
 ELIMINATION_TERMS = 8
 
 
-def _eliminate_single_parents(ks: np.ndarray, kd: np.ndarray, p: np.ndarray, c: np.ndarray, n: int,
-                              max_terms: int = ELIMINATION_TERMS):
+def _eliminate_single_parents(
+    ks: np.ndarray, kd: np.ndarray, p: np.ndarray, c: np.ndarray, n: int, max_terms: int = ELIMINATION_TERMS
+):
     """Fourier-Motzkin elimination of the start time of every op with exactly one precedence row into it.
 
     Such an op v (one kept edge e = u -> v) has s_v on the lower side of a single row, s_v >= s_u + p_u +
@@ -152,8 +154,11 @@ def _eliminate_single_parents(ks: np.ndarray, kd: np.ndarray, p: np.ndarray, c: 
 #: children are read with a threshold of 0.1 on x, far above the gap, and an interior optimum is what
 #: Baechi's interior-point solver hands to its rounding; crossover would only move x to a vertex of the
 #: optimal face.
-DEFAULT_LP_OPTIONS: dict[str, Any] = {"ipx_dualize_strategy": 1, "run_crossover": "off",
-                                      "ipm_optimality_tolerance": 1e-6}
+DEFAULT_LP_OPTIONS: dict[str, Any] = {
+    "ipx_dualize_strategy": 1,
+    "run_crossover": "off",
+    "ipm_optimality_tolerance": 1e-6,
+}
 
 
 def _solve(obj, A, b, bounds, method: str, options: dict[str, Any]):
@@ -174,9 +179,14 @@ def _solve(obj, A, b, bounds, method: str, options: dict[str, Any]):
     return linprog(obj, A_ub=A, b_ub=b, bounds=bounds, method=method)
 
 
-def sct_lp(graph: OpGraph, cluster: Cluster, compute: list[float] | None = None,
-           method: str = "highs-ipm", reduce: bool = True,
-           options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+def sct_lp(
+    graph: OpGraph,
+    cluster: Cluster,
+    compute: list[float] | None = None,
+    method: str = "highs-ipm",
+    reduce: bool = True,
+    options: dict[str, Any] | None = None,
+) -> tuple[np.ndarray, dict]:
     """Solve the LP relaxation of SCT's favorite-child ILP, Baechi equation (2) (Hanen & Munier 1995, 3.2).
 
     Variables: a start time s_i >= 0 per op, the makespan w, and x_ij in [0, 1] per edge i -> j, where
@@ -330,8 +340,7 @@ def sct_lp(graph: OpGraph, cluster: Cluster, compute: list[float] | None = None,
             vals.append(-np.ones(int(sel.sum())))
             rhs.append(-need[many].astype(float))
             r += len(many)
-    A = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                      shape=(r, nv))
+    A = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r, nv))
     b = np.concatenate(rhs)
     obj = np.zeros(nv)
     obj[W] = 1.0
@@ -345,8 +354,13 @@ def sct_lp(graph: OpGraph, cluster: Cluster, compute: list[float] | None = None,
         ub[U:X] = float((h1 + p).max())
     t0 = time.perf_counter()
     # one solver call: the bar is a phase message (what is being solved), closed with its elapsed time
-    with tqdm(total=1, desc=f"m-SCT: solving the SCT LP ({nv} variables, {r} rows, {method})",
-              unit="LP", disable=None, leave=False) as bar:
+    with tqdm(
+        total=1,
+        desc=f"m-SCT: solving the SCT LP ({nv} variables, {r} rows, {method})",
+        unit="LP",
+        disable=None,
+        leave=False,
+    ) as bar:
         res = _solve(obj, A, b, np.column_stack([lb, ub]), method, options or {})
         bar.update()
     facts.update(lp_time_s=time.perf_counter() - t0, lp_status=int(res.status), lp_rows=r)
@@ -418,9 +432,17 @@ class MSCTPlacer(Placer):
 
     name = "m_sct"
 
-    def __init__(self, threshold: float = 0.1, exclude_full: bool = True, memory_aware: bool = True,
-                 group_reserve: str = "persistent", lp_method: str = "highs-ipm", exclusion: str = "exhausted",
-                 lp_options: dict[str, Any] | None = None, group_retries: int = 16):
+    def __init__(
+        self,
+        threshold: float = 0.1,
+        exclude_full: bool = True,
+        memory_aware: bool = True,
+        group_reserve: str = "persistent",
+        lp_method: str = "highs-ipm",
+        exclusion: str = "exhausted",
+        lp_options: dict[str, Any] | None = None,
+        group_retries: int = 16,
+    ):
         if group_retries < 0:
             raise ConfigError(f"placer.group_retries: {group_retries!r} must be >= 0")
         self.group_retries = int(group_retries)
@@ -445,20 +467,40 @@ class MSCTPlacer(Placer):
         fav = favorite_children(graph, x, self.threshold)
 
         def run(banned):
-            m = model if not banned else ExecModel(graph, cluster, memory_aware=self.memory_aware,
-                                                   group_reserve=self.group_reserve)
-            queue = PairQueue(m, favorite_parent=fav, exclude_full=self.exclude_full and self.memory_aware,
-                              exclusion=self.exclusion, banned=banned)
+            m = (
+                model
+                if not banned
+                else ExecModel(graph, cluster, memory_aware=self.memory_aware, group_reserve=self.group_reserve)
+            )
+            queue = PairQueue(
+                m,
+                favorite_parent=fav,
+                exclude_full=self.exclude_full and self.memory_aware,
+                exclusion=self.exclusion,
+                banned=banned,
+            )
             queue.run()
             return m, queue
 
         (model, queue), retries = place_with_group_retries(run, D, self.group_retries)
         info = dict(facts)
-        info.update(n_group_retries=retries, n_favorite_children=sum(1 for f in fav if f >= 0),
-                    n_excluded_devices=sum(queue.excluded), n_dropped_pairs=queue.n_dropped,
-                    n_reestimated=queue.n_reestimated, algorithm_time_s=time.perf_counter() - t0)
+        info.update(
+            n_group_retries=retries,
+            n_favorite_children=sum(1 for f in fav if f >= 0),
+            n_excluded_devices=sum(queue.excluded),
+            n_dropped_pairs=queue.n_dropped,
+            n_reestimated=queue.n_reestimated,
+            algorithm_time_s=time.perf_counter() - t0,
+        )
         pl = model.placement(info)
-        log.info("m-SCT placed %d ops (%d favorite children) on %d devices; predicted makespan %.6g s; "
-                 "LP %.3f s, total %.3f s", model.n, info["n_favorite_children"], D,
-                 pl.info["predicted_makespan_s"], info.get("lp_time_s", 0.0), info["algorithm_time_s"])
+        log.info(
+            "m-SCT placed %d ops (%d favorite children) on %d devices; predicted makespan %.6g s; "
+            "LP %.3f s, total %.3f s",
+            model.n,
+            info["n_favorite_children"],
+            D,
+            pl.info["predicted_makespan_s"],
+            info.get("lp_time_s", 0.0),
+            info["algorithm_time_s"],
+        )
         return pl

@@ -1,4 +1,5 @@
 """m-TOPO: memory-constrained topological-order placement (seed 001, Baechi, section 2.2)."""
+
 from __future__ import annotations
 
 import logging
@@ -96,7 +97,7 @@ class MTOPOPlacer(Placer):
         limit = [d.memory_bytes for d in devs]
         caps = [limit[p] if p == D - 1 else min(cap_all, limit[p]) for p in range(D)]
         rounds = 0
-        best = None           # (largest overflow, round's caps, round's result)
+        best = None  # (largest overflow, round's caps, round's result)
         while True:
             rounds += 1
             try:
@@ -104,7 +105,7 @@ class MTOPOPlacer(Placer):
             except InfeasiblePlacement:
                 if best is None:
                     raise
-                break          # the adjusted caps left an op no room: keep the best round so far
+                break  # the adjusted caps left an op no room: keep the best round so far
             dev, used, top, overflows, checked = result
             over = [top[p] - limit[p] for p in range(D)]
             if best is None or max(over) < best[0]:
@@ -129,8 +130,13 @@ class MTOPOPlacer(Placer):
         order = {d.name: [] for d in devs}
         for i in range(n):
             order[devs[dev[i]].name].append(idx.names[i])
-        info = {"cap_bytes": cap_all, "algorithm_time_s": time.perf_counter() - t0, "n_ops": n,
-                "n_group_overflows": overflows, "rounds": rounds}
+        info = {
+            "cap_bytes": cap_all,
+            "algorithm_time_s": time.perf_counter() - t0,
+            "n_ops": n,
+            "n_group_overflows": overflows,
+            "rounds": rounds,
+        }
         for p, d in enumerate(devs):
             info[f"cap_bytes.{d.name}"] = caps[p]
             info[f"static_bytes.{d.name}"] = used[p]
@@ -152,14 +158,14 @@ class MTOPOPlacer(Placer):
         for i, g in enumerate(idx.colocation):
             if g is not None:
                 groups.setdefault(g, []).append(i)
-        used = [0.0] * D      # static op sizes (the cap of 2.2)
-        checked = [0.0] * D   # the largest memory use a cap check let through
-        persist = [0.0] * D   # persistent bytes placed on each device
-        dyn = [0.0] * D       # transient bytes live now (outputs, received copies)
-        peak = [0.0] * D      # peak of the transient bytes so far
-        hist = np.zeros((D, n + 1))    # transient bytes per device during each step (op index)
-        remaining = [len(idx.succ[i]) for i in range(n)]   # consumers not run yet
-        copies: dict[int, set[int]] = {}                    # producer -> devices holding a copy
+        used = [0.0] * D  # static op sizes (the cap of 2.2)
+        checked = [0.0] * D  # the largest memory use a cap check let through
+        persist = [0.0] * D  # persistent bytes placed on each device
+        dyn = [0.0] * D  # transient bytes live now (outputs, received copies)
+        peak = [0.0] * D  # peak of the transient bytes so far
+        hist = np.zeros((D, n + 1))  # transient bytes per device during each step (op index)
+        remaining = [len(idx.succ[i]) for i in range(n)]  # consumers not run yet
+        copies: dict[int, set[int]] = {}  # producer -> devices holding a copy
         dev = [-1] * n
         overflows = 0
         cur = 0
@@ -191,8 +197,7 @@ class MTOPOPlacer(Placer):
                 for p in range(cur, D):
                     if want is not None and devs[p].type != want:
                         continue
-                    new = [(j + 1, idx.copy_bytes[j]) for j in srcs
-                           if dev[j] != p and p not in copies.get(j, ())]
+                    new = [(j + 1, idx.copy_bytes[j]) for j in srcs if dev[j] != p and p not in copies.get(j, ())]
                     now = dyn[p] + sum(b for _, b in new) + idx.temporary[i] + idx.output[i]
                     top = max(peak[p], now, retro(p, new, i))
                     cap = caps[p]
@@ -206,7 +211,8 @@ class MTOPOPlacer(Placer):
                     what = f"op {idx.names[i]!r}" + (f" (colocation group {g!r})" if g is not None else "")
                     raise InfeasiblePlacement(
                         f"m-TOPO: {what} needs {base:.6g} bytes but no device from {devs[min(cur, D - 1)].name!r} "
-                        f"on has room under its cap ({cap_all:.6g} bytes) and its memory")
+                        f"on has room under its cap ({cap_all:.6g} bytes) and its memory"
+                    )
                 used[chosen] += base
                 persist[chosen] += p_new
                 for m in members:
@@ -218,8 +224,8 @@ class MTOPOPlacer(Placer):
                     copies[j].add(q)
                     b = idx.copy_bytes[j]
                     if j + 1 < i:
-                        hist[q, j + 1:i] += b
-                        m = float(hist[q, j + 1:i].max())
+                        hist[q, j + 1 : i] += b
+                        m = float(hist[q, j + 1 : i].max())
                         if m > peak[q]:
                             peak[q] = m
                     dyn[q] += b

@@ -14,6 +14,7 @@ placer         `CeleritasPlacer` and `OrderPlacePlacer`: fusion + placement, end
 metis          `MetisPlacer`, the METIS k-way baseline of 6.2.2 (pymetis)
 standard_eval  the framework-free parts of the Standard Evaluation (4.2.1; Table 5, Figure 5)
 """
-from .placer import CeleritasPlacer, OrderPlacePlacer  # noqa: F401
+
 from .metis import MetisPlacer  # noqa: F401
+from .placer import CeleritasPlacer, OrderPlacePlacer  # noqa: F401
 from .standard_eval import SequentialDfsTopoPlacer  # noqa: F401

@@ -37,13 +37,14 @@ kept as points in the busy lists, so no node is inserted across one).
 Complexity: O((V' + E') * D + V' * D * log V') for V' nodes, E' edges, D devices (the insertion scan is
 amortised over the idle slots of a device).
 """
+
 from __future__ import annotations
 
 import bisect
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from ...graph import GraphIndex
 from .common import CoarseState
@@ -53,14 +54,14 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class AdjustResult:
-    device: list[int]            # device index per coarse node
-    start: list[float]           # planned start (EST) per coarse node
-    finish: list[float]          # planned finish per coarse node
+    device: list[int]  # device index per coarse node
+    start: list[float]  # planned start (EST) per coarse node
+    finish: list[float]  # planned finish per coarse node
     makespan: float
-    moves: int = 0               # nodes placed on d_1 instead of a feasible d_k (eq. 9 fired)
-    memory_moves: int = 0        # nodes moved because d_k was full or not allowed
+    moves: int = 0  # nodes placed on d_1 instead of a feasible d_k (eq. 9 fired)
+    memory_moves: int = 0  # nodes moved because d_k was full or not allowed
     best_effort: list[int] = field(default_factory=list)
-    order_key: list[tuple] = field(default_factory=list)   # per-device order key per coarse node
+    order_key: list[tuple] = field(default_factory=list)  # per-device order key per coarse node
 
 
 def _earliest_slot(starts: list[float], ends: list[float], ready: float, dur: float) -> float:
@@ -80,14 +81,15 @@ def _insert(starts: list[float], ends: list[float], s: float, e: float) -> None:
     """Insert [s, e) keeping both lists sorted. A zero-length node is kept as a point: no later node may be
     inserted across it (it would run after that node and end later than planned)."""
     k = bisect.bisect_right(starts, s)
-    while k > 0 and starts[k - 1] == s and ends[k - 1] > e:   # a point goes before an interval at the same s
+    while k > 0 and starts[k - 1] == s and ends[k - 1] > e:  # a point goes before an interval at the same s
         k -= 1
     starts.insert(k, s)
     ends.insert(k, e)
 
 
-def adjusting_placement(cidx: GraphIndex, state: CoarseState, seq: Sequence[int],
-                        compare: str = "finish") -> AdjustResult:
+def adjusting_placement(
+    cidx: GraphIndex, state: CoarseState, seq: Sequence[int], compare: str = "finish"
+) -> AdjustResult:
     """Algorithm 2 on the coarse graph `cidx` (node c of `cidx` is cluster c of `state`), visiting `seq`.
 
     `compare`: "start" applies eq. 9 to the EST literally; "finish" (default) applies it to EST + the node's
@@ -130,16 +132,20 @@ def adjusting_placement(cidx: GraphIndex, state: CoarseState, seq: Sequence[int]
         dk = prev_dev
         key = [e + dur_cache[c][d] for d, e in enumerate(est)] if use_finish else est
         d1 = min(range(nd), key=lambda d: (key[d], d != dk, d))
-        if math.isinf(est[d1]):                         # every device full: best effort
+        if math.isinf(est[d1]):  # every device full: best effort
             d = state.best_effort_device(c)
             s = comp_est(c, d)
             res.best_effort.append(c)
             state.best_effort_nodes.append(c)
-            log.debug("adjusting placement: no device has room for coarse node %d (%.3g bytes); best effort "
-                        "on %s", c, state.need(c), devs[d].name)
+            log.debug(
+                "adjusting placement: no device has room for coarse node %d (%.3g bytes); best effort on %s",
+                c,
+                state.need(c),
+                devs[d].name,
+            )
         else:
             back_cost = max((tt(d1, dk, b) for _, b in cidx.succ[c]), default=0.0)
-            if key[dk] - key[d1] > back_cost:           # eq. 9 (inf - finite > back_cost: dk full)
+            if key[dk] - key[d1] > back_cost:  # eq. 9 (inf - finite > back_cost: dk full)
                 d = d1
                 if math.isinf(est[dk]):
                     res.memory_moves += 1

@@ -7,10 +7,11 @@ cost model of `common` (mean over devices and device pairs of the cluster). Cont
 count the latency only, as in the simulator. A graph with no computation has CCR = inf when it has any
 communication, else 0. O(V + E) (plus O(V * D) for the averages).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ...cluster import Cluster
 from ...graph import GraphIndex, OpGraph
@@ -26,8 +27,9 @@ def ccr_of(idx: GraphIndex, w: Sequence[float], comm: Callable[[float], float] |
     return num / den
 
 
-def ccr(graph: OpGraph, cluster: Cluster | None = None, *, latency_s: float = 0.0,
-        bytes_per_s: float | None = None) -> float:
+def ccr(
+    graph: OpGraph, cluster: Cluster | None = None, *, latency_s: float = 0.0, bytes_per_s: float | None = None
+) -> float:
     """CCR of `graph` (equation 1). With a cluster, costs are the cluster's averages; without one, edges cost
     ``latency_s + bytes / bytes_per_s`` and nodes their `compute_s`."""
     idx = graph.index()

@@ -16,11 +16,12 @@ mix device types, speeds and links, so the planning costs are *averages*:
 Adjusting Placement (Algorithm 2) uses the exact per-device times and the exact pair transfer times instead,
 since it knows which devices it compares.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ...cluster import Cluster
 from ...graph import GraphIndex
@@ -37,7 +38,7 @@ class CommModel:
         return self.latency_s + nbytes * self.inv_bytes_per_s
 
     @classmethod
-    def of_cluster(cls, cluster: Cluster) -> "CommModel":
+    def of_cluster(cls, cluster: Cluster) -> CommModel:
         """Mean over ordered pairs of distinct devices; zero communication with a single device. O(D^2)."""
         n = len(cluster.devices)
         if n < 2:
@@ -52,7 +53,7 @@ class CommModel:
         return cls(lat / k, inv / k)
 
     @classmethod
-    def of_link(cls, latency_s: float = 0.0, bytes_per_s: float | None = None) -> "CommModel":
+    def of_link(cls, latency_s: float = 0.0, bytes_per_s: float | None = None) -> CommModel:
         """From explicit link parameters; ``bytes_per_s=None`` counts bytes as the cost (unit-free)."""
         if bytes_per_s is None:
             return cls(float(latency_s), 1.0)
@@ -79,7 +80,7 @@ class EdgeCosts:
         self.out_total = [sum(c for _, c in row) for row in self.succ]
 
     @classmethod
-    def of(cls, idx: GraphIndex, comm) -> "EdgeCosts":
+    def of(cls, idx: GraphIndex, comm) -> EdgeCosts:
         return comm if isinstance(comm, EdgeCosts) else cls(idx, comm)
 
 
@@ -90,12 +91,13 @@ def effective_types(idx: GraphIndex) -> list[str | None]:
     for g, t in zip(idx.colocation, idx.device_type):
         if g is not None and t is not None:
             group_type.setdefault(g, t)
-    return [t if t is not None else (group_type.get(g) if g is not None else None)
-            for g, t in zip(idx.colocation, idx.device_type)]
+    return [
+        t if t is not None else (group_type.get(g) if g is not None else None)
+        for g, t in zip(idx.colocation, idx.device_type)
+    ]
 
 
-def mean_compute(idx: GraphIndex, cluster: Cluster | None, types: Sequence[str | None] | None = None
-                 ) -> list[float]:
+def mean_compute(idx: GraphIndex, cluster: Cluster | None, types: Sequence[str | None] | None = None) -> list[float]:
     """``w_i``: mean execution time of each op over the devices allowed to run it (`compute_s` without a
     cluster). O(V * D)."""
     if cluster is None:
@@ -161,8 +163,14 @@ class CoarseState:
     the simulator.
     """
 
-    def __init__(self, idx: GraphIndex, cluster: Cluster, clusters: Sequence[Sequence[int]],
-                 types: Sequence[str | None] | None = None, count_inputs: bool = True):
+    def __init__(
+        self,
+        idx: GraphIndex,
+        cluster: Cluster,
+        clusters: Sequence[Sequence[int]],
+        types: Sequence[str | None] | None = None,
+        count_inputs: bool = True,
+    ):
         self.idx = idx
         self.count_inputs = count_inputs
         self.cluster = cluster
@@ -181,10 +189,11 @@ class CoarseState:
             ts = {self.types[i] for i in members} - {None}
             self.coarse_type.append(next(iter(ts)) if len(ts) == 1 else None)
             if len(ts) > 1:
-                raise ValueError(f"coarse node with ops {[idx.names[i] for i in members[:3]]} mixes device "
-                                 f"types {sorted(ts)}")
+                raise ValueError(
+                    f"coarse node with ops {[idx.names[i] for i in members[:3]]} mixes device types {sorted(ts)}"
+                )
         self.best_effort_nodes: list[int] = []
-        self.overflow_nodes: list[int] = []      # nodes whose colocated members overfilled another device
+        self.overflow_nodes: list[int] = []  # nodes whose colocated members overfilled another device
         self.op_dev = [-1] * idx.n
         self._cache: tuple | None = None
         self.received: list[set[int]] = [set() for _ in cluster.devices]
@@ -204,8 +213,9 @@ class CoarseState:
     def allowed(self, c: int) -> list[int]:
         devs = allowed_devices(self.cluster, self.coarse_type[c])
         if not devs:
-            raise ValueError(f"no device of type {self.coarse_type[c]} for ops "
-                             f"{[self.idx.names[i] for i in self.clusters[c][:3]]}")
+            raise ValueError(
+                f"no device of type {self.coarse_type[c]} for ops {[self.idx.names[i] for i in self.clusters[c][:3]]}"
+            )
         return devs
 
     def need(self, c: int, d: int | None = None) -> float:
@@ -230,8 +240,9 @@ class CoarseState:
             # the (consumer, producer) pairs that can cost a copy, computed once per node (the pins do not
             # change until the node is committed): external producers, and pairs touching a pinned member
             members = self.clusters[c]
-            pinned = {i: self.group_dev[g] for i in members
-                      if (g := idx.colocation[i]) is not None and g in self.group_dev}
+            pinned = {
+                i: self.group_dev[g] for i in members if (g := idx.colocation[i]) is not None and g in self.group_dev
+            }
             pairs = []
             if pinned:
                 mine = set(members)
@@ -243,7 +254,7 @@ class CoarseState:
         _, pinned, pairs = self._cache
         sets: dict[int, set[int]] = {}
         rec_d = self.received[d]
-        if not pinned:                       # fast path: every member runs on d
+        if not pinned:  # fast path: every member runs on d
             sets[d] = {p for p in self.ext_inputs[c] if dev[p] != d and p not in rec_d}
         else:
             for i, p in pairs:

@@ -38,12 +38,13 @@ the three are split so that the simulator's dynamic-memory model stays meaningfu
 clusters are contiguous runs of a topological order, so every coarse edge goes from an earlier cluster to a
 later one and the coarse graph is a DAG (Lemma 2); this is checked and a violation raises `InvalidGraph`.
 """
+
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -55,9 +56,15 @@ from .common import EdgeCosts
 log = logging.getLogger(__name__)
 
 
-def optimal_breakpoints(idx: GraphIndex, seq: Sequence[int], comm: Callable[[float], float] | EdgeCosts,
-                        memory: Sequence[float], R: int = 200, M: float = math.inf,
-                        types: Sequence[str | None] | None = None) -> tuple[list[int], float]:
+def optimal_breakpoints(
+    idx: GraphIndex,
+    seq: Sequence[int],
+    comm: Callable[[float], float] | EdgeCosts,
+    memory: Sequence[float],
+    R: int = 200,
+    M: float = math.inf,
+    types: Sequence[str | None] | None = None,
+) -> tuple[list[int], float]:
     """Optimal_BP of Algorithm 1: the cluster start positions in `seq` (always beginning with 0) and S, the
     total communication cost of the cut edges.
 
@@ -76,13 +83,13 @@ def optimal_breakpoints(idx: GraphIndex, seq: Sequence[int], comm: Callable[[flo
     ec = EdgeCosts.of(idx, comm)
     out_c = np.zeros(n + 1)
     out_c[1:] = [ec.out_total[v] for v in seq]
-    pref_out = np.cumsum(out_c)                      # pref_out[k] = out-communication of seq[0:k]
+    pref_out = np.cumsum(out_c)  # pref_out[k] = out-communication of seq[0:k]
     mem = np.zeros(n + 1)
     mem[1:] = [memory[v] for v in seq]
-    pref_mem = np.cumsum(mem)                        # pref_mem[k] = memory of seq[0:k]
+    pref_mem = np.cumsum(mem)  # pref_mem[k] = memory of seq[0:k]
     S = np.zeros(n + 1)
     P = np.zeros(n + 1, dtype=np.int64)
-    D = np.zeros(n + 1)                               # D[i] = S(i) - pref_out[i] - Internal(i, j)
+    D = np.zeros(n + 1)  # D[i] = S(i) - pref_out[i] - Internal(i, j)
     lo_mem = lo_type = 0
     last_of_type: dict[str, int] = {}
     for j in range(1, n + 1):
@@ -102,7 +109,7 @@ def optimal_breakpoints(idx: GraphIndex, seq: Sequence[int], comm: Callable[[flo
         for p, c in ec.pred[u]:
             ps = pos[p]
             if ps >= lo:
-                D[lo:ps + 1] -= c
+                D[lo : ps + 1] -= c
         k = lo + int(np.argmin(D[lo:j]))
         S[j] = pref_out[j] + D[k]
         P[j] = k
@@ -119,7 +126,7 @@ def optimal_breakpoints(idx: GraphIndex, seq: Sequence[int], comm: Callable[[flo
 def split_by_breakpoints(seq: Sequence[int], starts: Sequence[int]) -> list[list[int]]:
     """Divide the sequence at the breakpoints (Algorithm 1, line 6)."""
     bounds = list(starts) + [len(seq)]
-    return [list(seq[bounds[k]:bounds[k + 1]]) for k in range(len(starts))]
+    return [list(seq[bounds[k] : bounds[k + 1]]) for k in range(len(starts))]
 
 
 def split_for_colocation(idx: GraphIndex, clusters: Sequence[Sequence[int]]) -> list[list[int]]:
@@ -160,12 +167,18 @@ class Fusion:
 
     coarse: OpGraph
     coarse_map: CoarseMap
-    clusters: list[list[int]]     # member op indices (of the original graph's index) per coarse node
-    cut_cost: float               # S(v_{n+1}): communication of the edges between clusters
+    clusters: list[list[int]]  # member op indices (of the original graph's index) per coarse node
+    cut_cost: float  # S(v_{n+1}): communication of the edges between clusters
 
 
-def build_coarse_graph(graph: OpGraph, clusters: Sequence[Sequence[int]], *, prefix: str = "celer",
-                       colocation: str = "none", name: str | None = None) -> tuple[OpGraph, CoarseMap]:
+def build_coarse_graph(
+    graph: OpGraph,
+    clusters: Sequence[Sequence[int]],
+    *,
+    prefix: str = "celer",
+    colocation: str = "none",
+    name: str | None = None,
+) -> tuple[OpGraph, CoarseMap]:
     """The coarse graph of `clusters` (lists of op indices of `graph.index()`, contiguous runs of one
     topological order) and its `CoarseMap` (members in that topological order).
 
@@ -207,6 +220,7 @@ def build_coarse_graph(graph: OpGraph, clusters: Sequence[Sequence[int]], *, pre
     eff = None
     if colocation == "supergroup":
         from .common import effective_types
+
         eff = effective_types(idx)
         parent: dict[str, str] = {}
 
@@ -236,6 +250,7 @@ def build_coarse_graph(graph: OpGraph, clusters: Sequence[Sequence[int]], *, pre
     types = eff
     if types is None:
         from .common import effective_types
+
         types = effective_types(idx)
     super_type: dict[str, str] = {}
     for c, members in enumerate(clusters):
@@ -267,8 +282,10 @@ def build_coarse_graph(graph: OpGraph, clusters: Sequence[Sequence[int]], *, pre
             spanning = [g for g in gs if len(where[g]) > 1]
             if spanning:
                 if len(members) > 1:
-                    raise InvalidGraph(f"colocation group {spanning[0]!r} spans several clusters; refine the "
-                                       f"clusters with split_for_colocation first")
+                    raise InvalidGraph(
+                        f"colocation group {spanning[0]!r} spans several clusters; refine the "
+                        f"clusters with split_for_colocation first"
+                    )
                 grp = spanning[0]
         elif colocation == "supergroup":
             gs = [idx.colocation[i] for i in members if idx.colocation[i] is not None]
@@ -281,11 +298,21 @@ def build_coarse_graph(graph: OpGraph, clusters: Sequence[Sequence[int]], *, pre
                         raise InvalidGraph(
                             f"fusion united colocation groups that need both {prev} and {dt} devices "
                             f"(through coarse node {cname[c]}); place this graph with the Celeritas placer's "
-                            f"internal fusion (optimizer=none) instead")
-        coarse.add_op(cname[c], type="CeleritasCluster", phase=phases.pop() if len(phases) == 1 else "other",
-                      compute_s=comp, persistent_bytes=pers, temporary_bytes=temp, output_bytes=outb,
-                      colocation=grp, device_type=next(iter(dts)) if dts else None,
-                      compute_s_by_type=by_type or None, n_members=len(members))
+                            f"internal fusion (optimizer=none) instead"
+                        )
+        coarse.add_op(
+            cname[c],
+            type="CeleritasCluster",
+            phase=phases.pop() if len(phases) == 1 else "other",
+            compute_s=comp,
+            persistent_bytes=pers,
+            temporary_bytes=temp,
+            output_bytes=outb,
+            colocation=grp,
+            device_type=next(iter(dts)) if dts else None,
+            compute_s_by_type=by_type or None,
+            n_members=len(members),
+        )
     # aggregated edges: per (producer, destination cluster) the largest edge, summed over producers
     agg: dict[tuple[int, int], list] = {}
     for i in range(idx.n):
@@ -296,9 +323,11 @@ def build_coarse_graph(graph: OpGraph, clusters: Sequence[Sequence[int]], *, pre
             if cs == ci:
                 continue
             if cs < ci:
-                raise InvalidGraph(f"Lemma 2 violated: edge {names[i]!r} -> {names[s]!r} goes from cluster "
-                                   f"{cname[ci]} back to {cname[cs]}; clusters must be contiguous runs of a "
-                                   f"topological order")
+                raise InvalidGraph(
+                    f"Lemma 2 violated: edge {names[i]!r} -> {names[s]!r} goes from cluster "
+                    f"{cname[ci]} back to {cname[cs]}; clusters must be contiguous runs of a "
+                    f"topological order"
+                )
             control = bool(nxg.edges[names[i], names[s]].get("control"))
             ent = best.get(cs)
             if ent is None:
@@ -319,9 +348,18 @@ def build_coarse_graph(graph: OpGraph, clusters: Sequence[Sequence[int]], *, pre
     return coarse, cmap
 
 
-def fuse(graph: OpGraph, w: Sequence[float], comm: Callable[[float], float] | EdgeCosts, *, R: int = 200,
-         M: float = math.inf, memory: Sequence[float] | None = None, seq: Sequence[int] | None = None,
-         colocation: str = "none", prefix: str = "celer") -> Fusion:
+def fuse(
+    graph: OpGraph,
+    w: Sequence[float],
+    comm: Callable[[float], float] | EdgeCosts,
+    *,
+    R: int = 200,
+    M: float = math.inf,
+    memory: Sequence[float] | None = None,
+    seq: Sequence[int] | None = None,
+    colocation: str = "none",
+    prefix: str = "celer",
+) -> Fusion:
     """Optimal Operation Fusion (Algorithm 1): CPD-TOPO, Optimal_BP, division into clusters, coarse graph.
 
     `w` are computation times, `comm(bytes)` edge costs (see `common`), `R` the exploration range, `M` the
@@ -329,6 +367,7 @@ def fuse(graph: OpGraph, w: Sequence[float], comm: Callable[[float], float] | Ed
     """
     from .common import effective_types, node_memory
     from .topo import cpd_topo
+
     idx = graph.index()
     comm = EdgeCosts.of(idx, comm)
     if seq is None:
@@ -339,9 +378,11 @@ def fuse(graph: OpGraph, w: Sequence[float], comm: Callable[[float], float] | Ed
     if colocation == "split":
         n0 = len(clusters)
         clusters = split_for_colocation(idx, clusters)
-        log.info("fusion: %d clusters -> %d after cutting out members of colocation groups that span clusters",
-                 n0, len(clusters))
+        log.info(
+            "fusion: %d clusters -> %d after cutting out members of colocation groups that span clusters",
+            n0,
+            len(clusters),
+        )
     coarse, cmap = build_coarse_graph(graph, clusters, colocation=colocation, prefix=prefix)
-    log.info("fusion: %d ops -> %d clusters (R=%d, M=%.3g), cut communication %.6g", idx.n, len(clusters), R,
-             M, cut)
+    log.info("fusion: %d ops -> %d clusters (R=%d, M=%.3g), cut communication %.6g", idx.n, len(clusters), R, M, cut)
     return Fusion(coarse, cmap, clusters, cut)

@@ -20,6 +20,7 @@ Choice: METIS parts are matched to devices in the cluster's order (part k on dev
 random seed. Complexity: METIS is O(E) in practice; the repair is O(moves * (degree + D)) after an O(V + E)
 set-up.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,7 +37,7 @@ from .common import effective_types, mean_compute, node_memory
 
 log = logging.getLogger(__name__)
 
-_SCALE = 10 ** 6
+_SCALE = 10**6
 
 
 def _scale(values: list[float]) -> list[int]:
@@ -123,9 +124,15 @@ class MetisPlacer(Placer):
                 vweights = _scale(umem)
             else:
                 cw, mw = _scale(uw), _scale(umem)
-                vweights = [x for pair in zip(cw, mw) for x in pair]   # ncon = 2, interleaved per vertex
-            _, parts = pymetis.part_graph(nd, adjacency=pymetis.CSRAdjacency(xadj, adjncy), vweights=vweights,
-                                          eweights=eweights if adjncy else None, options=opts, **kwargs)
+                vweights = [x for pair in zip(cw, mw) for x in pair]  # ncon = 2, interleaved per vertex
+            _, parts = pymetis.part_graph(
+                nd,
+                adjacency=pymetis.CSRAdjacency(xadj, adjncy),
+                vweights=vweights,
+                eweights=eweights if adjncy else None,
+                options=opts,
+                **kwargs,
+            )
             part = [int(p) for p in parts]
         metis_time = time.perf_counter() - t0
         # --- repair ---
@@ -163,11 +170,13 @@ class MetisPlacer(Placer):
                     for v, b in adj[u].items():
                         to[part[v]] = to.get(part[v], 0.0) + b
                     cands.append((u, to))
+
                 # cheapest moves first: cut weight kept on d minus the best weight gained elsewhere
                 def loss(item):
                     u, to = item
                     best = max((to.get(k, 0.0) for k in allowed(u) if k != d), default=0.0)
                     return (to.get(d, 0.0) - best, -umem[u], u)
+
                 cands.sort(key=loss)
                 for u, to in cands:
                     if used[d] <= limit[d]:
@@ -183,6 +192,11 @@ class MetisPlacer(Placer):
             log.warning("metis: %.3g bytes above the devices' memory after repair (best effort)", overflow)
         names = cluster.names
         assign = {idx.names[i]: names[part[unit_of[i]]] for i in range(n)}
-        info = {"metis_time_s": metis_time, "repaired_units": moved, "memory_overflow_bytes": overflow,
-                "best_effort": int(overflow > 0), "n_units": nu}
+        info = {
+            "metis_time_s": metis_time,
+            "repaired_units": moved,
+            "memory_overflow_bytes": overflow,
+            "best_effort": int(overflow > 0),
+            "n_units": nu,
+        }
         return Placement(assign, None, info)

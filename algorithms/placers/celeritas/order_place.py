@@ -8,10 +8,11 @@ devices behind the pointer (a pinned colocation group, a device type) searches f
 device has room, the best-effort rule of 6.3 applies: the allowed device with the most memory left; every such
 node is reported. The per-device order is the CPD-TOPO order. O(V' * D) for V' coarse nodes.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from collections.abc import Sequence
 
 from .common import CoarseState
 
@@ -35,8 +36,12 @@ def order_place(state: CoarseState, seq: Sequence[int]) -> list[int]:
         if chosen < 0:
             chosen = state.best_effort_device(c)
             state.best_effort_nodes.append(c)
-            log.debug("order-place: no device has room for coarse node %d (%.3g bytes); best effort on %s",
-                        c, state.need(c), state.cluster.devices[chosen].name)
+            log.debug(
+                "order-place: no device has room for coarse node %d (%.3g bytes); best effort on %s",
+                c,
+                state.need(c),
+                state.cluster.devices[chosen].name,
+            )
         elif unrestricted and chosen >= cur:
             cur = chosen
         state.commit(c, chosen)

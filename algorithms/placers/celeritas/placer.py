@@ -27,6 +27,7 @@ moves), memory_moves (moves forced by a full or forbidden d_k).
 Complexity: O(V + E log dmax + E * R) for fusion, O((V' + E') * D + V' * D log V') for Adjusting Placement,
 O(V + E) for the expansion.
 """
+
 from __future__ import annotations
 
 import logging
@@ -105,9 +106,17 @@ class _CeleritasBase(Placer):
         ccr_after = ccr_of(cidx, wc, ecc)
         seq = cpd_topo(cidx, wc, ecc)
         state = CoarseState(idx, cluster, clusters, types)
-        info = {"n_ops": idx.n, "n_coarse_ops": cidx.n, "ccr_before": ccr_before, "ccr_after": ccr_after,
-                "cut_communication_s": cut, "R": self.R, "memory_limit_bytes": M, "fused": int(bool(do_fuse)),
-                "fusion_time_s": time.perf_counter() - t0}
+        info = {
+            "n_ops": idx.n,
+            "n_coarse_ops": cidx.n,
+            "ccr_before": ccr_before,
+            "ccr_after": ccr_after,
+            "cut_communication_s": cut,
+            "R": self.R,
+            "memory_limit_bytes": M,
+            "fused": int(bool(do_fuse)),
+            "fusion_time_s": time.perf_counter() - t0,
+        }
         log.info("celeritas: %d ops -> %d coarse nodes; CCR %.4g -> %.4g", idx.n, cidx.n, ccr_before, ccr_after)
         return Prepared(idx, coarse, cidx, state, seq, info)
 
@@ -121,11 +130,18 @@ class _CeleritasBase(Placer):
         info["best_effort_ops_count"] = len(ops)
         info["best_effort_ops"] = ops[:MAX_LISTED]
         if ops:
-            log.warning("celeritas: %d ops (%d coarse nodes) placed best effort: every allowed device was full",
-                        len(ops), len(state.best_effort_nodes))
+            log.warning(
+                "celeritas: %d ops (%d coarse nodes) placed best effort: every allowed device was full",
+                len(ops),
+                len(state.best_effort_nodes),
+            )
         if state.overflow_nodes:
-            log.warning("celeritas: copies received by colocated ops pushed %d device(s) %.4g bytes over their "
-                        "static memory limit", len(state.overflow_nodes), state.overflow_bytes())
+            log.warning(
+                "celeritas: copies received by colocated ops pushed %d device(s) %.4g bytes over their "
+                "static memory limit",
+                len(state.overflow_nodes),
+                state.overflow_bytes(),
+            )
 
 
 class CeleritasPlacer(_CeleritasBase):
@@ -139,8 +155,7 @@ class CeleritasPlacer(_CeleritasBase):
 
     name = "celeritas"
 
-    def __init__(self, R: int = 200, memory_fraction: float = 0.25, fuse: bool | str = "auto",
-                 compare: str = "finish"):
+    def __init__(self, R: int = 200, memory_fraction: float = 0.25, fuse: bool | str = "auto", compare: str = "finish"):
         super().__init__(R, memory_fraction, fuse)
         if compare not in ("start", "finish"):
             raise ValueError(f"compare must be 'start' or 'finish', got {compare!r}")
@@ -152,8 +167,14 @@ class CeleritasPlacer(_CeleritasBase):
         res = adjusting_placement(prep.cidx, prep.state, prep.seq, self.compare)
         assign, order = prep.state.expand(res.order_key)
         info = dict(prep.info)
-        info.update({"adjust_time_s": time.perf_counter() - t0, "planned_makespan_s": res.makespan,
-                     "moves": res.moves, "memory_moves": res.memory_moves})
+        info.update(
+            {
+                "adjust_time_s": time.perf_counter() - t0,
+                "planned_makespan_s": res.makespan,
+                "moves": res.moves,
+                "memory_moves": res.memory_moves,
+            }
+        )
         self._best_effort_info(prep.state, info)
         return Placement(assign, order, info)
 

@@ -16,12 +16,13 @@ per-op figures replace the estimates. Running it is the backend's job.
 Accuracy (6.5.1): for each op, the relative deviation |d_e - d_a| / d_a of the estimate from the
 measurement, its mean (Table 5) and its CDF (Figure 5): `relative_deviation`.
 """
+
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -50,10 +51,10 @@ class LinearProfile:
     """Per-op (and per-edge) linear laws ``value = intercept + slope * batch`` fitted on several profiles."""
 
     batch_sizes: list[float]
-    template: OpGraph                                  # structure (and non-cost attributes) of the prediction
+    template: OpGraph  # structure (and non-cost attributes) of the prediction
     ops: list[str]
-    keys: list[str]                                    # cost keys fitted (COST_KEYS + "compute_s_by_type:T")
-    intercept: np.ndarray                              # (n_ops, n_keys)
+    keys: list[str]  # cost keys fitted (COST_KEYS + "compute_s_by_type:T")
+    intercept: np.ndarray  # (n_ops, n_keys)
     slope: np.ndarray
     edges: list[tuple[str, str]] = field(default_factory=list)
     edge_intercept: np.ndarray | None = None
@@ -105,8 +106,10 @@ def fit_linear_profiles(profiles: Mapping[float, OpGraph] | Iterable[tuple[float
     for b, g in items:
         extra = [op for op in g.ops if op not in template]
         if extra:
-            raise ValueError(f"op {extra[0]!r} of the profile at batch size {b:g} is missing from the profile "
-                             f"at batch size {items[-1][0]:g}")
+            raise ValueError(
+                f"op {extra[0]!r} of the profile at batch size {b:g} is missing from the profile "
+                f"at batch size {items[-1][0]:g}"
+            )
     typed = sorted({t for _, g in items for op in g.ops for t in (g.op(op).get("compute_s_by_type") or {})})
     keys = list(COST_KEYS) + [f"compute_s_by_type:{t}" for t in typed]
     Y = np.zeros((len(ops), len(keys), len(items)))
@@ -130,8 +133,17 @@ def fit_linear_profiles(profiles: Mapping[float, OpGraph] | Iterable[tuple[float
                 raise ValueError(f"edge {u!r} -> {v!r} is missing from the profile at batch size {b:g}")
             E[e, c] = float(g.nx.edges[u, v].get("bytes", 0.0))
     ei, es = _fit(x, E) if edges else (np.zeros(0), np.zeros(0))
-    return LinearProfile([b for b, _ in items], template, ops, keys, inter.reshape(len(ops), len(keys)),
-                         slope.reshape(len(ops), len(keys)), edges, ei, es)
+    return LinearProfile(
+        [b for b, _ in items],
+        template,
+        ops,
+        keys,
+        inter.reshape(len(ops), len(keys)),
+        slope.reshape(len(ops), len(keys)),
+        edges,
+        ei,
+        es,
+    )
 
 
 class SequentialDfsTopoPlacer(Placer):
@@ -199,8 +211,12 @@ class SequentialDfsTopoPlacer(Placer):
             order[names[dev_of[i]]].append(idx.names[i])
         if best_effort:
             log.warning("dfs_topo_seq: %d ops placed best effort (every allowed device full)", len(best_effort))
-        info = {"best_effort": int(bool(best_effort)), "best_effort_ops_count": len(best_effort),
-                "best_effort_ops": best_effort[:1000], "devices_used": len({dev_of[i] for i in range(idx.n)})}
+        info = {
+            "best_effort": int(bool(best_effort)),
+            "best_effort_ops_count": len(best_effort),
+            "best_effort_ops": best_effort[:1000],
+            "devices_used": len({dev_of[i] for i in range(idx.n)}),
+        }
         return Placement(assign, order, info)
 
 
@@ -209,7 +225,7 @@ class DeviationReport:
     """Per-op relative deviation |estimate - measurement| / measurement (Celeritas 6.5.1)."""
 
     per_op: dict[str, float]
-    skipped: list[str]                 # ops whose measurement is 0 (deviation undefined)
+    skipped: list[str]  # ops whose measurement is 0 (deviation undefined)
 
     @property
     def mean(self) -> float:
@@ -229,8 +245,13 @@ class DeviationReport:
         return v, [(k + 1) / n for k in range(n)]
 
     def to_dict(self) -> dict:
-        return {"mean": self.mean, "n_ops": len(self.per_op), "skipped": len(self.skipped),
-                "cdf": self.cdf(), "per_op": self.per_op}
+        return {
+            "mean": self.mean,
+            "n_ops": len(self.per_op),
+            "skipped": len(self.skipped),
+            "cdf": self.cdf(),
+            "per_op": self.per_op,
+        }
 
 
 def _op_value(g: OpGraph, op: str, what: str) -> float:

@@ -24,10 +24,11 @@ CPD-TOPO (5.1.3, Algorithm 1, CPD_Topo; equations 2 and 3)
 Complexity: tlevel/blevel O(V + E); the queue discipline O(V + E) plus sorting each adjacency list,
 O(E log dmax) in all (the paper counts the order computation as O(V + E)).
 """
+
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ...graph import GraphIndex, OpGraph
 from .common import EdgeCosts
@@ -56,8 +57,9 @@ def dfs_topo(graph: OpGraph | GraphIndex) -> list[int]:
     return out
 
 
-def levels(graph: OpGraph | GraphIndex, w: Sequence[float],
-           comm: Callable[[float], float] | EdgeCosts) -> tuple[list[float], list[float]]:
+def levels(
+    graph: OpGraph | GraphIndex, w: Sequence[float], comm: Callable[[float], float] | EdgeCosts
+) -> tuple[list[float], list[float]]:
     """tlevel and blevel of every op (Celeritas equations 2 and 3) with computation times `w` and the
     communication time ``comm(bytes)`` of each edge (or precomputed `EdgeCosts`). O(V + E)."""
     idx = _as_index(graph)
@@ -82,8 +84,12 @@ def levels(graph: OpGraph | GraphIndex, w: Sequence[float],
     return tl, bl
 
 
-def cpd_topo(graph: OpGraph | GraphIndex, w: Sequence[float], comm: Callable[[float], float] | EdgeCosts,
-             cpath: Sequence[float] | None = None) -> list[int]:
+def cpd_topo(
+    graph: OpGraph | GraphIndex,
+    w: Sequence[float],
+    comm: Callable[[float], float] | EdgeCosts,
+    cpath: Sequence[float] | None = None,
+) -> list[int]:
     """CPD-TOPO order (Celeritas Algorithm 1, CPD_Topo) as a list of op indices.
 
     `w[i]` is op i's computation time, ``comm(bytes)`` an edge's communication time; `cpath` may be given

@@ -4,6 +4,7 @@ Hashing (4.2), HEFT (4.3), Batch Split (4.4), Iterated Critical Path (4.5), Crit
 DFS partitioning (4.8). Every one places whole assignment units (colocation groups or lone ops) on feasible
 devices only (device type fits, whole unit fits in the remaining memory, see `common`).
 """
+
 from .batch_split import BatchSplitPlacer
 from .critical_path import CriticalPathPlacer
 from .dfs import DFSPlacer
@@ -12,5 +13,12 @@ from .heft import HEFTPlacer
 from .icp import IteratedCriticalPathPlacer
 from .mite import MITEPlacer
 
-__all__ = ["BatchSplitPlacer", "CriticalPathPlacer", "DFSPlacer", "HashingPlacer", "HEFTPlacer",
-           "IteratedCriticalPathPlacer", "MITEPlacer"]
+__all__ = [
+    "BatchSplitPlacer",
+    "CriticalPathPlacer",
+    "DFSPlacer",
+    "HashingPlacer",
+    "HEFTPlacer",
+    "IteratedCriticalPathPlacer",
+    "MITEPlacer",
+]

@@ -1,4 +1,5 @@
 """Batch Split partitioning (thesis, seed 004, section 4.4)."""
+
 from __future__ import annotations
 
 import logging

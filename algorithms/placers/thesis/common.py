@@ -35,12 +35,14 @@ is NP-hard); they then raise `InfeasiblePlacement` naming the unit that found no
 
 Complexity: building the units is O(V + E); a feasibility query is O(D).
 """
+
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -57,11 +59,11 @@ class Unit:
     """An assignment unit: a colocation group or a lone op (thesis 4.1)."""
 
     id: int
-    name: str                      # group name, or op name for a lone op
-    members: list[int]             # op indices (topological order)
+    name: str  # group name, or op name for a lone op
+    members: list[int]  # op indices (topological order)
     device_type: str | None
-    size: float                    # sum of the members' size_est, bytes
-    ops: float                     # sum of the members' #ops (compute_s)
+    size: float  # sum of the members' size_est, bytes
+    ops: float  # sum of the members' #ops (compute_s)
     is_group: bool
     base_by_type: dict[str, float] = field(default_factory=dict)  # sum of per-type base times
 
@@ -100,8 +102,7 @@ def build_units(graph: OpGraph, cluster: Cluster | None = None) -> tuple[list[Un
             u.device_type = idx.device_type[i]
         for t in types:
             by = idx.compute_by_type[i]
-            u.base_by_type[t] = u.base_by_type.get(t, 0.0) + (by.get(t, idx.compute_s[i]) if by
-                                                               else idx.compute_s[i])
+            u.base_by_type[t] = u.base_by_type.get(t, 0.0) + (by.get(t, idx.compute_s[i]) if by else idx.compute_s[i])
     return units, unit_of
 
 
@@ -119,9 +120,9 @@ class AssignState:
         self.speed = [float(d.speed) for d in cluster.devices]
         self.cap = [float(d.memory_bytes) for d in cluster.devices]
         self.used = [0.0] * self.nd
-        self.load = [0.0] * self.nd          # exec_min(d): sum of execution times of the assigned ops
-        self.ops_on = [0.0] * self.nd        # #ops(d)
-        self.dev_of = [-1] * self.idx.n      # d(n), -1 while unplaced (Table 2.2)
+        self.load = [0.0] * self.nd  # exec_min(d): sum of execution times of the assigned ops
+        self.ops_on = [0.0] * self.nd  # #ops(d)
+        self.dev_of = [-1] * self.idx.n  # d(n), -1 while unplaced (Table 2.2)
         self.unit_dev = [-1] * len(units)
         # numpy mirrors for vectorised feasibility queries over all devices
         self.used_np = np.zeros(self.nd)
@@ -134,7 +135,8 @@ class AssignState:
             if u.device_type is not None and u.device_type not in present:
                 raise InfeasiblePlacement(
                     f"{u.describe()} needs a {u.device_type} device but cluster {cluster.name!r} has only "
-                    f"{sorted(present)}")
+                    f"{sorted(present)}"
+                )
 
     # ------------------------------------------------------------------ queries
     def type_ok(self, unit: Unit, d: int) -> bool:
@@ -153,8 +155,7 @@ class AssignState:
 
     def exec_vector(self, unit: Unit, devices: np.ndarray) -> np.ndarray:
         """Execution time of the whole unit on each of `devices`."""
-        return np.array([unit.base_by_type.get(self.types[d], unit.ops) / self.speed[d] for d in devices],
-                        dtype=float)
+        return np.array([unit.base_by_type.get(self.types[d], unit.ops) / self.speed[d] for d in devices], dtype=float)
 
     def is_feasible(self, unit: Unit, d: int) -> bool:
         return self.type_ok(unit, d) and self.fits(unit.size, d)
@@ -187,7 +188,8 @@ class AssignState:
         return InfeasiblePlacement(
             f"{what}{unit.describe()} ({len(unit.members)} op(s), estimated size {unit.size:.6g} bytes) fits on "
             f"no {kind}device: the largest remaining memory among the {len(fitting)} {kind}device(s) is "
-            f"{free:.6g} bytes. Give the cluster more memory, or use a placer that packs memory more tightly.")
+            f"{free:.6g} bytes. Give the cluster more memory, or use a placer that packs memory more tightly."
+        )
 
     def placement(self, order: dict[str, list[str]] | None = None, **info: Any) -> Placement:
         names = self.idx.names

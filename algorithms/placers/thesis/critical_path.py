@@ -1,4 +1,5 @@
 """Critical Path partitioning (thesis, seed 004, section 4.6)."""
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
 """Depth First Search partitioning (thesis, seed 004, section 4.8)."""
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
 """Hashing partitioning (thesis, seed 004, section 4.2)."""
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
 """HEFT with the thesis' adaptations (seed 004, section 4.3; Topcuoglu, Hariri and Wu, TPDS 2002)."""
+
 from __future__ import annotations
 
 import bisect

@@ -1,4 +1,5 @@
 """Iterated Critical Path partitioning (thesis, seed 004, section 4.5)."""
+
 from __future__ import annotations
 
 import heapq
@@ -90,9 +91,9 @@ class IteratedCriticalPathPlacer(Placer):
                     raise AssertionError("iterated critical path: no sink left while ops remain unassigned")
                 negval, v = heapq.heappop(cand)
                 if rsucc[v] or -negval != src[v] + ops[v]:
-                    continue                      # stale entry
+                    continue  # stale entry
                 if st.dev_of[v] >= 0 and not rpred[v]:
-                    continue                      # nothing left to do from this sink
+                    continue  # nothing left to do from this sink
                 break
             paths += 1
             path = [v]
@@ -155,6 +156,6 @@ class IteratedCriticalPathPlacer(Placer):
                             heapq.heappush(work, y)
                     if not rsucc[x]:
                         push_sink(x)
-            push_sink(v)                          # its popped entry may still be current
+            push_sink(v)  # its popped entry may still be current
         log.debug("ICP extracted %d paths", paths)
         return st.placement(paths=paths)

@@ -1,4 +1,5 @@
 """MITE partitioning (thesis, seed 004, section 4.7, equations 4.6 to 4.16)."""
+
 from __future__ import annotations
 
 import logging
@@ -25,13 +26,13 @@ class MiteFactors:
     """The factors of eq. 4.6 for one unit over its feasible devices `devices` (arrays aligned with them)."""
 
     devices: np.ndarray
-    traffic_temp: np.ndarray     # eq. 4.7 / 4.10 (seconds of transfer)
-    traffic: np.ndarray          # eq. 4.11
-    exec_temp: np.ndarray        # eq. 4.12 (seconds)
-    exec: np.ndarray             # eq. 4.13
-    memory: np.ndarray           # eq. 4.14
-    importance: float            # eq. 4.16
-    boost: np.ndarray            # eq. 4.15
+    traffic_temp: np.ndarray  # eq. 4.7 / 4.10 (seconds of transfer)
+    traffic: np.ndarray  # eq. 4.11
+    exec_temp: np.ndarray  # eq. 4.12 (seconds)
+    exec: np.ndarray  # eq. 4.13
+    memory: np.ndarray  # eq. 4.14
+    importance: float  # eq. 4.16
+    boost: np.ndarray  # eq. 4.15
 
     @property
     def heu(self) -> np.ndarray:
@@ -64,7 +65,7 @@ class MiteScorer:
         self.succ_devs: list[set[int]] = [set() for _ in range(self.idx.n)]
         self.orank = operations_rank(self.idx)
         self.omax = max(self.orank, default=0.0)
-        self.m_min = 1.0           # m~ of eq. 4.14: minimal non-zero memory portion, initialised to 1
+        self.m_min = 1.0  # m~ of eq. 4.14: minimal non-zero memory portion, initialised to 1
         self.type_names = sorted(set(st.types))
         self.type_idx = np.array([self.type_names.index(t) for t in st.types], dtype=int)
         finite = np.isfinite(self.cap) & (self.cap > 0)
@@ -219,8 +220,9 @@ class MITEPlacer(Placer):
         units, unit_of = build_units(graph, cluster)
         st = AssignState(graph, cluster, units, unit_of)
         sc = MiteScorer(st, self.zero_traffic)
-        for u in tqdm(unit_order(units, groups_first=True), desc="MITE: assigning units", unit="unit",
-                      disable=None, leave=False):
+        for u in tqdm(
+            unit_order(units, groups_first=True), desc="MITE: assigning units", unit="unit", disable=None, leave=False
+        ):
             cands = st.feasible(u)
             if not cands:
                 raise st.infeasible(u, "MITE: ")

@@ -3,9 +3,11 @@
 Families: linreg, mlp, inception_v3, gnmt, transformer, gpt. Parameters are initialised from `cfg["seed"]`,
 so the same config gives the same model.
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -39,10 +41,18 @@ def build_model(cfg: Mapping[str, Any]) -> TorchModel:
         module, make_batch = BUILDERS[family](cfg)
     module.train()
     return TorchModel(
-        name=str(cfg.get("name", family)), family=family, module=module, make_batch=make_batch,
-        batch_size=int(cfg.get("batch_size") or 1), optimizer=str(cfg.get("optimizer", "sgd")).lower(),
-        lr=float(cfg.get("lr", 0.01)), rms_alpha=float(cfg.get("rms_alpha", 0.9)),
-        rms_eps=float(cfg.get("rms_eps", 1e-8)), seed=seed, cfg=cfg)
+        name=str(cfg.get("name", family)),
+        family=family,
+        module=module,
+        make_batch=make_batch,
+        batch_size=int(cfg.get("batch_size") or 1),
+        optimizer=str(cfg.get("optimizer", "sgd")).lower(),
+        lr=float(cfg.get("lr", 0.01)),
+        rms_alpha=float(cfg.get("rms_alpha", 0.9)),
+        rms_eps=float(cfg.get("rms_eps", 1e-8)),
+        seed=seed,
+        cfg=cfg,
+    )
 
 
 __all__ = ["TorchModel", "build_model", "BUILDERS"]

@@ -5,10 +5,12 @@ function (forward, loss, backward, optimizer update) describes the training step
 attribute names are chosen so that module paths read as op-name scopes ("enc/l0", "attention", "proj",
 "loss"), which expert placements match by prefix.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import torch
 from torch import nn

@@ -12,9 +12,11 @@ every higher decoder layer (GNMT section 3); residual connections add a layer's 
 `residual_from` on. Cost per step: O(seq_len * layers * batch * hidden^2 + seq_len^2 * batch * hidden
 + seq_len * batch * hidden * vocab).
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import nn
@@ -34,7 +36,7 @@ class LSTMLayer(nn.Module):
     def __init__(self, inp: int, hidden: int, residual: bool):
         super().__init__()
         self.hidden, self.residual = hidden, residual
-        k = hidden ** -0.5
+        k = hidden**-0.5
         self.weight_ih = nn.Parameter(torch.empty(4 * hidden, inp).uniform_(-k, k))
         self.weight_hh = nn.Parameter(torch.empty(4 * hidden, hidden).uniform_(-k, k))
         self.bias = nn.Parameter(torch.zeros(4 * hidden))
@@ -65,16 +67,16 @@ class BahdanauAttention(nn.Module):
         super().__init__()
         self.query = nn.Linear(hidden, hidden, bias=False)
         self.key = nn.Linear(hidden, hidden, bias=False)
-        self.v = nn.Parameter(torch.empty(hidden).uniform_(-hidden ** -0.5, hidden ** -0.5))
+        self.v = nn.Parameter(torch.empty(hidden).uniform_(-(hidden**-0.5), hidden**-0.5))
 
     def forward(self, q, memory):
         if q is None:
-            enc = torch.stack(memory, 1)                                      # (B, S, H)
+            enc = torch.stack(memory, 1)  # (B, S, H)
             return enc, self.key(enc)
         enc, keys = memory
-        e = torch.tanh(keys + self.query(q).unsqueeze(1))                     # (B, S, H)
-        a = torch.softmax(e @ self.v, dim=1)                                  # (B, S)
-        return (a.unsqueeze(2) * enc).sum(1)                                  # (B, H)
+        e = torch.tanh(keys + self.query(q).unsqueeze(1))  # (B, S, H)
+        a = torch.softmax(e @ self.v, dim=1)  # (B, S)
+        return (a.unsqueeze(2) * enc).sum(1)  # (B, H)
 
 
 class Projection(nn.Module):
@@ -85,7 +87,7 @@ class Projection(nn.Module):
         self.linear = nn.Linear(hidden, vocab)
 
     def forward(self, outs):
-        return self.linear(torch.stack(outs, 1))                              # (B, T, V)
+        return self.linear(torch.stack(outs, 1))  # (B, T, V)
 
 
 class GNMT(nn.Module):
@@ -96,8 +98,9 @@ class GNMT(nn.Module):
         self.layers = layers
         self.embed = nn.ModuleDict({"src": nn.Embedding(vocab, hidden), "tgt": nn.Embedding(vocab, hidden)})
         self.enc = nn.ModuleDict({f"l{i}": LSTMLayer(hidden, hidden, i >= residual_from) for i in range(layers)})
-        self.dec = nn.ModuleDict({f"l{i}": LSTMLayer(hidden if i == 0 else 2 * hidden, hidden,
-                                                     i >= residual_from) for i in range(layers)})
+        self.dec = nn.ModuleDict(
+            {f"l{i}": LSTMLayer(hidden if i == 0 else 2 * hidden, hidden, i >= residual_from) for i in range(layers)}
+        )
         self.attention = BahdanauAttention(hidden)
         self.proj = Projection(hidden, vocab)
         self.loss = CrossEntropy()

@@ -8,9 +8,11 @@ dropout are left out (they do not change the structure the placers see). Batch n
 statistics only (``track_running_stats=False``) so that a training step is a pure function of parameters and
 inputs (no running-average buffers mutated in place). The smallest image size is 75. Building is O(params).
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import nn
@@ -144,13 +146,15 @@ class InceptionV3(nn.Module):
     def __init__(self, classes: int, width: float):
         super().__init__()
         c = lambda n: scaled(n, width)  # noqa: E731
-        self.stem = nn.ModuleDict({
-            "conv1a": ConvBN(3, c(32), 3, stride=2),
-            "conv2a": ConvBN(c(32), c(32), 3),
-            "conv2b": ConvBN(c(32), c(64), 3, padding=1),
-            "conv3b": ConvBN(c(64), c(80), 1),
-            "conv4a": ConvBN(c(80), c(192), 3),
-        })
+        self.stem = nn.ModuleDict(
+            {
+                "conv1a": ConvBN(3, c(32), 3, stride=2),
+                "conv2a": ConvBN(c(32), c(32), 3),
+                "conv2b": ConvBN(c(32), c(64), 3, padding=1),
+                "conv3b": ConvBN(c(64), c(80), 1),
+                "conv4a": ConvBN(c(80), c(192), 3),
+            }
+        )
         blocks: list[tuple[str, nn.Module]] = []
         cin = c(192)
         for name, pool in (("mixed_5b", 32), ("mixed_5c", 64), ("mixed_5d", 64)):

@@ -3,9 +3,11 @@
 Both are written as modules whose forward returns the loss; sizes come from conf/model/linreg.yaml and
 mlp.yaml. Building is O(parameters).
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import nn

@@ -8,10 +8,12 @@ self-attention, cross-attention "cross", ffn), projection "proj", "loss". GPT: a
 "loss" (Tessel's M shape: the embedding and head dominate memory). Dropout is left out. Cost per step:
 O(layers * batch * (seq^2 * hidden + seq * hidden * ffn) + batch * seq * hidden * vocab).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import nn
@@ -147,6 +149,7 @@ def _token_batches(cfg, seed, vocab, seq, parts):
             return src, tgt[:, :-1].contiguous(), tgt[:, 1:].contiguous()
         ids = torch.randint(0, vocab, (b, seq + 1), generator=g)
         return ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+
     return make_batch
 
 

@@ -1,4 +1,5 @@
 """A third-party placer shipped as its own package: round-robin over devices in topological order."""
+
 from __future__ import annotations
 
 from algorithms.base import Placer
