@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import InvalidCluster
@@ -34,9 +34,16 @@ class Device:
     type: str = "CPU"
     memory_bytes: float = math.inf
     speed: float = 1.0
+    cores: int = 1  # host CPU cores a worker process of this device owns (CPU devices of a real run)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "type": self.type, "memory_bytes": self.memory_bytes, "speed": self.speed}
+        return {
+            "name": self.name,
+            "type": self.type,
+            "memory_bytes": self.memory_bytes,
+            "speed": self.speed,
+            "cores": self.cores,
+        }
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,8 @@ class Cluster:
                 raise InvalidCluster(f"device {d.name!r}: type {d.type!r} is not one of {DEVICE_TYPES}")
             if not (d.speed > 0) or math.isinf(d.speed):
                 raise InvalidCluster(f"device {d.name!r}: speed must be > 0 and finite, got {d.speed!r}")
+            if not (isinstance(d.cores, int) and d.cores >= 1):
+                raise InvalidCluster(f"device {d.name!r}: cores must be an integer >= 1, got {d.cores!r}")
             if not (d.memory_bytes >= 0):
                 raise InvalidCluster(f"device {d.name!r}: memory_bytes must be >= 0, got {d.memory_bytes!r}")
         if self.mode not in MODES:
@@ -139,17 +148,15 @@ class Cluster:
         """A copy with every device's memory multiplied by `memory_fraction`."""
         if not memory_fraction > 0:
             raise InvalidCluster(f"memory_fraction must be > 0, got {memory_fraction!r}")
-        devs = [Device(d.name, d.type, d.memory_bytes * memory_fraction, d.speed) for d in self.devices]
+        devs = [replace(d, memory_bytes=d.memory_bytes * memory_fraction) for d in self.devices]
         return Cluster(devs, self.latency_s, self.bytes_per_s, self.mode, dict(self.links), self.name)
 
     def with_memory(self, memory_bytes: Mapping[str, float] | float) -> Cluster:
         """A copy with new memory limits (one number for all devices, or per device)."""
         if isinstance(memory_bytes, Mapping):
-            devs = [
-                Device(d.name, d.type, float(memory_bytes.get(d.name, d.memory_bytes)), d.speed) for d in self.devices
-            ]
+            devs = [replace(d, memory_bytes=float(memory_bytes.get(d.name, d.memory_bytes))) for d in self.devices]
         else:
-            devs = [Device(d.name, d.type, float(memory_bytes), d.speed) for d in self.devices]
+            devs = [replace(d, memory_bytes=float(memory_bytes)) for d in self.devices]
         return Cluster(devs, self.latency_s, self.bytes_per_s, self.mode, dict(self.links), self.name)
 
     def with_comm(
@@ -189,7 +196,7 @@ class Cluster:
         for k, d in enumerate(raw):
             if not isinstance(d, Mapping) or "name" not in d:
                 raise InvalidCluster(f"cluster devices[{k}] needs a 'name'")
-            unknown = set(d) - {"name", "type", "memory_bytes", "speed"}
+            unknown = set(d) - {"name", "type", "memory_bytes", "speed", "cores"}
             if unknown:
                 raise InvalidCluster(f"device {d['name']!r}: unknown keys {sorted(unknown)}")
             mem = d.get("memory_bytes", math.inf)
@@ -199,6 +206,7 @@ class Cluster:
                     str(d.get("type", "CPU")),
                     float(mem) if mem is not None else math.inf,
                     float(d.get("speed", 1.0)),
+                    int(d.get("cores", 1)),
                 )
             )
         comm = dict(data.get("comm") or {})
@@ -249,3 +257,28 @@ def uniform_cluster(
 
 def device_names(cluster: Cluster) -> Iterable[str]:
     return (d.name for d in cluster.devices)
+
+
+def worker_cores(cluster: Cluster, host_cores: Iterable[int]) -> list[list[int]]:
+    """The host cores each device's worker process is pinned to, in device order.
+
+    Devices take `device.cores` consecutive cores from `host_cores` (the ids the process may run on, e.g.
+    ``sorted(os.sched_getaffinity(0))``), wrapping around when the cluster asks for more cores than the host
+    has: then several workers share a core, which `oversubscription` reports and the simulator models.
+    O(total cores).
+    """
+    ids = list(host_cores)
+    if not ids:
+        raise InvalidCluster("no host cores to pin workers to")
+    out: list[list[int]] = []
+    k = 0
+    for d in cluster.devices:
+        out.append(sorted({ids[(k + j) % len(ids)] for j in range(d.cores)}))
+        k += d.cores
+    return out
+
+
+def oversubscription(cluster: Cluster, n_host_cores: int) -> float:
+    """How many workers share each host core on average: (cores the devices ask for) / (host cores); <= 1
+    means every worker owns its cores."""
+    return sum(d.cores for d in cluster.devices) / max(1, n_host_cores)
