@@ -27,7 +27,11 @@ class CommFit:
 
 @dataclass
 class RunResult:
-    """What a real placed execution measured."""
+    """What a real placed execution measured.
+
+    `measured_step_s` is the median of `step_times_s` (the measured steps after warm-up), `step_iqr_s` their
+    inter-quartile range; `peak_memory_bytes` the measured peak per device; `workers` one entry per worker
+    process, ``{"device", "pid", "cores"}`` (result.json `runtime_workers`)."""
 
     measured_step_s: float
     step_times_s: list[float]
@@ -35,6 +39,32 @@ class RunResult:
     traffic_bytes: float
     loss: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    step_iqr_s: float | None = None
+    workers: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Runtime(ABC):
+    """Executes a placed, scheduled training step on real devices and measures it (DESIGN.md: one OS process
+    per device). Hyper-parameters (warm-up and measured steps, checks) go in the constructor; a config
+    `conf/runtime/<name>.yaml` names the class with `_target_` or names a runtime its backend provides."""
+
+    name: str = "runtime"
+
+    @abstractmethod
+    def run(
+        self,
+        backend: Backend,
+        model: Any,
+        graph: OpGraph,
+        placement: Mapping[str, str],
+        schedule: Mapping[str, list[str]],
+        cluster: Cluster,
+        *,
+        plan: Any = None,
+    ) -> RunResult:
+        """Run warm-up steps, then the measured steps, of `model` (built by `backend`) with each op of `graph`
+        on `placement[op]`, in the order of `schedule[device]`. `plan`, where given, is the simulated step
+        (op start times and transfer arrivals) for runtimes that follow it."""
 
 
 class Backend(ABC):
