@@ -135,7 +135,7 @@ class CoarseMap(dict):
     def check_covers(self, original: OpGraph) -> None:
         """Every original op belongs to exactly one coarse op."""
         seen: set[str] = set()
-        for c, members in self.items():
+        for members in self.values():
             for o in members:
                 if o in seen:
                     raise InvalidPlacement(f"coarse map puts original op {o!r} in two coarse ops")

@@ -140,9 +140,10 @@ def heft_with_saga_rank(graph: OpGraph, cluster: Cluster):
         heft_mod.upward_rank = original
 
 
-def timed(fn):
+def timed(fn, *args):
+    """fn(*args) and its wall time in seconds."""
     t0 = time.perf_counter()
-    out = fn()
+    out = fn(*args)
     return out, time.perf_counter() - t0
 
 
@@ -202,10 +203,10 @@ def main() -> None:
             for seed in range(args.seeds):
                 g, cl = instance(levels, nd, seed)
                 net, tg = to_saga(saga, g, cl)
-                p, t_ours = timed(lambda: HEFTPlacer().place(g, cl))
+                p, t_ours = timed(HEFTPlacer().place, g, cl)
                 ours = p.info["heft_makespan_s"]
                 ours_rpl = simulate(g, cl, p, schedule=p.order, record_memory=False).makespan
-                s, t_saga = timed(lambda: SagaHeft().schedule(net, tg))
+                s, t_saga = timed(SagaHeft().schedule, net, tg)
                 saga_ms = s.makespan
                 saga_rpl = replay(g, cl, s)
                 with_rank = heft_with_saga_rank(g, cl).info["heft_makespan_s"]
@@ -217,9 +218,9 @@ def main() -> None:
                     f"{with_rank:>11.4g}{saga_ms:>10.4g}{saga_rpl:>10.4g}{t_ours:>8.3f}{t_saga:>8.3f} |"
                 )
                 if METFPlacer is not None:
-                    pe, te_ours = timed(lambda: METFPlacer(memory_aware=False).place(g, cl))
+                    pe, te_ours = timed(METFPlacer(memory_aware=False).place, g, cl)
                     e_ours = simulate(g, cl, pe, schedule=pe.order, record_memory=False).makespan
-                    se, te_saga = timed(lambda: SagaEtf().schedule(net, tg))
+                    se, te_saga = timed(SagaEtf().schedule, net, tg)
                     e_rpl = replay(g, cl, se)
                     k = 0 if e_ours < se.makespan - 1e-9 else (1 if abs(e_ours - se.makespan) <= 1e-9 else 2)
                     wins["etf"][k] += 1

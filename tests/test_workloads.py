@@ -94,7 +94,7 @@ def test_thesis_devices_memory_falls_with_speed():
     assert all(10 <= d.speed <= 100 for d in c.devices)
     types = [d.type for d in c.devices]
     assert types.count("CPU") > 10 and types.count("GPU") > 5
-    rates = [l.bytes_per_s for l in c.links.values()]
+    rates = [link.bytes_per_s for link in c.links.values()]
     assert len(rates) == 40 * 39 // 2 and all(10e8 <= r <= 60e8 for r in rates)
 
 

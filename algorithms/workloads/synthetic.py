@@ -211,7 +211,7 @@ def _add_backward(g: OpGraph, fwd: list[str], factor: float) -> None:
             forward_of=f,
         )
         g.add_edge(f, f"{f}/grad", bytes=a["output_bytes"])
-    for u, v, d in edges:
+    for u, v, _ in edges:
         g.add_edge(f"{v}/grad", f"{u}/grad", bytes=g.op(f"{v}/grad")["output_bytes"])
     for f in fwd:
         a = g.op(f)
