@@ -13,6 +13,9 @@ For a cluster (cpu2 by default: two devices, one core each):
    ready queue) plus the measured empty step of as many workers as the placement uses
    (`dist_profile.predicted_step`), and measure with `TFDistributedRuntime` (one pinned `tf.distribute.Server`
    process per device; warm-up, then the median of --steps);
+   The prediction is given twice: with the isolated transfer fit and parallel links (``pred``), and with
+   sequential sends (Baechi 3.4: one tensor at a time per sender) whose latency is the marginal cost of a
+   transfer in a burst of small ones (``seq``: what a step moving hundreds of small tensors sees);
 4. print per run: predicted, measured median and IQR, relative error (predicted - measured) / measured,
    predicted and measured peak memory of the busiest device, traffic, and the correctness check; per model the
    median |error| and Kendall's tau between predicted and measured orders.
@@ -27,6 +30,7 @@ Timings on a shared machine are noisy: run it alone (the load average is printed
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -93,11 +97,15 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     fit = comm_benchmark_distributed(base, args.comm_sizes, args.comm_repeats)
     links = {pair: Link(lat, bw) for pair, (lat, bw) in fit.links.items()}
     cluster = base.with_comm(fit.latency_s, fit.bytes_per_s, links)
+    # the same fit, but each sender moves one tensor at a time at the marginal cost of a transfer in a burst
+    seq_latency = max(fit.latency_s, fit.per_transfer_s)
+    seq_cluster = dataclasses.replace(cluster, mode="sequential", latency_s=seq_latency, links={})
     print(
         f"comm fit ({time.perf_counter() - t0:.0f} s) from gRPC transfers between 2 pinned workers: latency "
         f"{fit.latency_s * 1e6:.1f} us, bandwidth {fit.bytes_per_s / 1e6:.1f} MB/s; residual rms "
         f"{fit.residual_rms_s * 1e3:.3f} ms, largest relative residual {fit.residual_max_rel:.2f}; empty step on "
-        f"2 workers {fit.step_overhead_s * 1e3:.3f} ms"
+        f"2 workers {fit.step_overhead_s * 1e3:.3f} ms; a 256-byte transfer in a burst costs "
+        f"{fit.per_transfer_s * 1e6:.1f} us (bursts {[(int(k), round(t * 1e3, 3)) for k, t in fit.burst_medians]} ms)"
     )
     for pair, pts in fit.medians.items():
         print(f"  {pair}: " + ", ".join(f"{int(b)}B {t * 1e3:.3f}ms" for b, t in pts))
@@ -117,6 +125,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         )
         print(
             f"{'placer':<12}{'dev':>4}{'sim_ms':>9}{'pred_ms':>9}{'meas_ms':>9}{'iqr_ms':>8}{'error':>8}"
+            f"{'seq_ms':>9}{'seq_err':>8}"
             f"{'pred_MB':>9}{'meas_MB':>9}{'traffic_B':>11}{'meas_B':>9}  check"
         )
         candidates = placers(cfg, None, args.seed)
@@ -138,8 +147,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             sim = simulate(graph, cluster, assign)
             used = len(set(assign.values()))
             pred = predicted_step(sim.makespan, graph, {2: fit.step_overhead_s}, used)
+            sim_seq = simulate(graph, seq_cluster, assign)
+            pred_seq = predicted_step(sim_seq.makespan, graph, {2: fit.step_overhead_s}, used)
             res = runtime.run(backend, model, graph, assign, {}, cluster)
             err = (pred - res.measured_step_s) / res.measured_step_s
+            err_seq = (pred_seq - res.measured_step_s) / res.measured_step_s
             dev_peak = max(sim.peak_memory, key=lambda d: sim.peak_memory[d])
             ex = res.extra
             ok = ex.get("loss_match") and ex.get("grad_match")
@@ -153,6 +165,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 "measured_step_iqr_s": res.step_iqr_s,
                 "measured_steps": len(res.step_times_s),
                 "rel_error": err,
+                "predicted_step_sequential_s": pred_seq,
+                "rel_error_sequential": err_seq,
                 "predicted_peak_bytes": sim.peak_memory,
                 "measured_peak_bytes": res.peak_memory_bytes,
                 "measured_rss_growth_bytes": ex["rss_growth_bytes"],
@@ -167,7 +181,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             rows.append(row)
             print(
                 f"{label:<12}{used:>4}{sim.makespan * 1e3:>9.3f}{pred * 1e3:>9.3f}{res.measured_step_s * 1e3:>9.3f}"
-                f"{(res.step_iqr_s or 0) * 1e3:>8.3f}{err:>+8.1%}{sim.peak_memory[dev_peak] / 1e6:>9.3f}"
+                f"{(res.step_iqr_s or 0) * 1e3:>8.3f}{err:>+8.1%}{pred_seq * 1e3:>9.3f}{err_seq:>+8.1%}"
+                f"{sim.peak_memory[dev_peak] / 1e6:>9.3f}"
                 f"{res.peak_memory_bytes.get(dev_peak, 0) / 1e6:>9.3f}{sim.traffic_bytes:>11.0f}"
                 f"{res.traffic_bytes:>9.0f}  {'ok' if ok else 'MISMATCH'}"
             )
@@ -176,6 +191,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             med = statistics.median(abs(r["rel_error"]) for r in mine)
             tau = kendall_tau([r["predicted_step_s"] for r in mine], [r["measured_step_s"] for r in mine])
             print(f"{name}: median |error| {med:.1%}, Kendall tau {tau if tau is None else round(tau, 2)}")
+            med = statistics.median(abs(r["rel_error_sequential"]) for r in mine)
+            tau = kendall_tau([r["predicted_step_sequential_s"] for r in mine], [r["measured_step_s"] for r in mine])
+            print(
+                f"{name} (sequential sends, burst latency): median |error| {med:.1%}, Kendall tau "
+                f"{tau if tau is None else round(tau, 2)}"
+            )
     load1 = os.getloadavg()
     print(f"\nload average at end: {load1[0]:.2f} (1 min); above ~{len(os.sched_getaffinity(0))} the timings are noisy")
     if args.json:

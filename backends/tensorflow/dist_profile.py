@@ -28,6 +28,13 @@ errors (`comm.fit_linear_relative`: the sizes span five decades, and an unweight
 decide everything), per pair and over all pairs, and the fit's residuals (root mean square in seconds, largest relative
 residual) are logged and returned.
 
+A step of a split model moves many small tensors at once (gnmt_tiny under m_etf: about 800 of 256 bytes),
+and each ``RecvTensor`` RPC costs CPU time in both worker processes, so transfers in a burst do not overlap the
+way one isolated transfer suggests. The benchmark therefore also times bursts of k distinct `burst_bytes`
+tensors sent in one step (k in `burst_counts`) and fits their marginal cost per transfer
+(`TFCommFit.per_transfer_s`, the slope of time against k); a simulation can use it as the latency of a
+sequential link (``mode: sequential``, Baechi 3.4: one tensor at a time per sender).
+
 Complexity: the steps and transfers themselves, plus O(V + records) to parse; one worker start-up (an
 interpreter importing TensorFlow) per call.
 """
@@ -49,7 +56,7 @@ from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 from backends.base import CommFit
 
-from .comm import fit_linear_relative
+from .comm import fit_linear, fit_linear_relative
 from .models import TFModel, build_model
 from .profiler import CALIBRATIONS, apply_records, parse_step_stats, resized
 from .session import session_config
@@ -68,6 +75,8 @@ class TFCommFit(CommFit):
     residual_rms_s: float = 0.0
     residual_max_rel: float = 0.0
     step_overhead_s: float = 0.0
+    per_transfer_s: float = 0.0
+    burst_medians: list[tuple[float, float]] = field(default_factory=list)
     medians: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
 
@@ -171,6 +180,8 @@ def comm_benchmark_distributed(
     *,
     pairs: Sequence[tuple[str, str]] | None = None,
     host_cores: list[int] | None = None,
+    burst_counts: Sequence[int] = (1, 16, 64, 256),
+    burst_bytes: int = 256,
 ) -> TFCommFit:
     """Fit latency + bytes / bandwidth from gRPC transfers between worker processes (module docstring).
     `pairs` defaults to both directions between the cluster's first two devices."""
@@ -216,6 +227,24 @@ def comm_benchmark_distributed(
                     base[(src, dst, size)] = tf.group(local, noop[dst])
                     with tf.device(dev[dst]):
                         cross[(src, dst, size)] = tf.identity(x, name=f"bench/{src}_{dst}/cross{size}").op
+            # bursts: k distinct small tensors from the first pair's src to its dst in one step
+            bsrc, bdst = pairs[0]
+            bursts: dict[int, tuple[Any, Any]] = {}
+            with tf.device(dev[bsrc]):
+                small = v1.get_variable(
+                    "bench/burst/v",
+                    shape=[max(1, burst_bytes // 4)],
+                    dtype=tf.float32,
+                    initializer=v1.zeros_initializer(),
+                    use_resource=True,
+                ).value()
+            for k in burst_counts:
+                with tf.device(dev[bsrc]):
+                    parts = [tf.identity(small, name=f"bench/burst{k}/src{j}") for j in range(k)]
+                base_k = tf.group(*parts, noop[bdst])
+                with tf.device(dev[bdst]):
+                    cross_k = tf.group(*[tf.identity(x, name=f"bench/burst{k}/dst{j}") for j, x in enumerate(parts)])
+                bursts[k] = (base_k, cross_k)
             init = v1.global_variables_initializer()
         samples: list[tuple[str, str, float, float]] = []
         medians: dict[tuple[str, str], list[tuple[float, float]]] = {}
@@ -232,13 +261,24 @@ def comm_benchmark_distributed(
                 nbytes = float(max(1, size // 4) * 4)
                 samples.extend((src, dst, nbytes, t) for t in obs)
                 medians.setdefault((src, dst), []).append((nbytes, statistics.median(obs)))
+            burst_medians: list[tuple[float, float]] = []
+            for k, (base_k, cross_k) in bursts.items():
+                sess.run(cross_k)
+                b = statistics.median(_timed(sess, base_k, repeats))
+                obs = [max(0.0, t - b) for t in _timed(sess, cross_k, repeats)]
+                burst_medians.append((float(k), statistics.median(obs)))
     links = {pair: fit_linear_relative(pts) for pair, pts in medians.items()}
     points = [p for pts in medians.values() for p in pts]
     latency, bw = fit_linear_relative(points)
     rms, worst = residuals(points, latency, bw)
+    per_transfer = 0.0
+    if len(burst_medians) >= 2:
+        _, inv = fit_linear(burst_medians)  # t = a + k / inv: the slope is the marginal cost of one transfer
+        per_transfer = 0.0 if math.isinf(inv) else 1.0 / inv
     log.info(
         "gRPC transfers between worker processes (%s): latency %.3g s, bandwidth %.3g bytes/s; residual rms "
-        "%.3g s, largest relative residual %.2f; empty step on %d workers %.4g s",
+        "%.3g s, largest relative residual %.2f; empty step on %d workers %.4g s; %d-byte transfers in a "
+        "burst cost %.3g s each",
         ", ".join(f"{s}->{d}" for s, d in pairs),
         latency,
         bw,
@@ -246,6 +286,8 @@ def comm_benchmark_distributed(
         worst,
         len(used),
         overhead,
+        burst_bytes,
+        per_transfer,
     )
     return TFCommFit(
         latency_s=latency,
@@ -255,6 +297,8 @@ def comm_benchmark_distributed(
         residual_rms_s=rms,
         residual_max_rel=worst,
         step_overhead_s=overhead,
+        per_transfer_s=per_transfer,
+        burst_medians=burst_medians,
         medians={f"{s}->{d}": pts for (s, d), pts in medians.items()},
     )
 

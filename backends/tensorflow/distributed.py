@@ -229,7 +229,9 @@ class TFDistributedRuntime(Runtime):
         *,
         plan: Any = None,
     ) -> RunResult:
-        """Start the workers, run and measure the placed step (module docstring), stop the workers."""
+        """Start the workers, run and measure the placed step (module docstring), stop the workers. `plan` is
+        not used: each worker's executor picks the order of its ready ops. `backend` is not used either (the
+        model carries its config)."""
         if not isinstance(model, TFModel):
             raise ConfigError(f"TFDistributedRuntime runs TensorFlow models, got {type(model).__name__}")
         assign = dict(placement.assignment if hasattr(placement, "assignment") else placement)

@@ -234,3 +234,19 @@ def test_comm_fit_from_grpc_transfers_between_workers():
     # 4 MB over loopback gRPC takes measurable time: a finite bandwidth, below 100 GB/s
     assert math.isfinite(fit.bytes_per_s) and fit.bytes_per_s < 1e11
     assert fit.residual_rms_s >= 0 and math.isfinite(fit.residual_max_rel)
+    # bursts of small transfers: one median per count, a non-negative marginal cost per transfer
+    assert [k for k, _ in fit.burst_medians] == [1, 16, 64, 256]
+    assert 0 <= fit.per_transfer_s < 0.1
+
+
+def test_more_cores_than_the_host_has_is_flagged_and_logged(monkeypatch, caplog):
+    spawned = []
+    monkeypatch.setattr(WorkerPool, "_spawn", lambda self, sub, pins: spawned.append(pins))
+    pool = WorkerPool(uniform_cluster(3, 1e9), None, host_cores=[0, 1])
+    with caplog.at_level("WARNING", logger="backends.tensorflow.workers"):
+        pool.start()
+    assert pool.oversubscribed and "share cores" in caplog.text
+    assert spawned == [[[0], [1], [0]]]  # the third worker wraps round onto core 0
+    ok = WorkerPool(uniform_cluster(2, 1e9), None, host_cores=[0, 1])
+    ok.start()
+    assert not ok.oversubscribed and spawned[-1] == [[0], [1]]
