@@ -52,6 +52,22 @@ def fit_linear(points: Iterable[tuple[float, float]]) -> tuple[float, float]:
     return latency, (1.0 / slope if slope * scale > 1e-9 else math.inf)
 
 
+def fit_linear_relative(points: Iterable[tuple[float, float]], floor_s: float = 5e-5) -> tuple[float, float]:
+    """Like `fit_linear`, but each (bytes, seconds) point weighted by 1 / max(seconds, `floor_s`), i.e. least
+    squares on relative errors, so that a 64 MB transfer does not decide the latency of a 1 KB one; the floor
+    keeps a sample measured as ~0 (below the noise) from dominating. O(n)."""
+    pts = [(float(b), float(t)) for b, t in points]
+    if not pts:
+        raise ConfigError("communication fit needs at least one sample")
+    x = np.array([p[0] for p in pts])
+    y = np.array([p[1] for p in pts])
+    w = 1.0 / np.maximum(y, floor_s)
+    scale = max(1.0, float(x.max()))
+    coef, _ = nnls(np.column_stack([w, w * x / scale]), w * y)
+    latency, slope = float(coef[0]), float(coef[1]) / scale
+    return latency, (1.0 / slope if slope * scale > 1e-9 else math.inf)
+
+
 def comm_benchmark(
     cluster: Cluster,
     sizes: Sequence[int] | None = None,

@@ -177,6 +177,42 @@ def _reduce(values: Iterable[float], statistic: str) -> float:
     return float(statistics.median(vals) if statistic == "median" else statistics.fmean(vals))
 
 
+def resized(model: TFModel, graph: OpGraph, batch_size: int | None) -> tuple[TFModel, OpGraph]:
+    """(model, a copy of `graph`) at `batch_size`: unchanged when it is None or the model's own; otherwise the
+    model rebuilt at that batch size (same op names) and the copy's static sizes (edge bytes, static memory)
+    taken from a capture of the rebuilt model."""
+    out = graph.copy()
+    if batch_size is not None and int(batch_size) != model.batch_size:
+        model = build_model(model.cfg, int(batch_size))
+        sized = capture(model)
+        for name, a in out.nx.nodes(data=True):
+            if name in sized:
+                b = sized.op(name)
+                for key in ("persistent_bytes", "output_bytes", "temporary_bytes"):
+                    a[key] = b[key]
+        for u, v, d in out.nx.edges(data=True):
+            if sized.nx.has_edge(u, v):
+                d["bytes"] = sized.nx.edges[u, v]["bytes"]
+        out.name = sized.name
+    return model, out
+
+
+def apply_records(out: OpGraph, records: list[dict[str, NodeStat]], statistic: str) -> int:
+    """Write the per-step records into `out`'s op attributes (time by `statistic`, memory by the maximum, a
+    persistent size never below the static one); return how many ops had records. O(V x steps)."""
+    seen = 0
+    for name, a in out.nx.nodes(data=True):
+        per_step = [r[name] for r in records if name in r]
+        if not per_step:
+            continue
+        seen += 1
+        a["compute_s"] = _reduce((s.time_s for s in per_step), statistic)
+        a["temporary_bytes"] = max(s.temporary_bytes for s in per_step)
+        a["output_bytes"] = max(s.output_bytes for s in per_step)
+        a["persistent_bytes"] = max(float(a["persistent_bytes"]), max(s.persistent_bytes for s in per_step))
+    return seen
+
+
 def profile(
     model: TFModel,
     graph: OpGraph,
@@ -212,19 +248,7 @@ def profile(
         raise ConfigError(f"profile statistic {statistic!r} is not one of ['mean', 'median']")
     if steps < 1:
         raise ConfigError(f"profiler.steps must be >= 1, got {steps}")
-    out = graph.copy()
-    if batch_size is not None and int(batch_size) != model.batch_size:
-        model = build_model(model.cfg, int(batch_size))
-        sized = capture(model)
-        for name, a in out.nx.nodes(data=True):
-            if name in sized:
-                b = sized.op(name)
-                for key in ("persistent_bytes", "output_bytes", "temporary_bytes"):
-                    a[key] = b[key]
-        for u, v, d in out.nx.edges(data=True):
-            if sized.nx.has_edge(u, v):
-                d["bytes"] = sized.nx.edges[u, v]["bytes"]
-        out.name = sized.name
+    model, out = resized(model, graph, batch_size)
     gpu = physical_gpus() > 0
     config = session_config(
         n_cpu=1,
@@ -236,16 +260,7 @@ def profile(
     device = "GPU:0" if gpu else "CPU:0"  # TensorFlow's default placement on a one-device session
     calibrate = calibration == "untraced_step"
     records, walls = profile_steps(model, warmup=warmup, steps=steps, config=config, untraced=steps if calibrate else 0)
-    seen = 0
-    for name, a in out.nx.nodes(data=True):
-        per_step = [r[name] for r in records if name in r]
-        if not per_step:
-            continue
-        seen += 1
-        a["compute_s"] = _reduce((s.time_s for s in per_step), statistic)
-        a["temporary_bytes"] = max(s.temporary_bytes for s in per_step)
-        a["output_bytes"] = max(s.output_bytes for s in per_step)
-        a["persistent_bytes"] = max(float(a["persistent_bytes"]), max(s.persistent_bytes for s in per_step))
+    seen = apply_records(out, records, statistic)
     traced_sum = sum(a["compute_s"] for _, a in out.nx.nodes(data=True))
     scale = 1.0
     if calibrate and traced_sum > 0:

@@ -1,4 +1,20 @@
-"""Placed execution of a TensorFlow training graph on a cluster's devices, with measurements.
+"""Placed execution of a TensorFlow training graph on virtual devices of ONE process (`runtime=threads`).
+
+This is the in-process fallback; `runtime=real` is `distributed.TFDistributedRuntime` (one pinned
+`tf.distribute.Server` process per device). Limits of this one, which is why it is not the real runtime
+(issue 16):
+
+* the cluster's CPU devices are virtual CPU devices of one process (``device_count={'CPU': n}``): they share
+  one inter-op and one intra-op thread pool and the host allocator, and none is pinned to cores, so two
+  "devices" are not two workers. The measured step hardly depends on the placement, and a split placement
+  may run faster or slower than the hardware it models would (TensorFlow `mlp_tiny` on `cpu2`: 0.22 ms
+  measured against 0.12 ms predicted, the issue's figures);
+* a cross-device "copy" between virtual CPU devices hands a pointer over, so the measured traffic here is the
+  graph-edge estimate, not bytes that moved, and the communication fit of comm.py finds no size dependence;
+* peak memory per device comes from allocation records of one traced step (virtual devices share the host
+  allocator, whose counters cannot tell them apart);
+* the step time reported is the mean (`measured_step_s`; the median is in ``extra``), with no IQR and no
+  `workers` list.
 
 `run_placed` rebuilds the model (same config, same op names, same seeded initial weights and data), pins every
 op named in the placement to its device with ``op._set_device``, and runs training steps in a session whose

@@ -3,8 +3,9 @@
 A cluster's CPU devices become virtual CPU devices of one process (``device_count={'CPU': n}``); its GPU
 devices become the machine's GPUs, each limited to the cluster device's memory, or, when the cluster has more
 GPUs than the machine, memory-limited virtual GPUs carved out of the first GPU
-(``GPUOptions.experimental.virtual_devices``, one per cluster GPU, each with the cluster device's memory). Virtual CPU devices share the process' thread pools and the host allocator, so
-they run concurrently only as far as `inter_op_threads` and the machine's cores allow.
+(``GPUOptions.experimental.virtual_devices``, one per cluster GPU, each with the cluster device's memory).
+Virtual CPU devices share the process' thread pools and the host allocator, so they run concurrently only as
+far as `inter_op_threads` and the machine's cores allow (distributed.py runs one process per device instead).
 
 Graph rewrites are switched off (Grappler's meta-optimizer, the classic graph optimizer's constant folding,
 CSE and inlining) so that the ops that run are the ops that were captured, profiled and placed, one for one.

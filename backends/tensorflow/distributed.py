@@ -1,0 +1,377 @@
+"""Placed execution on TensorFlow's distributed runtime: one pinned worker process per device (issue 16).
+
+`TFDistributedRuntime.run` starts a `WorkerPool` (workers.py: one `tf.distribute.Server` process per device the
+placement uses, pinned to the device's cores, ``intra_op_parallelism_threads = cores``,
+``inter_op_parallelism_threads = 1``), rebuilds the model in the client (same config, same op names, same
+seeded weights and data), puts every placed op on ``/job:worker/task:k`` of its device with
+`runtime.apply_placement` (colocation groups and ops reading a variable follow it; what is left, e.g. the
+``init`` NoOp, TensorFlow's placer puts on task 0, the master), and runs the training step from a client
+`tf.compat.v1.Session` on task 0's gRPC target, in graph mode with graph rewrites off (session.py), so the
+ops that run are the ops captured, profiled and placed. Tensors between tasks go by TensorFlow's own
+send/recv over gRPC. This is the setting of Baechi 5 (TF's distributed master executing a placed graph); the
+client process only issues ``Session.run`` and waits.
+
+Measurements (module-level helpers do the parsing):
+
+* step time: wall clock of ``Session.run([train_op, loss])`` in the client; `warmup` steps discarded, then
+  `steps` measured (10 by default); `measured_step_s` is their median, `step_iqr_s` the inter-quartile range.
+* traffic: measured, from one extra traced step (``FULL_TRACE``): the ``RecvTensor`` records TensorFlow's
+  gRPC rendezvous writes, ``[<bytes>B] ... <tensor> from <task> to <task>``, summed over pairs of different
+  tasks. The graph-edge estimate the simulator uses is in ``extra["traffic_estimate_bytes"]``.
+* peak memory per device: TensorFlow's CPU allocator keeps no per-device statistics a client can read
+  (``tf.config.experimental.get_memory_info`` covers GPU/TPU only), so the figure is the process's tensor
+  allocations as TensorFlow records them: the bytes the traced ``init`` run left allocated on that task
+  (variables, optimizer slots) plus the peak of the net allocations of that task's ops during a traced training
+  step (allocation records, as `profiler.allocation_peaks`). Each worker's RSS growth over the run
+  (``ru_maxrss`` less the resident set when the server was ready) is reported beside it in
+  ``extra["rss_growth_bytes"]``; it also counts the executors, gRPC buffers and allocator caching. A task
+  whose step stats hold no allocation records falls back to the RSS growth; ``extra["memory_source"]`` says
+  which figure each device got.
+* correctness (`check_correctness`): before any update the loss and every gradient the optimizer applies
+  (the ``gradients/`` inputs of the update ops) are fetched from the placed session and from a single-device
+  session of a fresh build; they must agree within `loss_rtol` / `grad_rtol` (relative to the largest
+  magnitude of each tensor). The loss after one placed update is compared too, as runtime.py does.
+* workers: ``[{"device", "pid", "cores", "task"}]``; a cluster asking for more cores than the host has is
+  logged as a warning and flagged in ``extra["oversubscribed"]`` (the ratio in ``extra["oversubscription"]``).
+
+The schedule is advisory: each worker's executor runs its ready ops in its own order (one at a time, since
+``inter_op_parallelism_threads = 1``), so `schedule` is checked against the placement but not enforced.
+Workers are always stopped, also when the run fails (`WorkerPool.close` in a ``finally``).
+
+Complexity: O(V + E) to place and to parse the traced steps, plus the steps themselves and the worker start-up
+(one interpreter importing TensorFlow per device, seconds each).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import statistics
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from algorithms.cluster import Cluster
+from algorithms.errors import ConfigError
+from algorithms.graph import OpGraph
+from algorithms.placement import check_placement, check_schedule
+from backends.base import Backend, RunResult, Runtime
+
+from .models import TFModel, build_model
+from .runtime import apply_placement, traffic_bytes
+from .session import session_config
+from .workers import WorkerPool
+
+log = logging.getLogger(__name__)
+v1 = tf.compat.v1
+
+_TASK = re.compile(r"/job:worker/(?:replica:\d+/)?task:(\d+)")
+_RECV = re.compile(r"^\[(\d+)B\].*\sfrom\s(\S+)\sto\s(\S+)")
+
+
+def task_of_device(name: str) -> int | None:
+    """Task index in a ``/job:worker/replica:0/task:k/...`` device string, or None."""
+    m = _TASK.search(name)
+    return int(m.group(1)) if m else None
+
+
+def recv_traffic(step_stats: Any) -> dict[tuple[int, int], float]:
+    """(src task, dst task) -> bytes received over gRPC in one traced step (``RecvTensor`` records). O(records)."""
+    out: dict[tuple[int, int], float] = {}
+    for ds in step_stats.dev_stats:
+        for ns in ds.node_stats:
+            if ns.node_name != "RecvTensor":
+                continue
+            m = _RECV.match(ns.timeline_label)
+            if not m:
+                continue
+            src, dst = task_of_device(m.group(2)), task_of_device(m.group(3))
+            if src is None or dst is None or src == dst:
+                continue
+            out[(src, dst)] = out.get((src, dst), 0.0) + float(m.group(1))
+    return out
+
+
+def task_allocations(step_stats: Any) -> dict[int, tuple[float, float]]:
+    """task -> (net bytes allocated at the end of the step, peak of the net allocations during it), from the
+    allocation records of that task's ops. O(records log records)."""
+    events: dict[int, list[tuple[int, int]]] = {}
+    for ds in step_stats.dev_stats:
+        task = task_of_device(ds.device)
+        if task is None or "/stream:" in ds.device:
+            continue
+        lst = events.setdefault(task, [])
+        for ns in ds.node_stats:
+            for m in ns.memory:
+                for r in m.allocation_records:
+                    lst.append((int(r.alloc_micros), int(r.alloc_bytes)))
+    out: dict[int, tuple[float, float]] = {}
+    for task, lst in events.items():
+        if not lst:
+            continue
+        lst.sort(key=lambda e: (e[0], -e[1]))
+        cur = peak = 0
+        for _, b in lst:
+            cur += b
+            peak = max(peak, cur)
+        out[task] = (float(cur), float(peak))
+    return out
+
+
+def task_busy(step_stats: Any) -> dict[int, float]:
+    """task -> summed op times (seconds) of its ops in one traced step."""
+    out: dict[int, float] = {}
+    for ds in step_stats.dev_stats:
+        task = task_of_device(ds.device)
+        if task is None or "/stream:" in ds.device:
+            continue
+        for ns in ds.node_stats:
+            if ns.node_name in ("RecvTensor", "_SOURCE"):
+                continue
+            t = ns.all_end_rel_nanos or ns.all_end_rel_micros * 1000
+            out[task] = out.get(task, 0.0) + t * 1e-9
+    return out
+
+
+def gradient_tensors(model: TFModel) -> list[tf.Tensor]:
+    """The gradients the optimizer applies: inputs of the update ops that come from ``gradients/``, in graph
+    order (the same list, by name, for every build of one config)."""
+    scope = model.optimizer_scope.rstrip("/") + "/"
+    out: list[tf.Tensor] = []
+    seen: set[str] = set()
+    for op in model.graph.get_operations():
+        if not op.name.startswith(scope) or "Apply" not in op.type:
+            continue
+        for t in op.inputs:
+            if t.op.name.startswith("gradients") and t.name not in seen:
+                seen.add(t.name)
+                out.append(t)
+    return out
+
+
+def iqr(values: list[float]) -> float:
+    """Inter-quartile range (0 for fewer than two values)."""
+    if len(values) < 2:
+        return 0.0
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return float(q[2] - q[0])
+
+
+def _reference(model: TFModel, names: list[str]) -> tuple[list[np.ndarray], list[float]]:
+    """Single-device values of tensors `names` before any update, and the losses of two training steps, from a
+    fresh build in a local one-CPU session."""
+    ref = build_model(model.cfg, model.batch_size)
+    for op in ref.graph.get_operations():
+        op._set_device("/device:CPU:0")
+    tensors = [ref.graph.get_tensor_by_name(n) for n in names]
+    with v1.Session(graph=ref.graph, config=session_config(allow_soft_placement=True)) as sess:
+        sess.run(ref.init_op)
+        values = sess.run(tensors)
+        losses = [float(sess.run([ref.train_op, ref.loss])[1]) for _ in range(2)]
+    return values, losses
+
+
+def _rel_error(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return math.inf
+    scale = max(1e-12, float(np.max(np.abs(b))) if b.size else 1.0)
+    return float(np.max(np.abs(a - b)) / scale) if a.size else 0.0
+
+
+class TFDistributedRuntime(Runtime):
+    """`runtime=real` for TensorFlow: one pinned `tf.distribute.Server` process per device (module docstring).
+
+    Hyper-parameters: `warmup` (discarded steps), `steps` (measured steps, >= 1; 10 by default),
+    `check_correctness` with `loss_rtol` and `grad_rtol`, `graph_rewrites` (False: Grappler off, the ops that
+    run are the ones placed), `host_cores` (the cores to pin workers to; the client's affinity by default),
+    `start_timeout_s` (worker start-up; importing TensorFlow takes seconds per process on a busy host).
+    """
+
+    name = "real"
+
+    def __init__(
+        self,
+        warmup: int = 5,
+        steps: int = 10,
+        check_correctness: bool = True,
+        loss_rtol: float = 1e-4,
+        grad_rtol: float = 1e-4,
+        graph_rewrites: bool = False,
+        host_cores: list[int] | None = None,
+        start_timeout_s: float = 300.0,
+    ):
+        if int(warmup) < 0 or int(steps) < 1:
+            raise ConfigError(f"runtime needs warmup >= 0 and steps >= 1, got warmup={warmup}, steps={steps}")
+        if not (loss_rtol >= 0 and grad_rtol >= 0):
+            raise ConfigError("runtime.loss_rtol and runtime.grad_rtol must be >= 0")
+        self.warmup = int(warmup)
+        self.steps = int(steps)
+        self.check_correctness = bool(check_correctness)
+        self.loss_rtol = float(loss_rtol)
+        self.grad_rtol = float(grad_rtol)
+        self.graph_rewrites = bool(graph_rewrites)
+        self.host_cores = list(host_cores) if host_cores is not None else None
+        self.start_timeout_s = float(start_timeout_s)
+
+    def run(
+        self,
+        backend: Backend,
+        model: Any,
+        graph: OpGraph,
+        placement: Mapping[str, str],
+        schedule: Mapping[str, list[str]],
+        cluster: Cluster,
+        *,
+        plan: Any = None,
+    ) -> RunResult:
+        """Start the workers, run and measure the placed step (module docstring), stop the workers. `plan` is
+        not used: each worker's executor picks the order of its ready ops. `backend` is not used either (the
+        model carries its config)."""
+        if not isinstance(model, TFModel):
+            raise ConfigError(f"TFDistributedRuntime runs TensorFlow models, got {type(model).__name__}")
+        assign = dict(placement.assignment if hasattr(placement, "assignment") else placement)
+        check_placement(graph, cluster, assign)
+        if schedule:
+            check_schedule(graph, assign, {d: list(o) for d, o in schedule.items()})
+        used = [d for d in cluster.names if d in set(assign.values())]
+        t_start = time.perf_counter()
+        pool = WorkerPool(cluster, used, self.host_cores, self.start_timeout_s)
+        try:
+            pool.start()
+            startup_s = time.perf_counter() - t_start
+            result = self._run_on(pool, model, graph, assign, cluster)
+            result.extra["startup_s"] = startup_s
+            return result
+        finally:
+            pool.close()
+
+    def _run_on(
+        self, pool: WorkerPool, model: TFModel, graph: OpGraph, assign: dict[str, str], cluster: Cluster
+    ) -> RunResult:
+        devmap = pool.device_map()
+        task_dev = {w.task: w.device for w in pool.workers}
+        placed = build_model(model.cfg, model.batch_size)
+        n_placed = apply_placement(placed, assign, devmap)
+        grads = gradient_tensors(placed) if self.check_correctness else []
+        config = session_config(graph_rewrites=self.graph_rewrites)
+        trace = v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE)
+        times: list[float] = []
+        losses: list[float] = []
+        with v1.Session(pool.target, graph=placed.graph, config=config) as sess:
+            md_init = v1.RunMetadata()
+            sess.run(placed.init_op, options=trace, run_metadata=md_init)
+            fetches = [placed.train_op, placed.loss]
+            grad_values = sess.run([placed.loss] + grads) if grads else []
+            for _ in range(self.warmup + self.steps):
+                t0 = time.perf_counter()
+                _, loss = sess.run(fetches)
+                times.append(time.perf_counter() - t0)
+                losses.append(float(loss))
+            md = v1.RunMetadata()
+            sess.run(fetches, options=trace, run_metadata=md)
+        stats = pool.stats()
+        measured = times[self.warmup :]
+
+        # where each op ran
+        misplaced = []
+        for ds in md.step_stats.dev_stats:
+            task = task_of_device(ds.device)
+            dev = task_dev.get(task) if task is not None else None
+            for ns in ds.node_stats:
+                want = assign.get(ns.node_name)
+                if want is not None and want != dev:
+                    misplaced.append(ns.node_name)
+        if misplaced:
+            log.warning("%d ops ran on another device than placed, e.g. %s", len(misplaced), misplaced[:3])
+
+        # traffic, memory, busy time per device
+        by_pair = {(task_dev[s], task_dev[d]): b for (s, d), b in recv_traffic(md.step_stats).items()}
+        held = task_allocations(md_init.step_stats)
+        step = task_allocations(md.step_stats)
+        rss_growth = {d: float(max(0, s["maxrss"] - s["rss_at_start"])) for d, s in stats.items()}
+        peaks: dict[str, float] = {d: 0.0 for d in cluster.names}
+        source: dict[str, str] = {}
+        for w in pool.workers:
+            if w.task in held or w.task in step:
+                peaks[w.device] = held.get(w.task, (0.0, 0.0))[0] + step.get(w.task, (0.0, 0.0))[1]
+                source[w.device] = "tensor allocations"
+            else:
+                peaks[w.device] = rss_growth[w.device]
+                source[w.device] = "rss growth"
+        busy = {d: 0.0 for d in cluster.names}
+        for task, b in task_busy(md.step_stats).items():
+            if task in task_dev:
+                busy[task_dev[task]] = b
+
+        extra: dict[str, Any] = {
+            "losses": losses,
+            "warmup": self.warmup,
+            "steps": self.steps,
+            "ops_placed": n_placed,
+            "misplaced_ops": len(misplaced),
+            "step_time_mean_s": statistics.fmean(measured),
+            "device_busy_s": busy,
+            "schedule_enforced": False,
+            "traffic_source": "RecvTensor records of a traced step",
+            "traffic_by_pair_bytes": {f"{s}->{d}": b for (s, d), b in by_pair.items()},
+            "traffic_estimate_bytes": traffic_bytes(graph, assign),
+            "memory_source": source,
+            "rss_growth_bytes": rss_growth,
+            "memory_held_after_init_bytes": {task_dev[t]: h[0] for t, h in held.items() if t in task_dev},
+            "memory_step_peak_bytes": {task_dev[t]: p[1] for t, p in step.items() if t in task_dev},
+            "oversubscribed": pool.oversubscribed,
+            "oversubscription": sum(cluster.device(d).cores for d in pool.devices or [])
+            / max(1, len(pool.host_cores or [])),
+            "host_cores": list(pool.host_cores or []),
+            "devices": devmap,
+            "runtime": "tf.distribute.Server per device",
+        }
+        loss = losses[1] if len(losses) > 1 else losses[0]
+        if self.check_correctness:
+            names = [placed.loss.name] + [t.name for t in grads]
+            ref_values, ref_losses = _reference(model, names)
+            errs = [_rel_error(a, b) for a, b in zip(grad_values, ref_values)]
+            ref_loss = ref_losses[min(1, len(losses) - 1)]
+            loss_err = abs(loss - ref_loss)
+            extra.update(
+                reference_loss=ref_loss,
+                loss_abs_error=loss_err,
+                loss_match=bool(loss_err <= self.loss_rtol * max(1.0, abs(ref_loss))) and math.isfinite(loss),
+                gradients_checked=len(grads),
+                grad_max_rel_error=max(errs[1:], default=0.0),
+                initial_loss_rel_error=errs[0],
+                grad_match=bool(all(e <= self.grad_rtol for e in errs[1:])) and errs[0] <= self.loss_rtol,
+            )
+            if not (extra["loss_match"] and extra["grad_match"]):
+                log.warning(
+                    "placed run differs from a single device: loss %.8g vs %.8g, largest gradient error %.3g",
+                    loss,
+                    ref_loss,
+                    extra["grad_max_rel_error"],
+                )
+        result = RunResult(
+            measured_step_s=float(statistics.median(measured)),
+            step_times_s=measured,
+            peak_memory_bytes=peaks,
+            traffic_bytes=float(sum(by_pair.values())),
+            loss=loss,
+            extra=extra,
+            step_iqr_s=iqr(measured),
+            workers=[w.to_dict() for w in pool.workers],
+        )
+        log.info(
+            "ran %s on %d worker processes: step %.4g s (median of %d, IQR %.3g) after %d warm-up; traffic %.4g bytes",
+            model.name,
+            len(pool.workers),
+            result.measured_step_s,
+            self.steps,
+            result.step_iqr_s,
+            self.warmup,
+            result.traffic_bytes,
+        )
+        return result

@@ -1,0 +1,209 @@
+"""Predicted against measured step time on TensorFlow's distributed runtime (issue 16, TensorFlow half).
+
+For a cluster (cpu2 by default: two devices, one core each):
+
+1. fit the communication model from gRPC transfers between two pinned worker processes, 1 KB to 64 MB
+   (`dist_profile.comm_benchmark_distributed`; fit, residual and the empty step of two workers printed);
+2. per model, profile every op in a pinned one-worker process with the worker's thread count
+   (`dist_profile.profile_distributed`), printing the traced op sum, the measured single-device step and the
+   empty step (the fixed per-step cost of client, master and executor);
+3. per placer (`single`, `m_etf`, `expert` where the model has rules, and `layer_split` for the MLP: its
+   hidden layers on different devices), predict with `algorithms.simulator.simulate` on the profiled graph and
+   the fitted cluster (first-in first-out dispatch, the closest of the simulator's policies to TensorFlow's
+   ready queue) plus the measured empty step of as many workers as the placement uses
+   (`dist_profile.predicted_step`), and measure with `TFDistributedRuntime` (one pinned `tf.distribute.Server`
+   process per device; warm-up, then the median of --steps);
+   The prediction is given twice: with the isolated transfer fit and parallel links (``pred``), and with
+   sequential sends (Baechi 3.4: one tensor at a time per sender) whose latency is the marginal cost of a
+   transfer in a burst of small ones (``seq``: what a step moving hundreds of small tensors sees);
+4. print per run: predicted, measured median and IQR, relative error (predicted - measured) / measured,
+   predicted and measured peak memory of the busiest device, traffic, and the correctness check; per model the
+   median |error| and Kendall's tau between predicted and measured orders.
+
+Timings on a shared machine are noisy: run it alone (the load average is printed before and after).
+
+    python experiments/fidelity_tf.py
+    python experiments/fidelity_tf.py --models mlp_tiny gnmt_tiny --placers single m_etf expert --steps 20
+    python experiments/fidelity_tf.py --json /tmp/fidelity_tf.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
+sys.path.insert(0, os.path.abspath(os.path.dirname(__file__)))
+
+from predicted_vs_measured_tf import load_cluster, placers  # noqa: E402
+
+from algorithms.cluster import Link  # noqa: E402
+from algorithms.placement import check_placement  # noqa: E402
+from algorithms.placers.baseline import ExpertPlacer  # noqa: E402
+from algorithms.simulator import simulate  # noqa: E402
+
+log = logging.getLogger("fidelity_tf")
+
+# a split the MLP has no expert rules for: its layers over two devices, backward with its forward
+SPLITS = {"mlp": [["l0", 0], ["l1", 1], ["out", 1], ["loss", 1]]}
+
+
+def kendall_tau(a: list[float], b: list[float]) -> float | None:
+    """Kendall's tau-b between two orders (None for fewer than two items)."""
+    if len(a) < 2:
+        return None
+    from scipy.stats import kendalltau
+
+    tau = kendalltau(a, b).statistic
+    return None if tau != tau else float(tau)
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", nargs="+", default=["mlp_tiny", "gnmt_tiny"])
+    ap.add_argument("--cluster", default="cpu2")
+    ap.add_argument("--placers", nargs="+", default=["single", "m_etf", "expert", "layer_split"])
+    ap.add_argument("--profile-warmup", type=int, default=5)
+    ap.add_argument("--profile-steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--comm-repeats", type=int, default=5)
+    ap.add_argument("--comm-sizes", nargs="*", type=int, default=None, help="bytes (default 1 KB .. 64 MB)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default=None, help="write the rows to this JSON file")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+
+    from backends.tensorflow import TFBackend
+    from backends.tensorflow.config import load_model_cfg
+    from backends.tensorflow.dist_profile import comm_benchmark_distributed, predicted_step, profile_distributed
+    from backends.tensorflow.distributed import TFDistributedRuntime
+
+    load0 = os.getloadavg()
+    print(f"load average at start: {load0[0]:.2f} (1 min), host cores {sorted(os.sched_getaffinity(0))}")
+    backend = TFBackend()
+    base = load_cluster(args.cluster)
+    t0 = time.perf_counter()
+    fit = comm_benchmark_distributed(base, args.comm_sizes, args.comm_repeats)
+    links = {pair: Link(lat, bw) for pair, (lat, bw) in fit.links.items()}
+    cluster = base.with_comm(fit.latency_s, fit.bytes_per_s, links)
+    # the same fit, but each sender moves one tensor at a time at the marginal cost of a transfer in a burst
+    seq_latency = max(fit.latency_s, fit.per_transfer_s)
+    seq_cluster = dataclasses.replace(cluster, mode="sequential", latency_s=seq_latency, links={})
+    print(
+        f"comm fit ({time.perf_counter() - t0:.0f} s) from gRPC transfers between 2 pinned workers: latency "
+        f"{fit.latency_s * 1e6:.1f} us, bandwidth {fit.bytes_per_s / 1e6:.1f} MB/s; residual rms "
+        f"{fit.residual_rms_s * 1e3:.3f} ms, largest relative residual {fit.residual_max_rel:.2f}; empty step on "
+        f"2 workers {fit.step_overhead_s * 1e3:.3f} ms; a 256-byte transfer in a burst costs "
+        f"{fit.per_transfer_s * 1e6:.1f} us (bursts {[(int(k), round(t * 1e3, 3)) for k, t in fit.burst_medians]} ms)"
+    )
+    for pair, pts in fit.medians.items():
+        print(f"  {pair}: " + ", ".join(f"{int(b)}B {t * 1e3:.3f}ms" for b, t in pts))
+    runtime = TFDistributedRuntime(warmup=args.warmup, steps=args.steps, check_correctness=True)
+    rows: list[dict[str, Any]] = []
+    for name in args.models:
+        cfg = load_model_cfg(name, None, seed=args.seed)
+        model = backend.build(cfg)
+        graph = profile_distributed(
+            model, backend.capture(model), cluster, warmup=args.profile_warmup, steps=args.profile_steps
+        )
+        info = graph.nx.graph["profile"]
+        print(
+            f"\n{name}: {len(graph)} ops; profiled in a pinned worker ({info['setting']}): traced op sum "
+            f"{info['traced_op_sum_s'] * 1e3:.3f} ms, measured single-device step {info['untraced_step_s'] * 1e3:.3f} "
+            f"ms, empty step {info['step_overhead_s'] * 1e3:.3f} ms, op times scaled by {info['scale']:.3f}"
+        )
+        print(
+            f"{'placer':<12}{'dev':>4}{'sim_ms':>9}{'pred_ms':>9}{'meas_ms':>9}{'iqr_ms':>8}{'error':>8}"
+            f"{'seq_ms':>9}{'seq_err':>8}"
+            f"{'pred_MB':>9}{'meas_MB':>9}{'traffic_B':>11}{'meas_B':>9}  check"
+        )
+        candidates = placers(cfg, None, args.seed)
+        family = str(cfg.get("family", ""))
+        if family in SPLITS:
+            candidates.append(("layer_split", ExpertPlacer(SPLITS[family], strip_prefixes=["gradients/"]), None))
+        for label, placer, why in candidates:
+            if label not in args.placers:
+                continue
+            if placer is None:
+                print(f"{label:<12} skipped: {why}")
+                continue
+            try:
+                assign = dict(placer.place(graph, cluster).assignment)
+                check_placement(graph, cluster, assign)
+            except Exception as exc:  # report and go on with the other placers
+                print(f"{label:<12} placement failed: {type(exc).__name__}: {exc}")
+                continue
+            sim = simulate(graph, cluster, assign)
+            used = len(set(assign.values()))
+            pred = predicted_step(sim.makespan, graph, {2: fit.step_overhead_s}, used)
+            sim_seq = simulate(graph, seq_cluster, assign)
+            pred_seq = predicted_step(sim_seq.makespan, graph, {2: fit.step_overhead_s}, used)
+            res = runtime.run(backend, model, graph, assign, {}, cluster)
+            err = (pred - res.measured_step_s) / res.measured_step_s
+            err_seq = (pred_seq - res.measured_step_s) / res.measured_step_s
+            dev_peak = max(sim.peak_memory, key=lambda d: sim.peak_memory[d])
+            ex = res.extra
+            ok = ex.get("loss_match") and ex.get("grad_match")
+            row = {
+                "model": name,
+                "placer": label,
+                "devices_used": used,
+                "simulated_makespan_s": sim.makespan,
+                "predicted_step_s": pred,
+                "measured_step_s": res.measured_step_s,
+                "measured_step_iqr_s": res.step_iqr_s,
+                "measured_steps": len(res.step_times_s),
+                "rel_error": err,
+                "predicted_step_sequential_s": pred_seq,
+                "rel_error_sequential": err_seq,
+                "predicted_peak_bytes": sim.peak_memory,
+                "measured_peak_bytes": res.peak_memory_bytes,
+                "measured_rss_growth_bytes": ex["rss_growth_bytes"],
+                "predicted_traffic_bytes": sim.traffic_bytes,
+                "measured_traffic_bytes": res.traffic_bytes,
+                "loss_match": ex.get("loss_match"),
+                "grad_match": ex.get("grad_match"),
+                "grad_max_rel_error": ex.get("grad_max_rel_error"),
+                "workers": res.workers,
+                "oversubscribed": ex["oversubscribed"],
+            }
+            rows.append(row)
+            print(
+                f"{label:<12}{used:>4}{sim.makespan * 1e3:>9.3f}{pred * 1e3:>9.3f}{res.measured_step_s * 1e3:>9.3f}"
+                f"{(res.step_iqr_s or 0) * 1e3:>8.3f}{err:>+8.1%}{pred_seq * 1e3:>9.3f}{err_seq:>+8.1%}"
+                f"{sim.peak_memory[dev_peak] / 1e6:>9.3f}"
+                f"{res.peak_memory_bytes.get(dev_peak, 0) / 1e6:>9.3f}{sim.traffic_bytes:>11.0f}"
+                f"{res.traffic_bytes:>9.0f}  {'ok' if ok else 'MISMATCH'}"
+            )
+        mine = [r for r in rows if r["model"] == name]
+        if mine:
+            med = statistics.median(abs(r["rel_error"]) for r in mine)
+            tau = kendall_tau([r["predicted_step_s"] for r in mine], [r["measured_step_s"] for r in mine])
+            print(f"{name}: median |error| {med:.1%}, Kendall tau {tau if tau is None else round(tau, 2)}")
+            med = statistics.median(abs(r["rel_error_sequential"]) for r in mine)
+            tau = kendall_tau([r["predicted_step_sequential_s"] for r in mine], [r["measured_step_s"] for r in mine])
+            print(
+                f"{name} (sequential sends, burst latency): median |error| {med:.1%}, Kendall tau "
+                f"{tau if tau is None else round(tau, 2)}"
+            )
+    load1 = os.getloadavg()
+    print(f"\nload average at end: {load1[0]:.2f} (1 min); above ~{len(os.sched_getaffinity(0))} the timings are noisy")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1, default=str)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,252 @@
+"""TensorFlow distributed runtime (one pinned tf.distribute.Server process per device): the parsers and fits
+on synthetic input, then real runs of mlp_tiny on two worker processes (slow: each worker imports TensorFlow)."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+tf = pytest.importorskip("tensorflow")
+
+from tensorflow.core.framework import step_stats_pb2  # noqa: E402
+
+from algorithms.cluster import Cluster, Device, uniform_cluster  # noqa: E402
+from algorithms.errors import ConfigError, InvalidPlacement  # noqa: E402
+from algorithms.graph import OpGraph  # noqa: E402
+from algorithms.placers.baseline import ExpertPlacer, SinglePlacer  # noqa: E402
+from backends.tensorflow import TFBackend  # noqa: E402
+from backends.tensorflow.comm import fit_linear_relative  # noqa: E402
+from backends.tensorflow.config import load_model_cfg  # noqa: E402
+from backends.tensorflow.dist_profile import (  # noqa: E402
+    comm_benchmark_distributed,
+    predicted_step,
+    profile_distributed,
+    residuals,
+)
+from backends.tensorflow.distributed import (  # noqa: E402
+    TFDistributedRuntime,
+    _rel_error,
+    iqr,
+    recv_traffic,
+    task_allocations,
+    task_of_device,
+)
+from backends.tensorflow.workers import WorkerPool, free_ports  # noqa: E402
+
+pytestmark = pytest.mark.tf
+
+W0 = "/job:worker/replica:0/task:0/device:CPU:0"
+W1 = "/job:worker/replica:0/task:1/device:CPU:0"
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+# ----------------------------------------------------------------------------------------------- fast, synthetic
+def test_task_of_device():
+    assert task_of_device(W1) == 1
+    assert task_of_device("/job:worker/task:3/device:CPU:0") == 3
+    assert task_of_device("/job:localhost/replica:0/task:0/device:CPU:0") is None
+
+
+def test_recv_traffic_counts_only_bytes_between_tasks():
+    ss = step_stats_pb2.StepStats()
+    ds = ss.dev_stats.add(device=W1)
+    ds.node_stats.add(node_name="RecvTensor", timeline_label=f"[128B] [3.3Mb/s] edge_11_l0/Relu from {W0} to {W1}")
+    ds.node_stats.add(node_name="RecvTensor", timeline_label=f"[0B] [0Mb/s] edge_7_ctrl from {W0} to {W1}")
+    ds.node_stats.add(node_name="RecvTensor", timeline_label=f"[64B] [1Mb/s] edge_3_x from {W1} to {W1}")
+    ds.node_stats.add(node_name="l1/MatMul", timeline_label="[999B] not a receive")
+    ds2 = ss.dev_stats.add(device=W0)
+    ds2.node_stats.add(node_name="RecvTensor", timeline_label=f"[32B] [1Mb/s] edge_9_g from {W1} to {W0}")
+    assert recv_traffic(ss) == {(0, 1): 128.0, (1, 0): 32.0}
+
+
+def test_task_allocations_held_and_peak():
+    ss = step_stats_pb2.StepStats()
+    ns = ss.dev_stats.add(device=W0).node_stats.add(node_name="a")
+    m = ns.memory.add(allocator_name="cpu")
+    for t, b in [(1, 100), (2, 50), (3, -100), (4, 30)]:
+        m.allocation_records.add(alloc_micros=t, alloc_bytes=b)
+    ss.dev_stats.add(device=W1)  # a task without records gets no entry
+    assert task_allocations(ss) == {0: (80.0, 150.0)}
+
+
+def test_iqr_and_relative_error():
+    assert iqr([1.0]) == 0.0
+    assert iqr([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(2.0)
+    assert _rel_error([1.0, 2.0], [1.0, 2.0]) == 0.0
+    assert _rel_error([1.0, 2.2], [1.0, 2.0]) == pytest.approx(0.1)
+    assert _rel_error([1.0], [1.0, 2.0]) == math.inf
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(1e-6, 1e-3), st.floats(1e7, 1e11))
+def test_relative_fit_recovers_latency_and_bandwidth(latency, bw):
+    pts = [(float(b), latency + b / bw) for b in (1024, 16384, 262144, 1048576, 4194304, 16777216, 67108864)]
+    lat, fitted = fit_linear_relative(pts, floor_s=1e-9)
+    assert lat == pytest.approx(latency, rel=1e-3, abs=1e-9)
+    assert fitted == pytest.approx(bw, rel=1e-3)
+    rms, worst = residuals(pts, lat, fitted)
+    assert rms < 1e-6 and worst < 1e-2
+
+
+def test_residuals_of_a_bad_fit():
+    rms, worst = residuals([(1.0, 1.0), (2.0, 3.0)], 0.0, 1.0)  # fit says 1 and 2
+    assert rms == pytest.approx(math.sqrt(0.5)) and worst == pytest.approx(1 / 3)
+
+
+def test_free_ports_are_distinct():
+    ports = free_ports(4)
+    assert len(set(ports)) == 4 and all(p > 0 for p in ports)
+
+
+def test_bad_hyper_parameters_and_devices_are_refused():
+    with pytest.raises(ConfigError, match="steps"):
+        TFDistributedRuntime(steps=0)
+    with pytest.raises(ConfigError, match="warmup"):
+        TFDistributedRuntime(warmup=-1)
+    with pytest.raises(ConfigError, match="gpu9"):
+        WorkerPool(uniform_cluster(2, 1e9), ["gpu9"])
+    with pytest.raises(ConfigError, match="t0"):
+        WorkerPool(Cluster([Device("t0", "TPU")]), None)
+
+
+def test_predicted_step_adds_the_measured_empty_step():
+    graph = OpGraph()
+    graph.nx.graph["profile"] = {"step_overhead_s": 0.5}
+    assert predicted_step(1.0, graph, {2: 0.7}, 1) == pytest.approx(1.5)
+    assert predicted_step(1.0, graph, {2: 0.7}, 2) == pytest.approx(1.7)
+    assert predicted_step(1.0, graph, {2: 0.7}, 3) == pytest.approx(1.7)
+
+
+# --------------------------------------------------------------------------------- slow: real worker processes
+@pytest.fixture(scope="module")
+def mlp():
+    backend = TFBackend()
+    m = backend.build(load_model_cfg("mlp_tiny", {"optimizer": "rmsprop"}))
+    return backend, m, backend.capture(m)
+
+
+@pytest.fixture(scope="module")
+def split_run(mlp):
+    backend, m, g = mlp
+    cluster = uniform_cluster(2, 4e9)
+    rules = [["l0", 0], ["l1", 1], ["out", 1], ["loss", 1]]
+    placement = ExpertPlacer(rules, strip_prefixes=["gradients/"]).place(g, cluster).assignment
+    res = TFDistributedRuntime(warmup=2, steps=10).run(backend, m, g, placement, {}, cluster)
+    return cluster, placement, res
+
+
+@pytest.mark.slow
+def test_split_run_matches_one_device_and_measures(split_run):
+    cluster, placement, res = split_run
+    assert len(set(placement.values())) == 2
+    ex = res.extra
+    assert ex["loss_match"] and ex["grad_match"] and ex["gradients_checked"] >= 6
+    assert ex["grad_max_rel_error"] <= 1e-4 and ex["misplaced_ops"] == 0
+    assert len(res.step_times_s) == 10 and res.measured_step_s > 0
+    assert min(res.step_times_s) <= res.measured_step_s <= max(res.step_times_s)
+    assert res.step_iqr_s is not None and res.step_iqr_s >= 0
+    # measured gRPC bytes in both directions, close to the graph-edge estimate (a few bytes differ: TF moves
+    # each tensor once per destination task, the estimate takes the largest edge per producer and device)
+    assert set(ex["traffic_by_pair_bytes"]) == {"cpu0->cpu1", "cpu1->cpu0"}
+    assert res.traffic_bytes == pytest.approx(ex["traffic_estimate_bytes"], rel=0.25)
+    assert all(res.peak_memory_bytes[d] > 0 for d in ("cpu0", "cpu1"))
+    assert all(ex["rss_growth_bytes"][d] > 0 for d in ("cpu0", "cpu1"))
+    assert ex["oversubscribed"] is False
+
+
+@pytest.mark.slow
+def test_workers_are_pinned_and_gone_after_the_run(split_run):
+    _, _, res = split_run
+    pids = [w["pid"] for w in res.workers]
+    assert [w["device"] for w in res.workers] == ["cpu0", "cpu1"]
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+    host = res.extra["host_cores"]
+    assert [w["cores"] for w in res.workers] == [[host[0]], [host[1 % len(host)]]]
+    assert not any(_alive(p) for p in pids)
+
+
+@pytest.mark.slow
+def test_single_device_run_has_one_worker_and_no_traffic(mlp):
+    backend, m, g = mlp
+    cluster = uniform_cluster(2, 4e9)
+    placement = SinglePlacer().place(g, cluster).assignment
+    res = TFDistributedRuntime(warmup=1, steps=10, check_correctness=False).run(backend, m, g, placement, {}, cluster)
+    assert [w["device"] for w in res.workers] == ["cpu0"]
+    assert res.traffic_bytes == 0 and res.extra["traffic_estimate_bytes"] == 0
+    assert not _alive(res.workers[0]["pid"])
+
+
+@pytest.mark.slow
+def test_workers_are_stopped_when_the_run_fails(mlp, monkeypatch):
+    backend, m, g = mlp
+    cluster = uniform_cluster(2, 4e9)
+    placement = ExpertPlacer([["l0", 0], ["l1", 1]], strip_prefixes=["gradients/"]).place(g, cluster).assignment
+    seen: list[int] = []
+
+    def boom(self, pool, *args, **kwargs):
+        seen.extend(pool.pids())
+        assert all(_alive(p) for p in seen)
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr(TFDistributedRuntime, "_run_on", boom)
+    with pytest.raises(RuntimeError, match="injected"):
+        TFDistributedRuntime(warmup=0, steps=1).run(backend, m, g, placement, {}, cluster)
+    assert len(seen) == 2 and not any(_alive(p) for p in seen)
+
+
+def test_invalid_placement_starts_no_worker(mlp):
+    backend, m, g = mlp
+    placement = {op: "cpu7" for op in g.ops}
+    with pytest.raises(InvalidPlacement, match="cpu7"):
+        TFDistributedRuntime().run(backend, m, g, placement, {}, uniform_cluster(2, 4e9))
+
+
+@pytest.mark.slow
+def test_profile_in_a_pinned_worker_adds_up_to_the_measured_step(mlp):
+    _, m, g = mlp
+    p = profile_distributed(m, g, uniform_cluster(2, 4e9), warmup=2, steps=5)
+    info = p.nx.graph["profile"]
+    assert set(p.ops) == set(g.ops)
+    assert info["traced_op_sum_s"] > 0 and info["untraced_step_s"] > 0 and info["step_overhead_s"] > 0
+    total = sum(a["compute_s"] for _, a in p.nx.nodes(data=True))
+    assert total == pytest.approx(max(0.0, info["untraced_step_s"] - info["step_overhead_s"]), rel=1e-6)
+    assert "cores [" in info["setting"]
+
+
+@pytest.mark.slow
+def test_comm_fit_from_grpc_transfers_between_workers():
+    fit = comm_benchmark_distributed(uniform_cluster(2, 4e9), sizes=[1024, 262144, 4194304], repeats=3)
+    assert set(fit.links) == {("cpu0", "cpu1"), ("cpu1", "cpu0")}
+    assert len(fit.samples) == 2 * 3 * 3
+    assert fit.latency_s >= 0 and fit.bytes_per_s > 0 and fit.step_overhead_s > 0
+    # 4 MB over loopback gRPC takes measurable time: a finite bandwidth, below 100 GB/s
+    assert math.isfinite(fit.bytes_per_s) and fit.bytes_per_s < 1e11
+    assert fit.residual_rms_s >= 0 and math.isfinite(fit.residual_max_rel)
+    # bursts of small transfers: one median per count, a non-negative marginal cost per transfer
+    assert [k for k, _ in fit.burst_medians] == [1, 16, 64, 256]
+    assert 0 <= fit.per_transfer_s < 0.1
+
+
+def test_more_cores_than_the_host_has_is_flagged_and_logged(monkeypatch, caplog):
+    spawned = []
+    monkeypatch.setattr(WorkerPool, "_spawn", lambda self, sub, pins: spawned.append(pins))
+    pool = WorkerPool(uniform_cluster(3, 1e9), None, host_cores=[0, 1])
+    with caplog.at_level("WARNING", logger="backends.tensorflow.workers"):
+        pool.start()
+    assert pool.oversubscribed and "share cores" in caplog.text
+    assert spawned == [[[0], [1], [0]]]  # the third worker wraps round onto core 0
+    ok = WorkerPool(uniform_cluster(2, 1e9), None, host_cores=[0, 1])
+    ok.start()
+    assert not ok.oversubscribed and spawned[-1] == [[0], [1]]
