@@ -117,7 +117,7 @@ def test_sequential_queues_add_their_wait_to_equation_1():
     # a on d0 ends at 1 and feeds b and c; a 2-byte transfer takes 2.  Put b on d1: its transfer occupies
     # d0's send queue over [1, 3].  c on d2 then starts at 3 in parallel mode, but in sequential mode its
     # transfer waits for d0's send queue: [3, 5], so c can start at 5 (Baechi 3.4).
-    from algorithms.placers.baechi.common import ExecModel
+    from algorithms.placers.baechi.exec_model import ExecModel
 
     g = OpGraph("seq")
     for o in "abc":

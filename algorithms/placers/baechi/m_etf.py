@@ -10,7 +10,8 @@ from ...cluster import Cluster
 from ...errors import ConfigError
 from ...graph import OpGraph
 from ...placement import Placement
-from .common import ExecModel, PairQueue, place_with_group_retries
+from .exec_model import ExecModel
+from .pair_queue import PairQueue, place_with_group_retries
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,169 @@
+"""m-SCT's pair queue (seed 001 section 2.4): m-ETF's queue (`pair_queue.PairQueue`) with SCT's order of
+favourite children and urgent ops, and devices excluded once they run out of memory."""
+
+from __future__ import annotations
+
+import heapq
+import logging
+
+from ...errors import ConfigError
+from .exec_model import Estimate, ExecModel
+from .pair_queue import PairQueue
+
+log = logging.getLogger(__name__)
+
+#: When m-SCT excludes a device (see `SCTQueue`): "exhausted" -- the op could not fit there even with no
+#: transient memory live; "refusal" -- at the first op the device cannot hold when it is chosen.
+EXCLUSIONS = ("exhausted", "refusal")
+
+
+class SCTQueue(PairQueue):
+    """m-SCT's queue: pairs that could start at the same time are ordered by class as SCT does: 0 for a
+    favourite child on its favourite parent's device, 1 for an *urgent* op (its inputs could be on every
+    device by then), 2 otherwise (`_head`); a favourite child's pairs on other devices are considered only
+    once its parent's device cannot take it (memory, device type, exclusion): the favourite child waits for
+    its parent's device.
+
+    A refusal excludes the device from further placement when `exclude_full` (Baechi 2.4: "when a device
+    runs out of available memory"): with ``exclusion="exhausted"`` only when the device could not hold the
+    op even with no transient memory live, otherwise the pair is dropped as in m-ETF (under dynamic memory a
+    device refusing an op because tensors are live at that moment has not run out of memory: those tensors
+    are freed later); with ``exclusion="refusal"`` at the first refusal.
+
+    Complexity: as `PairQueue`, plus O(log V) per class move.
+    """
+
+    def __init__(
+        self,
+        model: ExecModel,
+        favorite_parent: list[int],
+        exclude_full: bool = False,
+        exclusion: str = "exhausted",
+        banned: set[int] | None = None,
+    ):
+        if exclusion not in EXCLUSIONS:
+            raise ConfigError(f"placer.exclusion: {exclusion!r} is not one of {EXCLUSIONS}")
+        super().__init__(model, banned)
+        self.fav = favorite_parent
+        self.exclude_full = exclude_full
+        self.exclusion = exclusion
+        n, D = model.n, model.D
+        self.excluded = [False] * D
+        self.urgent_at = [0.0] * n
+        self.c_fav: list[list[tuple[int, int]]] = [[] for _ in range(D)]  # released, class 0
+        self.c_urg: list[list[tuple[int, int]]] = [[] for _ in range(D)]  # released, class 1
+        self.c_non: list[list[tuple[float, int, int]]] = [[] for _ in range(D)]  # released, class 2
+
+    # ----------------------------------------------------------------- helpers
+    def usable(self, o: int, p: int) -> bool:
+        g = self.m.gid[o]
+        if g >= 0 and self.m.group_dev[g] >= 0:  # a pinned group still goes to its device, excluded or not
+            return p == self.m.group_dev[g]
+        return not self.excluded[p] and super().usable(o, p)
+
+    def favorite_device(self, o: int) -> int:
+        """The device of o's favorite parent if o may still go there, else -1."""
+        if self.fav[o] < 0:
+            return -1
+        pf = self.m.dev[self.fav[o]]
+        return pf if pf in self.m.allowed[o] and self.usable(o, pf) else -1
+
+    def on_favorite_device(self, o: int, p: int) -> bool:
+        f = self.fav[o]
+        return f >= 0 and self.m.dev[f] == p
+
+    def push_all(self, o: int) -> None:
+        pf = self.favorite_device(o)
+        for p in self.m.allowed[o]:
+            if pf >= 0 and p != pf:
+                # a favorite child's pair elsewhere never precedes the pair on its parent's device (same or
+                # later time, worse class); it is pushed when that device stops being usable (`refresh`)
+                continue
+            if self.usable(o, p):
+                d = self.m.estimate(o, p).data_ready
+                heapq.heappush(self.dheap[p], (d, o, self.gen[o]))
+
+    def make_ready(self, o: int) -> None:
+        self.urgent_at[o] = self.m.data_ready_anywhere(o)
+        super().make_ready(o)
+
+    # ----------------------------------------------------------------- main loop
+    def _valid(self, o: int, p: int, g: int) -> bool:
+        return self.m.dev[o] < 0 and g == self.gen[o] and self.usable(o, p)
+
+    def _head(self, p: int) -> tuple[float, int, int, list[tuple]] | None:
+        """Device p's best pair as (time, class, op, heap holding it), or None.
+
+        Pairs wait in ``dheap[p]`` by data-ready time; once ready by p's available time they are *released*
+        into one of three heaps by class: favorite child of an op on p (0), urgent (1: its inputs could be
+        on any device by now), others (2, keyed by the time they become urgent).  Released pairs all start
+        at ``avail[p]``, so the best class wins, then the lower op index."""
+        m = self.m
+        av = m.avail[p]
+        pend, fav, urg, non = self.dheap[p], self.c_fav[p], self.c_urg[p], self.c_non[p]
+        while pend and pend[0][0] <= av:
+            _, o, g = heapq.heappop(pend)
+            if not self._valid(o, p, g):
+                continue
+            if self.on_favorite_device(o, p):
+                heapq.heappush(fav, (o, g))
+            elif self.urgent_at[o] <= av:
+                heapq.heappush(urg, (o, g))
+            else:
+                heapq.heappush(non, (self.urgent_at[o], o, g))
+        while non and non[0][0] <= av:
+            _, o, g = heapq.heappop(non)
+            heapq.heappush(urg, (o, g))
+        for cls, h in ((0, fav), (1, urg), (2, non)):  # among released pairs a lower class wins
+            while h and not self._valid(h[0][-2], p, h[0][-1]):
+                heapq.heappop(h)
+            if h:
+                return (av, cls, h[0][-2], h)
+        while pend and not self._valid(pend[0][1], p, pend[0][2]):
+            heapq.heappop(pend)
+        if not pend:
+            return None
+        d, o, _ = pend[0]
+        cls = 0 if self.on_favorite_device(o, p) else (1 if d >= self.urgent_at[o] else 2)
+        return (d, cls, o, pend)
+
+    def _loop(self) -> None:
+        """m-SCT's loop: the best of the D device heads (`_head`) by (time, class, op, device)."""
+        m = self.m
+        D = m.D
+        while True:
+            best = None
+            for p in range(D):
+                h = self._head(p)
+                if h is not None and (best is None or (h[0], h[1], h[2], p) < best[:4]):
+                    best = (h[0], h[1], h[2], p, h[3])
+            if best is None:
+                return
+            t, _, o, p, heap = best
+            est = m.estimate(o, p)
+            heapq.heappop(heap)
+            if est.start > t:  # its stored data-ready time was a lower bound (sequential queues)
+                self.n_reestimated += 1
+                heapq.heappush(self.dheap[p], (est.data_ready, o, self.gen[o]))
+                continue
+            self._try_commit(o, p, est)
+
+    def _no_fit(self, o: int, p: int, est: Estimate, need: float) -> None:
+        m = self.m
+        if self.exclude_full and m.gid[o] < 0 and (self.exclusion == "refusal" or m.exhausted(o, p, est)):
+            log.debug(
+                "device %s cannot hold op %s (%.6g bytes needed): excluded",
+                m.cluster.devices[p].name,
+                m.idx.names[o],
+                need,
+            )
+            self.excluded[p] = True
+            for r in sorted(self.ready):
+                if m.dev[r] < 0:
+                    self.check_alive(r)
+                    if self.on_favorite_device(r, p):
+                        self.refresh(r)
+            return
+        self.drop(o, p)
+        if self.on_favorite_device(o, p):
+            self.refresh(o)
