@@ -9,7 +9,9 @@ places it; a returned placement is replayed by the simulator in the placer's own
 Prints, per placer and mode: cases, placements returned, simulated OOMs among them, InfeasiblePlacement
 raised, and *false infeasibles* (InfeasiblePlacement although the whole graph fits on one device).
 
-    python benchmarks/fuzz_placers.py [--cases 200] [--seed 0] [--placers m_topo,m_etf,m_sct]
+    PYTHONPATH=. python benchmarks/fuzz_placers.py [--cases 2000] [--seed 0] [--placers m_topo,m_etf,m_sct] [-v]
+
+(PYTHONPATH=. makes a worktree's code win over the installed package.)
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections import defaultdict
 from algorithms.cluster import uniform_cluster
 from algorithms.errors import InfeasiblePlacement
 from algorithms.graph import OpGraph
+from algorithms.memory import single_device_need
 from algorithms.simulator import simulate
 from algorithms.workloads.synthetic import level_dag
 
@@ -40,16 +43,6 @@ def make_placer(name: str):
         "celeritas": CeleritasPlacer,
         "order_place": OrderPlacePlacer,
     }[name]()
-
-
-def need_of(graph) -> float:
-    try:
-        from algorithms.memory import single_device_need
-    except ImportError:  # before the one memory-need function existed
-        from algorithms.placers.baechi.m_topo import single_device_need as _need
-
-        return _need(graph.index())
-    return single_device_need(graph)
 
 
 def random_graph(rng: random.Random, k: int) -> OpGraph:
@@ -88,7 +81,7 @@ def random_graph(rng: random.Random, k: int) -> OpGraph:
 def case(rng: random.Random, k: int):
     if k % 4 >= 2:
         graph = random_graph(rng, k)
-        need = need_of(graph)
+        need = single_device_need(graph)
         frac = 1.0 if rng.random() < 0.2 else rng.uniform(0.35, 1.0)
         mode = "parallel" if k % 2 == 0 else "sequential"
         cluster = uniform_cluster(
@@ -113,7 +106,7 @@ def case(rng: random.Random, k: int):
         seed=rng.randrange(1 << 30),
         name=f"fuzz{k}",
     )
-    need = need_of(graph)
+    need = single_device_need(graph)
     frac = 1.0 if rng.random() < 0.2 else rng.uniform(0.35, 1.0)
     mode = "parallel" if k % 2 == 0 else "sequential"
     cluster = uniform_cluster(rng.randint(2, 4), frac * need, latency_s=1e-5, bytes_per_s=1e9, mode=mode)

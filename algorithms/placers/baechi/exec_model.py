@@ -330,8 +330,9 @@ class ExecModel:
                 if a > self.recv_free[p]:
                     self.recv_free[p] = a
         for j, a in est.extend:
-            if a > self.arr[j][p]:
-                self.arr[j][p] = a
+            cached = self.arr[j]
+            if cached is not None and a > cached[p]:  # an extension is of a cached transfer
+                cached[p] = a
         # memory
         m = self.mem[p]
         m.persistent += persist

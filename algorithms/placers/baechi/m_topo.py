@@ -11,25 +11,10 @@ from ...base import Placer
 from ...cluster import Cluster
 from ...errors import ConfigError, InfeasiblePlacement
 from ...graph import OpGraph
+from ...memory import single_device_need
 from ...placement import Placement
 
 log = logging.getLogger(__name__)
-
-
-def single_device_need(idx) -> float:
-    """Peak memory of the graph run on one device in topological order (the simulator's accounting:
-    persistent bytes for the step, temporary while an op runs, outputs until the last consumer). O(V + E)."""
-    live = peak = 0.0
-    remaining = [len(s) for s in idx.succ]
-    for i in range(idx.n):
-        live += idx.temporary[i] + idx.output[i]
-        peak = max(peak, live)
-        live -= idx.temporary[i] + (0.0 if idx.succ[i] else idx.output[i])
-        for j, _ in idx.pred[i]:
-            remaining[j] -= 1
-            if remaining[j] == 0:
-                live -= idx.output[j]
-    return sum(idx.persistent) + peak
 
 
 class MTOPOPlacer(Placer):
@@ -127,7 +112,7 @@ class MTOPOPlacer(Placer):
                     caps[p] = min(limit[p], caps[p] + over[-1] / len(room))
         _, caps, (dev, used, top, overflows, _) = best
         assign = {idx.names[i]: devs[dev[i]].name for i in range(n)}
-        order = {d.name: [] for d in devs}
+        order: dict[str, list[str]] = {d.name: [] for d in devs}
         for i in range(n):
             order[devs[dev[i]].name].append(idx.names[i])
         info = {
@@ -225,9 +210,9 @@ class MTOPOPlacer(Placer):
                     b = idx.copy_bytes[j]
                     if j + 1 < i:
                         hist[q, j + 1 : i] += b
-                        m = float(hist[q, j + 1 : i].max())
-                        if m > peak[q]:
-                            peak[q] = m
+                        h = float(hist[q, j + 1 : i].max())
+                        if h > peak[q]:
+                            peak[q] = h
                     dyn[q] += b
             dyn[q] += idx.temporary[i] + idx.output[i]
             if dyn[q] > peak[q]:

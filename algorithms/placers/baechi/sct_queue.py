@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+from typing import Any
 
 from ...errors import ConfigError
 from .exec_model import Estimate, ExecModel
@@ -91,7 +92,7 @@ class SCTQueue(PairQueue):
     def _valid(self, o: int, p: int, g: int) -> bool:
         return self.m.dev[o] < 0 and g == self.gen[o] and self.usable(o, p)
 
-    def _head(self, p: int) -> tuple[float, int, int, list[tuple]] | None:
+    def _head(self, p: int) -> tuple[float, int, int, list[Any]] | None:
         """Device p's best pair as (time, class, op, heap holding it), or None.
 
         Pairs wait in ``dheap[p]`` by data-ready time; once ready by p's available time they are *released*
@@ -114,7 +115,8 @@ class SCTQueue(PairQueue):
         while non and non[0][0] <= av:
             _, o, g = heapq.heappop(non)
             heapq.heappush(urg, (o, g))
-        for cls, h in ((0, fav), (1, urg), (2, non)):  # among released pairs a lower class wins
+        released: tuple[tuple[int, list[Any]], ...] = ((0, fav), (1, urg), (2, non))
+        for cls, h in released:  # among released pairs a lower class wins
             while h and not self._valid(h[0][-2], p, h[0][-1]):
                 heapq.heappop(h)
             if h:

@@ -38,6 +38,7 @@ from typing import Any
 
 from ...base import Placer
 from ...cluster import Cluster
+from ...errors import ConfigError
 from ...graph import GraphIndex, OpGraph
 from ...placement import Placement
 from .adjusting import adjusting_placement
@@ -67,11 +68,11 @@ class Prepared:
 class _CeleritasBase(Placer):
     def __init__(self, R: int = 200, memory_fraction: float = 0.25, fuse: bool | str = "auto"):
         if int(R) < 1:
-            raise ValueError(f"R (exploration range) must be >= 1, got {R!r}")
+            raise ConfigError(f"R (exploration range) must be >= 1, got {R!r}")
         if not memory_fraction > 0:
-            raise ValueError(f"memory_fraction must be > 0, got {memory_fraction!r}")
+            raise ConfigError(f"memory_fraction must be > 0, got {memory_fraction!r}")
         if fuse not in (True, False, "auto"):
-            raise ValueError(f"fuse must be true, false or 'auto', got {fuse!r}")
+            raise ConfigError(f"fuse must be true, false or 'auto', got {fuse!r}")
         self.R = int(R)
         self.memory_fraction = float(memory_fraction)
         self.fuse = fuse
@@ -158,7 +159,7 @@ class CeleritasPlacer(_CeleritasBase):
     def __init__(self, R: int = 200, memory_fraction: float = 0.25, fuse: bool | str = "auto", compare: str = "finish"):
         super().__init__(R, memory_fraction, fuse)
         if compare not in ("start", "finish"):
-            raise ValueError(f"compare must be 'start' or 'finish', got {compare!r}")
+            raise ConfigError(f"compare must be 'start' or 'finish', got {compare!r}")
         self.compare = compare
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
