@@ -182,6 +182,8 @@ class ExecModel:
         per_dev_cap = n + 1
         self.mem = [DeviceMemory(d.memory_bytes, per_dev_cap) for d in devs]
         self.n_placed = 0
+        #: per device, bumped whenever its clock or its memory changes (a refused op may fit after a bump)
+        self.version = [0] * D
 
     # ----------------------------------------------------------------- estimates
     def estimate(self, o: int, p: int) -> Estimate:
@@ -335,6 +337,7 @@ class ExecModel:
                 cached[p] = a
         # memory
         m = self.mem[p]
+        self.version[p] += 1
         m.persistent += persist
         k_new = m.open_slot(s)
         g = self.gid[o]
@@ -375,7 +378,9 @@ class ExecModel:
                     t = a
                 er, kr = ce[r]
                 self.mem[r].free(er, self.copyb[j], a, seq=2 * kr + 1)
+                self.version[r] += 1
         self.mem[q].free(t, self.out[j], self.start[j], seq=seq)
+        self.version[q] += 1
 
     # ----------------------------------------------------------------- results
     def makespan(self) -> float:

@@ -23,14 +23,22 @@ class METFPlacer(Placer):
     ordered by the op's earliest schedulable time on that device, equation (1): the later of the device's
     available time and the arrival of the op's last input (producer's end + transfer time when the producer
     sits elsewhere), plus in sequential-communication clusters the wait in the sender's and receiver's
-    queues (3.4).  The head pair is placed if the device can hold the op; otherwise the head is removed and
-    the next pair is considered.  Placing an op advances the device's available time and makes its children
-    ready.  Memory is tracked dynamically as in Baechi's execution simulator (4.2, see `common`), and
-    colocation groups are co-adjusted (3.1): the first member placed takes its group, whose memory is
-    reserved at once; if the group does not fit, the next pair is tried.  Under dynamic memory a later
-    member can still find its group's device full (a backward op long after its forward op); the placement
-    is then run again with that group kept off that device, at most `group_retries` times
-    (`common.place_with_group_retries`; ``info["n_group_retries"]``).
+    queues (3.4).  The head pair is placed if the device can hold the op.  Placing an op advances the
+    device's available time and makes its children ready.  Memory is tracked dynamically as in Baechi's
+    execution simulator (4.2, see `exec_model`), and colocation groups are co-adjusted (3.1): the first
+    member placed takes its group, whose memory is reserved at once.
+
+    A refused head.  The paper removes it: "If the head element (o, p) is not schedulable because device p's
+    leftover memory is insufficient, then the head is removed" (2.3), which is final under its accounting,
+    where leftover memory only shrinks.  With dynamic memory (4.2) a refusal at one start time can be
+    lifted at a later one, once live tensors are freed; removing the pair would throw away a device that
+    fits later.  So a refused pair is removed only when the device could not hold the op even with none of
+    its transient memory live; otherwise it comes back, re-estimated with the device's later start time,
+    once the device's clock or memory has changed (`pair_queue.PairQueue`; ``info["n_parked_pairs"]``).
+    A later member of a group refused on its group's device waits the same way; if it cannot fit there even
+    then (a backward op long after its forward op), the placement is run again with that group kept off
+    that device, at most `group_retries` times (`pair_queue.place_with_group_retries`;
+    ``info["n_group_retries"]``).
 
     The queue is kept as one binary heap of pairs per device, ordered by the op's data-ready time on that
     device, with lazy invalidation (entries of placed ops, dropped pairs and stored times that grew are
@@ -39,7 +47,7 @@ class METFPlacer(Placer):
     heads: this is the single pair queue of 2.3, split by device.  Ties go to the earlier data-ready time,
     then to the op earlier in topological order, then to the lower device index.
     `memory_aware=False` gives classical ETF (memory tracked for reporting, never refused); `group_reserve`
-    chooses what a colocation group reserves when it is pinned (`common.ExecModel`; default: its members'
+    chooses what a colocation group reserves when it is pinned (`exec_model.ExecModel`; default: its members'
     persistent bytes).
 
     An op (or group) that fits on no device raises `InfeasiblePlacement` naming it.  `Placement.order` is
@@ -71,6 +79,7 @@ class METFPlacer(Placer):
         (model, queue), retries = place_with_group_retries(run, len(cluster.devices), self.group_retries)
         info = {
             "n_dropped_pairs": queue.n_dropped,
+            "n_parked_pairs": queue.n_parked,
             "n_reestimated": queue.n_reestimated,
             "n_group_retries": retries,
             "algorithm_time_s": time.perf_counter() - t0,

@@ -28,24 +28,27 @@ class MSCTPlacer(Placer):
     interior-point method (`sct_lp`); (2) round it with `threshold` (0.1 as in 4.3) and repair so that every
     op has at most one favorite child and one favorite parent (`favorite_children`); (3) schedule like ETF
     on the finite devices (the same pair queue, execution model, dynamic memory and co-adjusted colocation
-    as m-ETF, see `common`), but: a favorite child is placed on its favorite parent's device unless that
-    device cannot take it, and among pairs that could start at the same time the favorite child on its
-    parent's device goes first, then urgent ops (ops whose inputs could be on any device by then), then the
-    rest; (4) when a device runs out of available memory it is excluded from further placement
+    as m-ETF, see `exec_model` and `pair_queue`), but (`sct_queue.SCTQueue`): a favorite child *prefers*
+    its favorite parent's device: it goes elsewhere only when another device starts it earlier by more
+    than the transfer that staying saves (latency + the edge's bytes over the link); among pairs that could
+    start at the same time the favorite child on its parent's device goes first, then urgent ops (ops whose
+    inputs could be on any device by then), then the rest; (4) when a device runs out of available memory
+    it is excluded from further placement
     (`exclude_full`, the paper's rule; ops of a colocation group already pinned there still go there).  A
     colocation group that does not fit only drops that pair (3.1: the algorithm's next device choice); a later
     member that finds its group's device full makes the list scheduling run again with that group kept off
     that device (`group_retries`, as in m-ETF; the LP is solved once).
 
-    Choices where the paper is vague: the finite-device rules of [17] are rendered as the tie classes above
-    and as "the favorite child waits for its parent's device" (its pairs on other devices are considered
-    only once that device cannot take it); urgency ignores communication queues.  "Runs out of available
+    Choices where the paper is vague: the finite-device rules of [17] ("prefers placing the favorite child
+    ... on the same device", "prioritizes urgent tasks") are rendered as the tie classes above and the
+    transfer-time slack of the preference; urgency ignores communication queues.  "Runs out of available
     memory" under dynamic memory (4.2): with `exclusion="exhausted"` (default) a device is excluded when it
     could not hold the chosen op even with none of its transient tensors live (what stays allocated for the
-    step plus the op exceeds its memory); a refusal caused by tensors live at that moment only drops the
-    pair, as in m-ETF, since they are freed later.  `exclusion="refusal"` excludes at the first refusal (on
-    an operator-level GNMT at 60% of the need per device that excludes all four devices within the forward
-    pass, because list scheduling fills every device to its limit with live activations).
+    step plus the op exceeds its memory); a refusal caused by tensors live at that moment only parks the
+    pair until the device changes, as in m-ETF, since they are freed later.  `exclusion="refusal"` excludes
+    at the first refusal (on an operator-level GNMT at 60% of the need per device that excludes all four
+    devices within the forward pass, because list scheduling fills every device to its limit with live
+    activations).
     `memory_aware=False` gives classical SCT (memory tracked, never refused), which can overflow a device
     (Figure 1); `group_reserve` as in m-ETF; `lp_method` picks the LP solver (`sct_lp`) and `lp_options`
     HiGHS options for it (default `DEFAULT_LP_OPTIONS`).
@@ -115,6 +118,8 @@ class MSCTPlacer(Placer):
             n_favorite_children=sum(1 for f in fav if f >= 0),
             n_excluded_devices=sum(queue.excluded),
             n_dropped_pairs=queue.n_dropped,
+            n_parked_pairs=queue.n_parked,
+            n_held_back=queue.n_held_back,
             n_reestimated=queue.n_reestimated,
             algorithm_time_s=time.perf_counter() - t0,
         )

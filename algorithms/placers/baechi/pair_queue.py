@@ -61,16 +61,29 @@ class PairQueue:
     so that a device's clock moving on does not invalidate its pairs.  Invalidation is lazy: pairs of placed
     ops, dropped pairs and stale generations are discarded when they reach a head, and a stored data-ready
     time that grew (sequential queues) sends the pair back when it is about to be placed; nothing is
-    re-sorted.  The head pair is placed if the device can hold it (`ExecModel.fits`); otherwise the pair is
-    dropped (`_no_fit`).  Colocation is co-adjusted (3.1): the first member placed pins its group to the
-    device and reserves the group's memory; if the group does not fit, the pair is dropped and the
-    algorithm's next choice is taken.  Ties: earlier data-ready time, then op index, then device index.
+    re-sorted.  The head pair is placed if the device can hold it (`ExecModel.fits`).
+
+    A refused pair (`_no_fit`).  The paper: "If the head element (o, p) is not schedulable because device
+    p's leftover memory is insufficient, then the head is removed" (2.3).  Under its accounting leftover
+    memory only shrinks, so a refusal is final.  Here memory is dynamic (4.2: an output is freed when its
+    last consumer ends), so a refusal at one start time can be lifted at a later one.  The rule kept: a pair
+    is removed only when the device could not hold the op even with none of its transient memory live
+    (`ExecModel.exhausted`: persistent bytes, colocation reservations, the op's own bytes and the copies it
+    needs exceed the device); any other refused pair is *parked* and queued again, re-estimated, once the
+    device's clock or memory has changed (`unpark`, after an op is placed there or a free on it becomes
+    known), i.e. it comes back with a later start time on that device.  An op fails only when all its
+    pairs are removed, or when nothing placeable is left and it is still parked (`_stuck`).  Colocation is
+    co-adjusted (3.1): the first member placed pins its group to the device and reserves the group's
+    memory; a later member refused on the group's device is parked like any pair, and raises
+    `GroupOverflow` (a retry with the group kept off that device) when exhausted or stuck.
+    Ties: earlier data-ready time, then op index, then device index.
 
     Subclasses (`sct_queue.SCTQueue`) change the order (`_loop`, `push_all`), what a refusal does (`_no_fit`)
     and which pairs may still be used (`usable`).
 
     Complexity: O(V D (log V + d)) for in-degree d, plus the memory checks and the re-estimations that
-    sequential queues cause.
+    sequential queues cause, plus O(log V + d) per parked pair each time its device changes (at most
+    O(V) times per pair; none when memory suffices).
     """
 
     def __init__(self, model: ExecModel, banned: set[int] | None = None):
@@ -83,7 +96,11 @@ class PairQueue:
         self.left: list[int] = []
         self.tried: dict[int, dict[int, float]] = {}
         self.dheap: list[list[tuple[float, int, int]]] = [[] for _ in range(D)]  # (data ready, op, gen)
+        self.parked: list[list[int]] = [[] for _ in range(D)]  # ops refused by a device, waiting for a change
+        self.parked_pairs: set[int] = set()  # o * D + p of the parked pairs
+        self.parked_at = [0] * D  # ExecModel.version of the device when its pairs were parked
         self.n_dropped = 0
+        self.n_parked = 0
         self.n_reestimated = 0
 
     # ----------------------------------------------------------------- helpers
@@ -97,11 +114,15 @@ class PairQueue:
                 return False
         return (o * m.D + p) not in self.dropped
 
+    def push(self, o: int, p: int) -> None:
+        """Queue the pair (o, p) unless it is unusable or parked."""
+        if self.usable(o, p) and (o * self.m.D + p) not in self.parked_pairs:
+            d = self.m.estimate(o, p).data_ready
+            heapq.heappush(self.dheap[p], (d, o, self.gen[o]))
+
     def push_all(self, o: int) -> None:
         for p in self.m.allowed[o]:
-            if self.usable(o, p):
-                d = self.m.estimate(o, p).data_ready
-                heapq.heappush(self.dheap[p], (d, o, self.gen[o]))
+            self.push(o, p)
 
     def make_ready(self, o: int) -> None:
         self.ready.add(o)
@@ -126,8 +147,30 @@ class PairQueue:
                 self.make_ready(o)
         self._loop()
         if m.n_placed < m.n:
+            self._stuck()
+
+    def _stuck(self) -> None:
+        """Every remaining pair is parked or dropped and nothing will change any more: name an op that cannot
+        be placed (a pinned colocation group's member raises `GroupOverflow`, so that the placement is tried
+        again with the group kept off that device)."""
+        m = self.m
+        waiting = sorted(o for o in self.ready if m.dev[o] < 0)
+        if not waiting:
             stuck = [m.idx.names[i] for i in range(m.n) if m.dev[i] < 0]
             raise InfeasiblePlacement(f"{len(stuck)} ops could not be placed, e.g. {stuck[:3]}")
+        o = waiting[0]
+        g = m.gid[o]
+        if g >= 0 and m.group_dev[g] >= 0:
+            p = m.group_dev[g]
+            need = self.tried.get(o, {}).get(p, float("nan"))
+            raise GroupOverflow(
+                f"op {m.idx.names[o]!r} of colocation group {m.group_names[g]!r} must go to device "
+                f"{m.cluster.devices[p].name!r}, which would need {need:.6g} of {m.mem[p].limit:.6g} bytes even "
+                f"once everything else placeable was placed",
+                g,
+                p,
+            )
+        raise m.infeasible(o, self.tried.get(o, {}))
 
     def _placed(self, o: int, first_of_group: bool) -> None:
         m = self.m
@@ -141,6 +184,19 @@ class PairQueue:
             left[k] -= 1
             if left[k] == 0:
                 self.make_ready(k)
+        self.unpark()
+
+    def unpark(self) -> None:
+        """Queue again the pairs parked on a device whose clock or memory changed since they were refused
+        (`ExecModel.version`); they come back with the device's later start time and its new frees."""
+        m = self.m
+        for p, ops in enumerate(self.parked):
+            if ops and m.version[p] != self.parked_at[p]:
+                self.parked[p] = []
+                for o in ops:
+                    self.parked_pairs.discard(o * m.D + p)
+                    if m.dev[o] < 0:
+                        self.push(o, p)
 
     def _loop(self) -> None:
         """m-ETF: the pair queue split by device.  Within device p the pairs are ordered by data-ready time,
@@ -198,7 +254,7 @@ class PairQueue:
         need = m.need(o, p, est)
         self.tried.setdefault(o, {})[p] = need
         g = m.gid[o]
-        if g >= 0 and m.group_dev[g] >= 0:
+        if g >= 0 and m.group_dev[g] >= 0 and m.exhausted(o, p, est):
             raise GroupOverflow(
                 f"op {m.idx.names[o]!r} of colocation group {m.group_names[g]!r} must go to device "
                 f"{m.cluster.devices[p].name!r}, which would need {need:.6g} of {m.mem[p].limit:.6g} bytes",
@@ -208,8 +264,20 @@ class PairQueue:
         self._no_fit(o, p, est, need)
 
     def _no_fit(self, o: int, p: int, est: Estimate, need: float) -> None:
-        """m-ETF: the refused pair is dropped (2.3: the head is removed and the next pair considered)."""
-        self.drop(o, p)
+        """A refusal: the pair is dropped when the device could not hold the op even with none of its
+        transient memory live (`ExecModel.exhausted`: waiting cannot help); otherwise it is parked until the
+        device's clock or memory changes (`unpark`), then considered again with its later start time."""
+        if self.m.exhausted(o, p, est):
+            self.drop(o, p)
+        else:
+            self.park(o, p)
+
+    def park(self, o: int, p: int) -> None:
+        m = self.m
+        self.parked[p].append(o)
+        self.parked_pairs.add(o * m.D + p)
+        self.parked_at[p] = m.version[p]
+        self.n_parked += 1
 
     def drop(self, o: int, p: int) -> None:
         self.dropped.add(o * self.m.D + p)

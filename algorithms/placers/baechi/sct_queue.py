@@ -19,19 +19,27 @@ EXCLUSIONS = ("exhausted", "refusal")
 
 
 class SCTQueue(PairQueue):
-    """m-SCT's queue: pairs that could start at the same time are ordered by class as SCT does: 0 for a
-    favourite child on its favourite parent's device, 1 for an *urgent* op (its inputs could be on every
-    device by then), 2 otherwise (`_head`); a favourite child's pairs on other devices are considered only
-    once its parent's device cannot take it (memory, device type, exclusion): the favourite child waits for
-    its parent's device.
+    """m-SCT's queue.  SCT on finite devices (Baechi 2.4, after Hanen & Munier [17]) "schedules tasks similar
+    to ETF, but: a) prefers placing the favorite child of a task on the same device as [its parent] ... and
+    b) prioritizes urgent tasks, i.e., a task that can begin right away on any device."
+
+    Rendered here as: pairs are taken by earliest start time, as in m-ETF; among pairs that could start at
+    the same time the class decides: 0 for a favourite child on its favourite parent's device, 1 for an
+    *urgent* op (its inputs could be on every device by then, communication queues ignored), 2 otherwise
+    (`_head`).  *Prefer, not force* (`_prefers_parent`): a favourite child has pairs on every device it
+    may use, but a pair on another device p is held back while its parent's device pf still could take it
+    and does not start it later than p by more than the transfer it saves (latency + the edge's bytes over
+    the pf -> p link): the child goes to p only when ``start on pf - start on p > transfer pf -> p``.  The
+    held-back pair is queued again for the time the child could start on pf, where the class-0 pair comes
+    first; if pf refuses the child (memory), the pair on p is no longer held back.
 
     A refusal excludes the device from further placement when `exclude_full` (Baechi 2.4: "when a device
     runs out of available memory"): with ``exclusion="exhausted"`` only when the device could not hold the
-    op even with no transient memory live, otherwise the pair is dropped as in m-ETF (under dynamic memory a
-    device refusing an op because tensors are live at that moment has not run out of memory: those tensors
-    are freed later); with ``exclusion="refusal"`` at the first refusal.
+    op even with no transient memory live, otherwise the pair is parked as in m-ETF (`PairQueue._no_fit`:
+    under dynamic memory a device refusing an op because tensors are live at that moment has not run out of
+    memory: those tensors are freed later); with ``exclusion="refusal"`` at the first refusal.
 
-    Complexity: as `PairQueue`, plus O(log V) per class move.
+    Complexity: as `PairQueue`, plus O(log V) per class move and O(d) per held-back pair.
     """
 
     def __init__(
@@ -54,6 +62,13 @@ class SCTQueue(PairQueue):
         self.c_fav: list[list[tuple[int, int]]] = [[] for _ in range(D)]  # released, class 0
         self.c_urg: list[list[tuple[int, int]]] = [[] for _ in range(D)]  # released, class 1
         self.c_non: list[list[tuple[float, int, int]]] = [[] for _ in range(D)]  # released, class 2
+        self.fav_bytes = [0.0] * n  # bytes of the edge from each op's favourite parent
+        for o in range(n):
+            f = favorite_parent[o]
+            if f >= 0:
+                self.fav_bytes[o] = next((b for j, b in model.pred[o] if j == f), 0.0)
+        self.n_held_back = 0
+        self.held_until: dict[int, float] = {}  # o * D + p -> the time its pair was last held back to
 
     # ----------------------------------------------------------------- helpers
     def usable(self, o: int, p: int) -> bool:
@@ -62,27 +77,9 @@ class SCTQueue(PairQueue):
             return p == self.m.group_dev[g]
         return not self.excluded[p] and super().usable(o, p)
 
-    def favorite_device(self, o: int) -> int:
-        """The device of o's favorite parent if o may still go there, else -1."""
-        if self.fav[o] < 0:
-            return -1
-        pf = self.m.dev[self.fav[o]]
-        return pf if pf in self.m.allowed[o] and self.usable(o, pf) else -1
-
     def on_favorite_device(self, o: int, p: int) -> bool:
         f = self.fav[o]
         return f >= 0 and self.m.dev[f] == p
-
-    def push_all(self, o: int) -> None:
-        pf = self.favorite_device(o)
-        for p in self.m.allowed[o]:
-            if pf >= 0 and p != pf:
-                # a favorite child's pair elsewhere never precedes the pair on its parent's device (same or
-                # later time, worse class); it is pushed when that device stops being usable (`refresh`)
-                continue
-            if self.usable(o, p):
-                d = self.m.estimate(o, p).data_ready
-                heapq.heappush(self.dheap[p], (d, o, self.gen[o]))
 
     def make_ready(self, o: int) -> None:
         self.urgent_at[o] = self.m.data_ready_anywhere(o)
@@ -148,7 +145,32 @@ class SCTQueue(PairQueue):
                 self.n_reestimated += 1
                 heapq.heappush(self.dheap[p], (est.data_ready, o, self.gen[o]))
                 continue
+            t_fav = self._prefers_parent(o, p, est.start)
+            if t_fav is not None:
+                self.n_held_back += 1
+                heapq.heappush(self.dheap[p], (t_fav, o, self.gen[o]))
+                continue
             self._try_commit(o, p, est)
+
+    def _prefers_parent(self, o: int, p: int, start: float) -> float | None:
+        """The time o could start on its favourite parent's device if o should wait for that device rather
+        than start on p at `start` (class docstring), else None."""
+        m = self.m
+        f = self.fav[o]
+        if f < 0:
+            return None
+        pf = m.dev[f]
+        if pf == p or pf not in m.allowed[o] or not self.usable(o, pf) or (o * m.D + pf) in self.parked_pairs:
+            return None
+        t_fav = m.estimate(o, pf).start
+        saved = m.lat[pf][p] + self.fav_bytes[o] / m.bw[pf][p]
+        if t_fav <= start or t_fav - start > saved:
+            return None
+        key = o * m.D + p
+        if self.held_until.get(key, -1.0) >= t_fav:  # held back to this time already: no progress, place it
+            return None
+        self.held_until[key] = t_fav
+        return t_fav
 
     def _no_fit(self, o: int, p: int, est: Estimate, need: float) -> None:
         m = self.m
@@ -166,6 +188,4 @@ class SCTQueue(PairQueue):
                     if self.on_favorite_device(r, p):
                         self.refresh(r)
             return
-        self.drop(o, p)
-        if self.on_favorite_device(o, p):
-            self.refresh(o)
+        super()._no_fit(o, p, est, need)
