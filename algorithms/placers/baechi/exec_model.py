@@ -86,12 +86,20 @@ class ExecModel:
     inputs from outside the group (possible received copies).  The larger reservations make a later member
     certain to fit but hold memory that other ops could use meanwhile; on training graphs, where a group
     joins a forward op and its backward ops, they exhaust the devices long before memory really runs out.
-    A later member that does not fit on its group's device raises `InfeasiblePlacement`.  With
+    A later member that does not fit on its group's device raises `InfeasiblePlacement`.  `margins` keeps
+    that many bytes free on each device (the replay check of `safeguards`).  With
     ``memory_aware=False`` the memory is tracked (for reporting) but never
     refused, which gives the classical, memory-oblivious ETF / SCT.
     """
 
-    def __init__(self, graph: OpGraph, cluster: Cluster, memory_aware: bool = True, group_reserve: str = "persistent"):
+    def __init__(
+        self,
+        graph: OpGraph,
+        cluster: Cluster,
+        memory_aware: bool = True,
+        group_reserve: str = "persistent",
+        margins: list[float] | None = None,
+    ):
         if group_reserve not in GROUP_RESERVE:
             raise ConfigError(f"placer.group_reserve: {group_reserve!r} is not one of {GROUP_RESERVE}")
         self.graph = graph
@@ -180,7 +188,8 @@ class ExecModel:
         self.left_cons = [len(s) for s in self.succ]
         self.order: list[list[int]] = [[] for _ in range(D)]
         per_dev_cap = n + 1
-        self.mem = [DeviceMemory(d.memory_bytes, per_dev_cap) for d in devs]
+        margins = margins or [0.0] * D  # bytes kept free on each device (`safeguards.place_checked`)
+        self.mem = [DeviceMemory(d.memory_bytes - margins[k], per_dev_cap) for k, d in enumerate(devs)]
         self.n_placed = 0
         #: per device, bumped whenever its clock or its memory changes (a refused op may fit after a bump)
         self.version = [0] * D

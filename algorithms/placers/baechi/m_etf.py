@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from ...base import Placer
 from ...cluster import Cluster
@@ -11,7 +12,8 @@ from ...errors import ConfigError
 from ...graph import OpGraph
 from ...placement import Placement
 from .exec_model import ExecModel
-from .pair_queue import PairQueue, place_with_group_retries
+from .pair_queue import PairQueue
+from .safeguards import place_checked
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +52,12 @@ class METFPlacer(Placer):
     chooses what a colocation group reserves when it is pinned (`exec_model.ExecModel`; default: its members'
     persistent bytes).
 
-    An op (or group) that fits on no device raises `InfeasiblePlacement` naming it.  `Placement.order` is
+    Around the list scheduling (`safeguards.place_checked`): in sequential-communication mode the placement
+    is replayed by the simulator and placed again with a margin on a device that overflows (at most
+    `replay_retries` times), and when the list scheduling finds nothing but one device holds the model
+    (`algorithms.memory.single_device_need`), the model goes there (`single_device_fallback`,
+    ``info["fallback"]``).  Otherwise an op (or group) that fits on no device raises `InfeasiblePlacement`
+    naming it.  `Placement.order` is
     the per-device order of the placer's simulation; `info` holds the predicted makespan, the predicted
     peak bytes per device and the counts of dropped pairs and re-estimations.
 
@@ -60,36 +67,56 @@ class METFPlacer(Placer):
 
     name = "m_etf"
 
-    def __init__(self, memory_aware: bool = True, group_reserve: str = "persistent", group_retries: int = 16):
+    def __init__(
+        self,
+        memory_aware: bool = True,
+        group_reserve: str = "persistent",
+        group_retries: int = 16,
+        replay_retries: int = 8,
+        single_device_fallback: bool = True,
+    ):
         self.memory_aware = bool(memory_aware)
         self.group_reserve = group_reserve
         if group_retries < 0:
             raise ConfigError(f"placer.group_retries: {group_retries!r} must be >= 0")
+        if replay_retries < 0:
+            raise ConfigError(f"placer.replay_retries: {replay_retries!r} must be >= 0")
         self.group_retries = int(group_retries)
+        self.replay_retries = int(replay_retries)
+        self.single_device_fallback = bool(single_device_fallback)
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         t0 = time.perf_counter()
 
-        def run(banned):
-            model = ExecModel(graph, cluster, memory_aware=self.memory_aware, group_reserve=self.group_reserve)
+        def build(banned: set[int], margins: list[float]) -> tuple[ExecModel, PairQueue]:
+            model = ExecModel(graph, cluster, self.memory_aware, self.group_reserve, margins)
             queue = PairQueue(model, banned=banned)
             queue.run()
             return model, queue
 
-        (model, queue), retries = place_with_group_retries(run, len(cluster.devices), self.group_retries)
-        info = {
-            "n_dropped_pairs": queue.n_dropped,
-            "n_parked_pairs": queue.n_parked,
-            "n_reestimated": queue.n_reestimated,
-            "n_group_retries": retries,
-            "algorithm_time_s": time.perf_counter() - t0,
-        }
-        pl = model.placement(info)
+        def info_of(model: ExecModel, queue: PairQueue) -> dict[str, Any]:
+            return {
+                "n_dropped_pairs": queue.n_dropped,
+                "n_parked_pairs": queue.n_parked,
+                "n_reestimated": queue.n_reestimated,
+            }
+
+        pl = place_checked(
+            graph,
+            cluster,
+            build,
+            info_of,
+            group_retries=self.group_retries,
+            sim_retries=self.replay_retries,
+            memory_aware=self.memory_aware,
+            single_device_fallback=self.single_device_fallback and self.memory_aware,
+        )
+        pl.info["algorithm_time_s"] = time.perf_counter() - t0
         log.info(
             "m-ETF placed %d ops on %d devices; predicted makespan %.6g s in %.3f s",
-            model.n,
-            model.D,
+            graph.index().n,
+            len(cluster.devices),
             pl.info["predicted_makespan_s"],
-            info["algorithm_time_s"],
+            pl.info["algorithm_time_s"],
         )
         return pl

@@ -12,7 +12,8 @@ from ...errors import ConfigError
 from ...graph import OpGraph
 from ...placement import Placement
 from .exec_model import ExecModel
-from .pair_queue import place_with_group_retries
+from .pair_queue import PairQueue
+from .safeguards import place_checked
 from .sct_lp import DEFAULT_LP_OPTIONS, LP_METHODS, favorite_children, sct_lp
 from .sct_queue import SCTQueue
 
@@ -53,8 +54,9 @@ class MSCTPlacer(Placer):
     (Figure 1); `group_reserve` as in m-ETF; `lp_method` picks the LP solver (`sct_lp`) and `lp_options`
     HiGHS options for it (default `DEFAULT_LP_OPTIONS`).
 
-    `info` holds lp_time_s, lp_status, n_favorite_children, n_excluded_devices, the predicted makespan and
-    the predicted peak bytes per device.  An op that fits nowhere raises `InfeasiblePlacement`.
+    `replay_retries` and `single_device_fallback` as in m-ETF (`safeguards.place_checked`).  `info` holds
+    lp_time_s, lp_status, n_favorite_children, n_excluded_devices, the predicted makespan and the predicted
+    peak bytes per device.  An op that fits nowhere raises `InfeasiblePlacement`.
 
     Complexity: the LP (interior point on V + E variables) plus m-ETF's O((V D + R)(log(V D) + d)).
     """
@@ -71,10 +73,16 @@ class MSCTPlacer(Placer):
         exclusion: str = "exhausted",
         lp_options: dict[str, Any] | None = None,
         group_retries: int = 16,
+        replay_retries: int = 8,
+        single_device_fallback: bool = True,
     ):
         if group_retries < 0:
             raise ConfigError(f"placer.group_retries: {group_retries!r} must be >= 0")
+        if replay_retries < 0:
+            raise ConfigError(f"placer.replay_retries: {replay_retries!r} must be >= 0")
         self.group_retries = int(group_retries)
+        self.replay_retries = int(replay_retries)
+        self.single_device_fallback = bool(single_device_fallback)
         self.lp_options = dict(DEFAULT_LP_OPTIONS if lp_options is None else lp_options)
         self.exclusion = exclusion
         if lp_method not in LP_METHODS:
@@ -95,12 +103,14 @@ class MSCTPlacer(Placer):
         x, facts = sct_lp(graph, cluster, compute, self.lp_method, options=self.lp_options)
         fav = favorite_children(graph, x, self.threshold)
 
-        def run(banned):
-            m = (
-                model
-                if not banned
-                else ExecModel(graph, cluster, memory_aware=self.memory_aware, group_reserve=self.group_reserve)
-            )
+        first = [True]
+
+        def build(banned: set[int], margins: list[float]) -> tuple[ExecModel, SCTQueue]:
+            if first[0] and not banned and not any(margins):
+                m = model
+            else:
+                m = ExecModel(graph, cluster, self.memory_aware, self.group_reserve, margins)
+            first[0] = False
             queue = SCTQueue(
                 m,
                 favorite_parent=fav,
@@ -111,19 +121,32 @@ class MSCTPlacer(Placer):
             queue.run()
             return m, queue
 
-        (model, queue), retries = place_with_group_retries(run, D, self.group_retries)
-        info = dict(facts)
-        info.update(
-            n_group_retries=retries,
-            n_favorite_children=sum(1 for f in fav if f >= 0),
-            n_excluded_devices=sum(queue.excluded),
-            n_dropped_pairs=queue.n_dropped,
-            n_parked_pairs=queue.n_parked,
-            n_held_back=queue.n_held_back,
-            n_reestimated=queue.n_reestimated,
-            algorithm_time_s=time.perf_counter() - t0,
+        def info_of(model: ExecModel, queue: PairQueue) -> dict[str, Any]:
+            assert isinstance(queue, SCTQueue)
+            info = dict(facts)
+            info.update(
+                n_favorite_children=sum(1 for f in fav if f >= 0),
+                n_excluded_devices=sum(queue.excluded),
+                n_dropped_pairs=queue.n_dropped,
+                n_parked_pairs=queue.n_parked,
+                n_held_back=queue.n_held_back,
+                n_reestimated=queue.n_reestimated,
+            )
+            return info
+
+        pl = place_checked(
+            graph,
+            cluster,
+            build,
+            info_of,
+            group_retries=self.group_retries,
+            sim_retries=self.replay_retries,
+            memory_aware=self.memory_aware,
+            single_device_fallback=self.single_device_fallback and self.memory_aware,
         )
-        pl = model.placement(info)
+        info = pl.info
+        info["algorithm_time_s"] = time.perf_counter() - t0
+        info.setdefault("n_favorite_children", sum(1 for f in fav if f >= 0))
         log.info(
             "m-SCT placed %d ops (%d favorite children) on %d devices; predicted makespan %.6g s; "
             "LP %.3f s, total %.3f s",
