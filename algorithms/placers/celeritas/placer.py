@@ -38,9 +38,10 @@ from typing import Any
 
 from ...base import Placer
 from ...cluster import Cluster
-from ...errors import ConfigError
+from ...errors import ConfigError, InfeasiblePlacement
 from ...graph import GraphIndex, OpGraph
 from ...placement import Placement
+from ...simulator import simulate
 from .adjusting import adjusting_placement
 from .ccr import ccr_of
 from .common import CoarseState, CommModel, EdgeCosts, effective_types, mean_compute
@@ -66,7 +67,10 @@ class Prepared:
 
 
 class _CeleritasBase(Placer):
-    def __init__(self, R: int = 200, memory_fraction: float = 0.25, fuse: bool | str = "auto"):
+    def __init__(
+        self, R: int = 200, memory_fraction: float = 0.25, fuse: bool | str = "auto", check_memory: bool = True
+    ):
+        self.check_memory = bool(check_memory)
         if int(R) < 1:
             raise ConfigError(f"R (exploration range) must be >= 1, got {R!r}")
         if not memory_fraction > 0:
@@ -121,6 +125,21 @@ class _CeleritasBase(Placer):
         log.info("celeritas: %d ops -> %d coarse nodes; CCR %.4g -> %.4g", idx.n, cidx.n, ccr_before, ccr_after)
         return Prepared(idx, coarse, cidx, state, seq, info)
 
+    def _checked(self, graph: OpGraph, cluster: Cluster, pl: Placement) -> Placement:
+        """Replay the placement in the simulator (each device in the placement's order, the cluster's
+        communication mode): ``info["simulated_makespan_s"]``; with `check_memory`, a replay that runs out of
+        memory raises `InfeasiblePlacement` naming the op and device instead of returning the best-effort
+        placement (6.3's best effort then becomes an error that says what does not fit)."""
+        res = simulate(graph, cluster, pl.assignment, pl.order, record_memory=False)
+        pl.info["simulated_makespan_s"] = res.makespan
+        if res.oom is not None and self.check_memory:
+            raise InfeasiblePlacement(
+                f"{self.name}: the placement runs out of memory when simulated: {res.oom.message()} "
+                f"({pl.info.get('best_effort_ops_count', 0)} ops were placed best effort). Give the devices more "
+                f"memory, or set placer.check_memory=false to keep the best-effort placement."
+            )
+        return pl
+
     @staticmethod
     def _best_effort_info(state: CoarseState, info: dict[str, Any]) -> None:
         ops = state.best_effort_ops()
@@ -150,14 +169,22 @@ class CeleritasPlacer(_CeleritasBase):
 
     Hyper-parameters: `R` exploration range (200), `memory_fraction` per-cluster memory limit as a fraction of
     the smallest device memory (0.25), `fuse` (True, False, "auto"), `compare` ("finish" or "start": what eq. 9
-    compares on devices of different speeds; identical on identical devices, see `adjusting`). See the module
-    docstring.
+    compares on devices of different speeds; identical on identical devices, see `adjusting`), `check_memory`
+    (True: a placement whose simulated replay runs out of memory raises `InfeasiblePlacement` naming the op
+    and device; False: the best-effort placement of 6.3 is returned). See the module docstring.
     """
 
     name = "celeritas"
 
-    def __init__(self, R: int = 200, memory_fraction: float = 0.25, fuse: bool | str = "auto", compare: str = "finish"):
-        super().__init__(R, memory_fraction, fuse)
+    def __init__(
+        self,
+        R: int = 200,
+        memory_fraction: float = 0.25,
+        fuse: bool | str = "auto",
+        compare: str = "finish",
+        check_memory: bool = True,
+    ):
+        super().__init__(R, memory_fraction, fuse, check_memory)
         if compare not in ("start", "finish"):
             raise ConfigError(f"compare must be 'start' or 'finish', got {compare!r}")
         self.compare = compare
@@ -177,7 +204,7 @@ class CeleritasPlacer(_CeleritasBase):
             }
         )
         self._best_effort_info(prep.state, info)
-        return Placement(assign, order, info)
+        return self._checked(graph, cluster, Placement(assign, order, info))
 
 
 class OrderPlacePlacer(_CeleritasBase):
@@ -198,4 +225,4 @@ class OrderPlacePlacer(_CeleritasBase):
         info = dict(prep.info)
         info["place_time_s"] = time.perf_counter() - t0
         self._best_effort_info(prep.state, info)
-        return Placement(assign, order, info)
+        return self._checked(graph, cluster, Placement(assign, order, info))
