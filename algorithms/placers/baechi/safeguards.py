@@ -23,7 +23,7 @@ from typing import Any
 from ...cluster import Cluster
 from ...errors import InfeasiblePlacement
 from ...graph import OpGraph
-from ...memory import single_device_need
+from ...memory import single_device_placement
 from ...placement import Placement
 from ...simulator import simulate
 from .exec_model import ExecModel
@@ -33,27 +33,6 @@ log = logging.getLogger(__name__)
 
 #: build(banned (group, device) pairs, per-device memory margins) -> a model and a queue that has run.
 Build = Callable[[set[int], list[float]], tuple[ExecModel, PairQueue]]
-
-
-def single_device_placement(graph: OpGraph, cluster: Cluster, info: dict[str, Any]) -> Placement | None:
-    """The whole graph on the first device that may run every op and holds its single-device need
-    (`algorithms.memory.single_device_need`), in topological order; None when no device does."""
-    idx = graph.index()
-    types = {t for t in idx.device_type if t is not None}
-    need = single_device_need(idx)
-    for d in cluster.devices:
-        if (not types or types == {d.type}) and need <= d.memory_bytes:
-            info = dict(info)
-            info.update(
-                fallback="single_device",
-                n_ops=idx.n,
-                predicted_makespan_s=sum(idx.exec_time(i, d.type, d.speed) for i in range(idx.n)),
-            )
-            for e in cluster.devices:
-                info[f"predicted_peak_bytes.{e.name}"] = need if e is d else 0.0
-            order = {e.name: (list(idx.names) if e is d else []) for e in cluster.devices}
-            return Placement({op: d.name for op in idx.names}, order, info)
-    return None
 
 
 def place_checked(
