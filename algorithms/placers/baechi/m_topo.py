@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any
 
@@ -63,9 +64,10 @@ class MTOPOPlacer(Placer):
     fills each device up to its own memory (the load-balancing cap dropped: the degenerate m-TOPO that
     puts a model fitting on one device on that device).  The first pass that fits both checks is returned;
     if none does, m-TOPO raises `InfeasiblePlacement` naming the op and device of the closest round's
-    overflow (a placement that overflows is never returned).  A pass that fits costs one simulation more:
-    with sufficient memory m-TOPO is the paper's single pass.  On Inception-V3 at 85% of the need per
-    device, the first pass overflows cpu0 by 13.7 MB (48.7 MB predicted) and the second fits.  An op or group
+    overflow (a placement that overflows is never returned).  A pass costs one simulation more (none on
+    devices of unlimited memory): with sufficient memory m-TOPO is the paper's single pass.  On Inception-V3
+    at 85% of the need per device, the first pass overflows cpu0 by 13.7 MB (48.7 MB predicted) and the
+    second fits (measured before the replay check was added).  An op or group
     restricted to a device type goes to the first device of that type, from the current one on, with room.
     An op that fits on no remaining device raises `InfeasiblePlacement` naming it.  `info` reports the cap
     and, per device, the cap used, the static bytes and the predicted peak (the larger of the two checks),
@@ -107,13 +109,14 @@ class MTOPOPlacer(Placer):
                 result = None
             if result is not None:
                 dev, used, top, overflows, checked, first_over = result
-                sim = self._simulate(graph, cluster, idx, dev)
-                peaks = [max(top[p], sim.peak_memory[d.name]) for p, d in enumerate(devs)]
+                # the replay can only overflow a finite limit: with unlimited memory it is skipped
+                sim = self._simulate(graph, cluster, idx, dev) if not all(map(math.isinf, limit)) else None
+                peaks = [max(top[p], sim.peak_memory[d.name] if sim else 0.0) for p, d in enumerate(devs)]
                 over = [peaks[p] - limit[p] for p in range(D)]
                 if max(over) <= 0:
                     fitted = (list(caps), result, sim)
                     break
-                if sim.oom is not None:
+                if sim is not None and sim.oom is not None:
                     what = f"{sim.oom.message()} (simulated replay of round {rounds})"
                 elif first_over[0] >= 0:
                     o, q = first_over
@@ -166,7 +169,7 @@ class MTOPOPlacer(Placer):
         for p, d in enumerate(devs):
             info[f"cap_bytes.{d.name}"] = caps[p]
             info[f"static_bytes.{d.name}"] = used[p]
-            info[f"predicted_peak_bytes.{d.name}"] = max(top[p], sim.peak_memory[d.name])
+            info[f"predicted_peak_bytes.{d.name}"] = max(top[p], sim.peak_memory[d.name] if sim else 0.0)
         log.info("m-TOPO placed %d ops in %d round(s); cap %.6g bytes per device", n, rounds, cap_all)
         return Placement(assign, order, info)
 
