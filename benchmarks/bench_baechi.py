@@ -5,8 +5,8 @@ Prints, for m-TOPO, m-ETF and m-SCT, the time to place a level-based random trai
 co-placement, forward-only placement, operator fusion), with the op counts before and after, and the
 makespan the placer predicts.  Targets (issue 3): m-TOPO < 0.5 s, m-ETF < 3 s, m-SCT < 15 s with its LP.
 
-    python benchmarks/bench_baechi.py [--levels 640] [--seed 0] [--edge-probability 0.15] [--memory-fraction 1.0] [--skip-sct]
-                                      [--lp-method highs-ipm] [--no-simulate]
+    python benchmarks/bench_baechi.py [--levels 640] [--seed 0] [--edge-probability 0.15] [--memory-fraction 1.0]
+                                      [--skip-sct] [--lp-method highs-ipm] [--no-simulate]
 
 Wall-clock times depend on the machine's load; the CPU time of the process (cpu_s) is printed beside them.
 """
@@ -66,7 +66,8 @@ def main() -> None:
     mem = need * args.memory_fraction
     cluster = uniform_cluster(4, mem, type="GPU", latency_s=1.34e-4, bytes_per_s=5.7e9, mode="parallel")
     print(
-        f"load average {os.getloadavg()[0]:.1f}; graph: {len(g)} ops, {g.number_of_edges()} edges (generated in {gen_s:.2f} s); 4 devices x "
+        f"load average {os.getloadavg()[0]:.1f}; graph: {len(g)} ops, {g.number_of_edges()} edges "
+        f"(generated in {gen_s:.2f} s); 4 devices x "
         f"{mem:.4g} bytes ({args.memory_fraction:g} x the static need {need:.4g})"
     )
 

@@ -9,15 +9,15 @@ from hypothesis import HealthCheck, given, settings
 from algorithms.cluster import uniform_cluster
 from algorithms.errors import ConfigError, InfeasiblePlacement
 from algorithms.graph import OpGraph
+from algorithms.memory import single_device_need
 from algorithms.passes.baechi import (
     ColocationGrouping,
     CoPlacement,
     ForwardOnlyPlacement,
     OperatorFusion,
     ProfilePerturbation,
-    single_device_peak,
 )
-from algorithms.placement import CoarseMap, check_placement
+from algorithms.placement import CoarseMap, check_placement, topological_schedule
 from algorithms.placers.baechi import METFPlacer, MSCTPlacer, MTOPOPlacer
 from algorithms.simulator import simulate
 from algorithms.workloads.synthetic import level_dag, linreg_graph
@@ -189,7 +189,7 @@ def test_forward_only_places_forward_ops_and_backward_follow():
     assert nx.is_directed_acyclic_graph(out.nx)
     cmap.check_covers(g)
     assert members_in_topological_order(g, cmap)
-    for c, mem in cmap.items():
+    for mem in cmap.values():
         for o in mem:
             fw = g.op(o).get("forward_of")
             if fw is not None:
@@ -208,7 +208,7 @@ def test_forward_only_full_mode_forces_pairs_together():
     g = training_graph()
     out, cmap = ForwardOnlyPlacement("full").apply(g)
     assert len(out) == len(g)
-    for o, a in out.nx.nodes(data=True):
+    for _, a in out.nx.nodes(data=True):
         if a.get("forward_of"):
             assert a["colocation"] is not None
             assert a["colocation"] == out.op(a["forward_of"])["colocation"]
@@ -216,7 +216,7 @@ def test_forward_only_full_mode_forces_pairs_together():
 
 def test_forward_only_auto_follows_the_memory():
     g = training_graph()
-    need = single_device_peak(g)
+    need = single_device_need(g)
     assert 0 < need <= g.total_memory()
     big, _ = ForwardOnlyPlacement("auto", memory_bytes=need).apply(g)
     small, _ = ForwardOnlyPlacement("auto", memory_bytes=[{"memory_bytes": need}], memory_fraction=0.5).apply(g)
@@ -227,6 +227,21 @@ def test_forward_only_auto_follows_the_memory():
     assert len(bound.apply(g)[0]) == len(g)
     with pytest.raises(ConfigError):
         ForwardOnlyPlacement("sideways")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_dags(max_ops=25, training=True))
+def test_single_device_need_is_the_simulated_one_device_peak(graph):
+    """The one memory need (`algorithms.memory`) equals the simulator's peak for the whole graph on one device
+    replayed in topological order, and is at least the persistent bytes plus the largest op."""
+    one = {op: "cpu0" for op in graph.ops}
+    cl = uniform_cluster(1)
+    res = simulate(graph, cl, one, topological_schedule(graph, one, ["cpu0"]), record_memory=False)
+    need = single_device_need(graph)
+    assert need == pytest.approx(res.peak_memory["cpu0"], rel=1e-12, abs=1e-9)
+    idx = graph.index()
+    big = max((idx.temporary[i] + idx.output[i] for i in range(idx.n)), default=0.0)
+    assert need >= sum(idx.persistent) + big - 1e-9
 
 
 # ------------------------------------------------------------------------------------------ perturbation

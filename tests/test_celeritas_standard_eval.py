@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from algorithms.cluster import uniform_cluster
+from algorithms.errors import ConfigError, InvalidGraph
 from algorithms.graph import OpGraph
 from algorithms.placement import check_placement, check_schedule
 from algorithms.placers.celeritas import MetisPlacer, SequentialDfsTopoPlacer
@@ -65,11 +66,11 @@ def test_linear_fit_recovers_a_known_law_exactly():
 
 
 def test_linear_fit_needs_two_batch_sizes_and_the_same_ops():
-    with pytest.raises(ValueError, match="two or more"):
+    with pytest.raises(ConfigError, match="two or more"):
         fit_linear_profiles({8: profiled(8, LAWS)})
     other = profiled(16, LAWS)
     other.nx.remove_node("c")
-    with pytest.raises(ValueError, match="missing"):
+    with pytest.raises(InvalidGraph, match="missing"):
         fit_linear_profiles({8: profiled(8, LAWS), 16: other})
 
 

@@ -36,6 +36,7 @@ import math
 
 from ..base import GraphPass
 from ..cluster import Cluster
+from ..errors import ConfigError
 from ..graph import OpGraph
 from ..placement import CoarseMap
 from ..placers.celeritas.common import CommModel, mean_compute
@@ -60,12 +61,12 @@ class CelerFusion(GraphPass):
         colocation: str = "split",
     ):
         if colocation not in ("split", "supergroup"):
-            raise ValueError(f"colocation must be 'split' or 'supergroup', got {colocation!r}")
+            raise ConfigError(f"colocation must be 'split' or 'supergroup', got {colocation!r}")
         self.colocation = colocation
         if int(R) < 1:
-            raise ValueError(f"R (exploration range) must be >= 1, got {R!r}")
+            raise ConfigError(f"R (exploration range) must be >= 1, got {R!r}")
         if not memory_fraction > 0:
-            raise ValueError(f"memory_fraction must be > 0, got {memory_fraction!r}")
+            raise ConfigError(f"memory_fraction must be > 0, got {memory_fraction!r}")
         self.R = int(R)
         self.memory_fraction = float(memory_fraction)
         self.device_memory_bytes = (

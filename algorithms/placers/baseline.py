@@ -31,9 +31,10 @@ class SinglePlacer(Placer):
                 raise InfeasiblePlacement(
                     f"single-device placement impossible: ops ask for device types {sorted(wanted)}"
                 )
-            dev = next((d for d in cluster.devices if not wanted or d.type in wanted), None)
-            if dev is None:
+            found = next((d for d in cluster.devices if not wanted or d.type in wanted), None)
+            if found is None:
                 raise InfeasiblePlacement(f"no device of type {sorted(wanted)} in cluster {cluster.name!r}")
+            dev = found
         return Placement({op: dev.name for op in graph.ops})
 
 

@@ -6,393 +6,20 @@ import logging
 import time
 from typing import Any
 
-import numpy as np
-import scipy.sparse as sp
-from scipy.optimize import linprog
-from tqdm import tqdm
-
 from ...base import Placer
 from ...cluster import Cluster
 from ...errors import ConfigError
 from ...graph import OpGraph
 from ...placement import Placement
-from .common import ExecModel, PairQueue, place_with_group_retries
+from .exec_model import ExecModel
+from .pair_queue import PairQueue
+from .safeguards import place_checked
+from .sct_lp import DEFAULT_LP_OPTIONS, LP_METHODS, favorite_children, sct_lp
+from .sct_queue import SCTQueue
+
+__all__ = ["MSCTPlacer", "favorite_children", "sct_lp"]
 
 log = logging.getLogger(__name__)
-
-
-LP_METHODS = ("highs-ipm", "highs-ds", "highs")
-
-
-def implied_edges_kept(succ, pred, p, c, budget: int = 16) -> np.ndarray:
-    """Mask of the edges whose SCT-LP precedence row is not implied by another path (exact reduction).
-
-    Edge e = i -> j (edges numbered in the order of ``succ`` flattened, ops in topological order) is implied
-    when some other path i -> k_1 -> ... -> k_m -> j (m >= 1) has p_(k_1) + ... + p_(k_m) >= c_e: then
-    s_j >= s_i + p_i + sum p_k >= s_i + p_i + c_e x_e for every x_e in [0, 1] (the path's own x terms are
-    >= 0), and x_e appears elsewhere only on the loose side of the favorite rows, so x_e = 1 is optimal and
-    the edge needs neither a variable nor a row.  For each op i, a longest-path pass over the ops reachable
-    from i with an index below i's farthest successor gives the longest intermediate sum into every
-    predecessor of i's successors; the pass stops after `budget` ops (the sums found so far are lower bounds,
-    so a stopped pass only keeps edges that could have been dropped: the reduction stays exact).
-    O(V budget d log budget).
-    """
-    import heapq
-
-    E = sum(len(s) for s in succ)
-    keep = np.ones(E, dtype=bool)
-    pl = p.tolist()
-    cl = c.tolist()
-    e0 = 0
-    for i, out in enumerate(succ):
-        if len(out) < 1:
-            continue
-        hi = max(j for j, _ in out)
-        d: dict[int, float] = {}
-        heap = []
-        for j, _ in out:
-            if j < hi:
-                d[j] = pl[j]
-                heap.append(j)
-        heapq.heapify(heap)
-        pops = 0
-        while heap and pops < budget:
-            k = heapq.heappop(heap)
-            pops += 1
-            dk = d[k]
-            for m, _ in succ[k]:
-                if m < hi:
-                    nd = dk + pl[m]
-                    old = d.get(m)
-                    if old is None:
-                        d[m] = nd
-                        heapq.heappush(heap, m)
-                    elif nd > old:
-                        d[m] = nd
-        if d:
-            for t, (j, _) in enumerate(out):
-                ce = cl[e0 + t]
-                for m, _ in pred[j]:
-                    if m != i and d.get(m, -1.0) >= ce:
-                        keep[e0 + t] = False
-                        break
-        e0 += len(out)
-    return keep
-
-
-def _heads_tails(src: np.ndarray, dst: np.ndarray, p: np.ndarray, c: np.ndarray, n: int):
-    """Longest-path heads without (h0) and with every communication (h1), and tails with every communication
-    including the op itself (t1); edges sorted by source in topological order.  O(V + E)."""
-    h0 = np.zeros(n)
-    h1 = np.zeros(n)
-    t1 = p.copy()
-    sl, dl, pl, cl = src.tolist(), dst.tolist(), p.tolist(), c.tolist()
-    h0l, h1l, t1l = h0.tolist(), h1.tolist(), t1.tolist()
-    for e in range(len(sl)):
-        i, j = sl[e], dl[e]
-        a = h0l[i] + pl[i]
-        if a > h0l[j]:
-            h0l[j] = a
-        a = h1l[i] + pl[i] + cl[e]
-        if a > h1l[j]:
-            h1l[j] = a
-    for e in range(len(sl) - 1, -1, -1):
-        i, j = sl[e], dl[e]
-        a = pl[i] + cl[e] + t1l[j]
-        if a > t1l[i]:
-            t1l[i] = a
-    return np.array(h0l), np.array(h1l), np.array(t1l)
-
-
-#: Longest x-term list an eliminated op's start may carry (`_eliminate_single_parents`); past it the op keeps
-#: its own variable, so that rows stay short.
-ELIMINATION_TERMS = 8
-
-
-def _eliminate_single_parents(
-    ks: np.ndarray, kd: np.ndarray, p: np.ndarray, c: np.ndarray, n: int, max_terms: int = ELIMINATION_TERMS
-):
-    """Fourier-Motzkin elimination of the start time of every op with exactly one precedence row into it.
-
-    Such an op v (one kept edge e = u -> v) has s_v on the lower side of a single row, s_v >= s_u + p_u +
-    c_e x_e, so s_v can be replaced by that expression in every row where it is an upper bound (its out-edge
-    rows and its sink row): the eliminated LP's feasible (x, w) are exactly those of the LP with s_v free
-    of its h-bounds, whose optimum is the LP's (those bounds only cut off non-left-justified solutions).
-    Applied in topological order, chains collapse: s_v = s_a + offset_v + sum of c_t x_t over the chain's
-    edges t from the anchor a, an op that keeps its variable.  An op whose chain would carry more than
-    `max_terms` x terms keeps its variable.  On the benchmark graph this removes 5,645 rows and columns
-    (LP 18.1 s -> 14.2 s) for 5% fewer nonzeros.
-
-    ks, kd: kept edges (sources ascending, ops in topological order), c their communication costs.  Returns
-    (anchor, offset, terms, gone): per op its anchor op, the constant and the tuple of kept-edge indices
-    whose x terms stand for its start, and whether it was eliminated.  O(V + E max_terms).
-    """
-    indeg = np.bincount(kd, minlength=n)
-    in_edge = np.full(n, -1, dtype=np.int64)
-    single = indeg[kd] == 1
-    in_edge[kd[single]] = np.flatnonzero(single)
-    anchor = list(range(n))
-    offset = [0.0] * n
-    terms: list[tuple[int, ...]] = [()] * n
-    gone = np.zeros(n, dtype=bool)
-    pl = p.tolist()
-    for v in np.flatnonzero(in_edge >= 0).tolist():
-        t = int(in_edge[v])
-        u = int(ks[t])
-        if len(terms[u]) + 1 > max_terms:
-            continue
-        anchor[v] = anchor[u]
-        offset[v] = offset[u] + pl[u]
-        terms[v] = terms[u] + (t,)
-        gone[v] = True
-    return np.array(anchor, dtype=np.int64), np.array(offset), terms, gone
-
-
-#: HiGHS options given to the interior point by default: IPX on the dual LP, which HiGHS solves faster
-#: here (LP 20.9 s -> 17.7 s on the 20,308-op benchmark graph), stopped at a relative optimality gap of
-#: 1e-6 without crossover to a vertex (14.9 s -> 12.7 s with the single-parent elimination).  The favorite
-#: children are read with a threshold of 0.1 on x, far above the gap, and an interior optimum is what
-#: Baechi's interior-point solver hands to its rounding; crossover would only move x to a vertex of the
-#: optimal face.
-DEFAULT_LP_OPTIONS: dict[str, Any] = {
-    "ipx_dualize_strategy": 1,
-    "run_crossover": "off",
-    "ipm_optimality_tolerance": 1e-6,
-}
-
-
-def _solve(obj, A, b, bounds, method: str, options: dict[str, Any]):
-    """`linprog` with HiGHS `options` passed through (SciPy hands options it does not know to HiGHS verbatim,
-    with a warning, silenced here); without them if this SciPy refuses them."""
-    import warnings
-
-    from scipy.optimize import OptimizeWarning
-
-    extra = dict(options) if method == "highs-ipm" else {k: v for k, v in options.items() if not k.startswith("ipx")}
-    if extra:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", OptimizeWarning)
-                return linprog(obj, A_ub=A, b_ub=b, bounds=bounds, method=method, options=extra)
-        except (TypeError, ValueError) as exc:
-            log.warning("SciPy refused the HiGHS options %s (%s); solving without them", extra, exc)
-    return linprog(obj, A_ub=A, b_ub=b, bounds=bounds, method=method)
-
-
-def sct_lp(
-    graph: OpGraph,
-    cluster: Cluster,
-    compute: list[float] | None = None,
-    method: str = "highs-ipm",
-    reduce: bool = True,
-    options: dict[str, Any] | None = None,
-) -> tuple[np.ndarray, dict]:
-    """Solve the LP relaxation of SCT's favorite-child ILP, Baechi equation (2) (Hanen & Munier 1995, 3.2).
-
-    Variables: a start time s_i >= 0 per op, the makespan w, and x_ij in [0, 1] per edge i -> j, where
-    x_ij = 0 means "j is i's favorite child" (no communication delay).  Minimise w subject to
-
-        s_i + p_i <= w                          for every op (kept only for sinks: the others are implied),
-        s_i + p_i + c_ij x_ij <= s_j             for every edge,
-        sum_j x_ij >= outdeg(i) - 1              (at most one favorite child; rows with outdeg <= 1 dropped),
-        sum_i x_ij >= indeg(j) - 1               (at most one favorite parent; rows with indeg <= 1 dropped).
-
-    Equation (2) in the paper's text has lost symbols; these are the ILP's constraints of [17] that it
-    transcribes.  p_i is the op's execution time averaged over the devices, c_ij the transfer time of the
-    edge's bytes averaged over ordered pairs of distinct devices (latency + bytes / bandwidth).  Times are
-    divided by their largest value before solving, to keep the LP well scaled.  Solved with HiGHS'
-    interior-point method (`linprog(method="highs-ipm")`, as Baechi 4.2 uses an interior-point solver) on
-    sparse constraint matrices; `method` may name HiGHS' dual simplex ("highs-ds") or its default choice
-    ("highs") instead.  `reduce=False` solves the LP as written, without the reductions below.
-
-    Exact reductions (same optimal makespan; the returned x is an optimal solution of the full LP, though
-    not necessarily the one an interior-point method would reach on it):
-
-    - implied edges (`implied_edges_kept`): an edge whose row follows from another path between its ends
-      gets x = 1 and no variable or row;
-    - slack edges: with LB0 the longest path without communication (a lower bound on the optimum) and
-      through_e the longest source-to-sink path through edge e with every communication paid, an edge with
-      through_e < LB0 can never lie on a path longer than the optimum, so it gets x = 1 and no row; the same
-      for a sink whose longest path with every communication is below LB0.  (From an optimum of the reduced
-      LP, x = 1 on those edges and left-justified starts give a solution of the full LP with the same
-      makespan; the no-communication critical path is kept, so the reduced optimum is >= LB0.)
-    - bounds: a left-justified optimal solution has h0_i <= s_i <= h1_i (heads without / with every
-      communication), and the makespan lies in [LB0, longest path with every communication]; these bounds are
-      given to the solver;
-    - single-parent ops: an op with one kept edge into it loses its start variable and that edge's row
-      (`_eliminate_single_parents`, Fourier-Motzkin along chains);
-    - the makespan is the last of a chain u_1 <= ... <= u_k over the k sinks instead of one variable in every
-      sink's row: one dense column makes the interior point's normal equations dense (k^2 fill-in; with
-      5,000 sinks that cost minutes).
-
-    On the 20,308-op, 85,747-edge benchmark graph these take the LP from 135.7 s to about 15 s with
-    HiGHS' defaults, 12.7 s with `DEFAULT_LP_OPTIONS`.
-
-    Returns x (one value per edge, in the order of ``graph.index().succ`` flattened) and facts (status,
-    time, sizes).  O(V + E) preparation (plus `implied_edges_kept`), then the interior point on at most
-    V + E variables and rows.
-    """
-    idx = graph.index()
-    n = idx.n
-    devs = cluster.devices
-    D = len(devs)
-    src = np.fromiter((i for i in range(n) for _ in idx.succ[i]), dtype=np.int64)
-    dst = np.fromiter((j for i in range(n) for j, _ in idx.succ[i]), dtype=np.int64)
-    byt = np.fromiter((b for i in range(n) for _, b in idx.succ[i]), dtype=float)
-    E = len(src)
-    if compute is None:
-        inv = np.mean([1.0 / d.speed for d in devs])
-        p = np.asarray(idx.compute_s, dtype=float) * inv
-    else:
-        p = np.asarray(compute, dtype=float)
-    if D > 1:
-        lat = np.array(cluster.latency_table, dtype=float)
-        ibw = 1.0 / np.array(cluster.bandwidth_table, dtype=float)
-        off = ~np.eye(D, dtype=bool)
-        c = lat[off].mean() + byt * ibw[off].mean()
-    else:
-        c = np.zeros(E)
-    facts: dict[str, Any] = {"lp_vars": n + 1 + E}
-    if E == 0:
-        facts.update(lp_status=0, lp_time_s=0.0, lp_rows=0)
-        return np.ones(0), facts
-    scale = max(float(p.max(initial=0.0)), float(c.max(initial=0.0)))
-    if scale <= 0:
-        facts.update(lp_status=0, lp_time_s=0.0, lp_rows=0)
-        return np.ones(E), facts
-    p = p / scale
-    c = c / scale
-    keep = implied_edges_kept(idx.succ, idx.pred, p, c) if reduce else np.ones(E, dtype=bool)
-    facts["lp_edges_implied"] = int(E - keep.sum())
-    h0, h1, t1 = _heads_tails(src, dst, p, c, n)
-    lb0 = float((h0 + p).max())
-    slack = h1[src] + p[src] + c + t1[dst] < lb0 if reduce else np.zeros(E, dtype=bool)
-    facts["lp_edges_slack"] = int((slack & keep).sum())
-    keep &= ~slack
-    kept = np.flatnonzero(keep)
-    K = len(kept)
-    outdeg = np.bincount(src, minlength=n)
-    indeg = np.bincount(dst, minlength=n)
-    sinks = np.flatnonzero((outdeg == 0) & ((h1 + p >= lb0) | (not reduce)))
-    k = len(sinks)
-    # Variable layout: s (n), then the makespan chain u (k), then x (K).  The makespan is u_k, with
-    # u_m >= u_(m-1) and u_m >= s_(sink m) + p: a chain instead of one w column touching every sink,
-    # because a dense column makes the interior-point normal equations dense (k^2 fill; 5,000 sinks in a
-    # 20,000-op training graph cost 2 minutes instead of seconds).  Same optimum.
-    U = n
-    W = n + k - 1
-    X = n + k
-    nv = X + K
-    facts["lp_vars"] = nv
-    rows, cols, vals, rhs = [], [], [], []
-    r = 0
-    ks, kd = src[kept], dst[kept]
-    x_ids = np.arange(K)
-    ck = c[kept]
-    if reduce:
-        anchor, offset, terms, gone = _eliminate_single_parents(ks, kd, p, ck, n)
-    else:
-        anchor, offset, terms, gone = np.arange(n), np.zeros(n), [()] * n, np.zeros(n, dtype=bool)
-    facts["lp_ops_eliminated"] = int(gone.sum())
-    # sinks: s_i - u_m <= -p_i, with s_i written through its anchor when i was eliminated
-    rl, cl, vl, bl = [], [], [], []
-    for m_, i in enumerate(sinks.tolist()):
-        a = int(anchor[i])
-        rl += [r] * (2 + len(terms[i]))
-        cl += [a, U + m_] + [X + t for t in terms[i]]
-        vl += [1.0, -1.0] + [float(ck[t]) for t in terms[i]]
-        bl.append(-(offset[i] + p[i]))
-        r += 1
-    # chain: u_(m-1) - u_m <= 0
-    if k > 1:
-        for m_ in range(1, k):
-            rl += [r, r]
-            cl += [U + m_ - 1, U + m_]
-            vl += [1.0, -1.0]
-            bl.append(0.0)
-            r += 1
-    # precedence: s_i - s_j + c_e x_e <= -p_i for every kept edge into an op that was not eliminated
-    pl, ol, cll = p.tolist(), offset.tolist(), ck.tolist()
-    for t, (i, j) in enumerate(zip(ks.tolist(), kd.tolist())):
-        if gone[j]:
-            continue
-        ti = terms[i]
-        rl += [r] * (3 + len(ti))
-        cl += [int(anchor[i]), j, X + t] + [X + q for q in ti]
-        vl += [1.0, -1.0, cll[t]] + [cll[q] for q in ti]
-        bl.append(-(ol[i] + pl[i]))
-        r += 1
-    rows.append(np.array(rl, dtype=np.int64))
-    cols.append(np.array(cl, dtype=np.int64))
-    vals.append(np.array(vl, dtype=float))
-    rhs.append(np.array(bl, dtype=float))
-    # at most one favorite child / parent: sum of the free x >= degree - 1 - (x fixed to 1)
-    for ends, kends, deg in ((src, ks, outdeg), (dst, kd, indeg)):
-        fixed = deg - np.bincount(kends, minlength=n)
-        need = deg - 1 - fixed
-        many = np.flatnonzero(need >= 1)
-        if len(many):
-            row_of = np.full(n, -1, dtype=np.int64)
-            row_of[many] = np.arange(r, r + len(many))
-            sel = row_of[kends] >= 0
-            rows.append(row_of[kends][sel])
-            cols.append(X + x_ids[sel])
-            vals.append(-np.ones(int(sel.sum())))
-            rhs.append(-need[many].astype(float))
-            r += len(many)
-    A = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r, nv))
-    b = np.concatenate(rhs)
-    obj = np.zeros(nv)
-    obj[W] = 1.0
-    lb = np.zeros(nv)
-    ub = np.full(nv, np.inf)
-    ub[X:] = 1.0
-    if reduce:
-        lb[:n] = h0
-        ub[:n] = h1
-        lb[U:X] = lb0
-        ub[U:X] = float((h1 + p).max())
-    t0 = time.perf_counter()
-    # one solver call: the bar is a phase message (what is being solved), closed with its elapsed time
-    with tqdm(
-        total=1,
-        desc=f"m-SCT: solving the SCT LP ({nv} variables, {r} rows, {method})",
-        unit="LP",
-        disable=None,
-        leave=False,
-    ) as bar:
-        res = _solve(obj, A, b, np.column_stack([lb, ub]), method, options or {})
-        bar.update()
-    facts.update(lp_time_s=time.perf_counter() - t0, lp_status=int(res.status), lp_rows=r)
-    if res.x is None:
-        log.warning("SCT LP did not solve (status %s: %s); no favorite children", res.status, res.message)
-        return np.ones(E), facts
-    facts["lp_makespan_s"] = float(res.x[W]) * scale
-    x = np.ones(E)
-    x[kept] = np.clip(res.x[X:], 0.0, 1.0)
-    return x, facts
-
-
-def favorite_children(graph: OpGraph, x: np.ndarray, threshold: float = 0.1) -> list[int]:
-    """Round the LP solution into favorite children (Baechi 2.4 and 4.3) and return favorite_parent[j].
-
-    j is i's favorite child when x_ij < `threshold` (x = 0 means favorite; Baechi lowered the rounding
-    threshold from 0.5 to 0.1 to avoid multiple favorites).  Repair: edges are taken by increasing x (then
-    edge order), keeping an edge only if its source has no favorite child and its destination no favorite
-    parent yet, so that each op has at most one of each. O(E log E).
-    """
-    idx = graph.index()
-    edges = [(i, j) for i in range(idx.n) for j, _ in idx.succ[i]]
-    fav_parent = [-1] * idx.n
-    has_child = [False] * idx.n
-    cand = np.flatnonzero(x < threshold)
-    cand = cand[np.argsort(x[cand], kind="stable")]
-    for e in cand.tolist():
-        i, j = edges[e]
-        if not has_child[i] and fav_parent[j] < 0:
-            has_child[i] = True
-            fav_parent[j] = i
-    return fav_parent
 
 
 class MSCTPlacer(Placer):
@@ -402,30 +29,34 @@ class MSCTPlacer(Placer):
     interior-point method (`sct_lp`); (2) round it with `threshold` (0.1 as in 4.3) and repair so that every
     op has at most one favorite child and one favorite parent (`favorite_children`); (3) schedule like ETF
     on the finite devices (the same pair queue, execution model, dynamic memory and co-adjusted colocation
-    as m-ETF, see `common`), but: a favorite child is placed on its favorite parent's device unless that
-    device cannot take it, and among pairs that could start at the same time the favorite child on its
-    parent's device goes first, then urgent ops (ops whose inputs could be on any device by then), then the
-    rest; (4) when a device runs out of available memory it is excluded from further placement
+    as m-ETF, see `exec_model` and `pair_queue`), but (`sct_queue.SCTQueue`): a favorite child *prefers*
+    its favorite parent's device: it goes elsewhere only when another device starts it earlier by more
+    than the transfer that staying saves (latency + the edge's bytes over the link); among pairs that could
+    start at the same time the favorite child on its parent's device goes first, then urgent ops (ops whose
+    inputs could be on any device by then), then the rest; (4) when a device runs out of available memory
+    it is excluded from further placement
     (`exclude_full`, the paper's rule; ops of a colocation group already pinned there still go there).  A
     colocation group that does not fit only drops that pair (3.1: the algorithm's next device choice); a later
     member that finds its group's device full makes the list scheduling run again with that group kept off
     that device (`group_retries`, as in m-ETF; the LP is solved once).
 
-    Choices where the paper is vague: the finite-device rules of [17] are rendered as the tie classes above
-    and as "the favorite child waits for its parent's device" (its pairs on other devices are considered
-    only once that device cannot take it); urgency ignores communication queues.  "Runs out of available
+    Choices where the paper is vague: the finite-device rules of [17] ("prefers placing the favorite child
+    ... on the same device", "prioritizes urgent tasks") are rendered as the tie classes above and the
+    transfer-time slack of the preference; urgency ignores communication queues.  "Runs out of available
     memory" under dynamic memory (4.2): with `exclusion="exhausted"` (default) a device is excluded when it
     could not hold the chosen op even with none of its transient tensors live (what stays allocated for the
-    step plus the op exceeds its memory); a refusal caused by tensors live at that moment only drops the
-    pair, as in m-ETF, since they are freed later.  `exclusion="refusal"` excludes at the first refusal (on
-    an operator-level GNMT at 60% of the need per device that excludes all four devices within the forward
-    pass, because list scheduling fills every device to its limit with live activations).
+    step plus the op exceeds its memory); a refusal caused by tensors live at that moment only parks the
+    pair until the device changes, as in m-ETF, since they are freed later.  `exclusion="refusal"` excludes
+    at the first refusal (on an operator-level GNMT at 60% of the need per device that excludes all four
+    devices within the forward pass, because list scheduling fills every device to its limit with live
+    activations).
     `memory_aware=False` gives classical SCT (memory tracked, never refused), which can overflow a device
     (Figure 1); `group_reserve` as in m-ETF; `lp_method` picks the LP solver (`sct_lp`) and `lp_options`
     HiGHS options for it (default `DEFAULT_LP_OPTIONS`).
 
-    `info` holds lp_time_s, lp_status, n_favorite_children, n_excluded_devices, the predicted makespan and
-    the predicted peak bytes per device.  An op that fits nowhere raises `InfeasiblePlacement`.
+    `replay_retries` and `single_device_fallback` as in m-ETF (`safeguards.place_checked`).  `info` holds
+    lp_time_s, lp_status, n_favorite_children, n_excluded_devices, the predicted makespan and the predicted
+    peak bytes per device.  An op that fits nowhere raises `InfeasiblePlacement`.
 
     Complexity: the LP (interior point on V + E variables) plus m-ETF's O((V D + R)(log(V D) + d)).
     """
@@ -442,10 +73,16 @@ class MSCTPlacer(Placer):
         exclusion: str = "exhausted",
         lp_options: dict[str, Any] | None = None,
         group_retries: int = 16,
+        replay_retries: int = 8,
+        single_device_fallback: bool = True,
     ):
         if group_retries < 0:
             raise ConfigError(f"placer.group_retries: {group_retries!r} must be >= 0")
+        if replay_retries < 0:
+            raise ConfigError(f"placer.replay_retries: {replay_retries!r} must be >= 0")
         self.group_retries = int(group_retries)
+        self.replay_retries = int(replay_retries)
+        self.single_device_fallback = bool(single_device_fallback)
         self.lp_options = dict(DEFAULT_LP_OPTIONS if lp_options is None else lp_options)
         self.exclusion = exclusion
         if lp_method not in LP_METHODS:
@@ -466,13 +103,15 @@ class MSCTPlacer(Placer):
         x, facts = sct_lp(graph, cluster, compute, self.lp_method, options=self.lp_options)
         fav = favorite_children(graph, x, self.threshold)
 
-        def run(banned):
-            m = (
-                model
-                if not banned
-                else ExecModel(graph, cluster, memory_aware=self.memory_aware, group_reserve=self.group_reserve)
-            )
-            queue = PairQueue(
+        first = [True]
+
+        def build(banned: set[int], margins: list[float]) -> tuple[ExecModel, SCTQueue]:
+            if first[0] and not banned and not any(margins):
+                m = model
+            else:
+                m = ExecModel(graph, cluster, self.memory_aware, self.group_reserve, margins)
+            first[0] = False
+            queue = SCTQueue(
                 m,
                 favorite_parent=fav,
                 exclude_full=self.exclude_full and self.memory_aware,
@@ -482,17 +121,32 @@ class MSCTPlacer(Placer):
             queue.run()
             return m, queue
 
-        (model, queue), retries = place_with_group_retries(run, D, self.group_retries)
-        info = dict(facts)
-        info.update(
-            n_group_retries=retries,
-            n_favorite_children=sum(1 for f in fav if f >= 0),
-            n_excluded_devices=sum(queue.excluded),
-            n_dropped_pairs=queue.n_dropped,
-            n_reestimated=queue.n_reestimated,
-            algorithm_time_s=time.perf_counter() - t0,
+        def info_of(model: ExecModel, queue: PairQueue) -> dict[str, Any]:
+            assert isinstance(queue, SCTQueue)
+            info = dict(facts)
+            info.update(
+                n_favorite_children=sum(1 for f in fav if f >= 0),
+                n_excluded_devices=sum(queue.excluded),
+                n_dropped_pairs=queue.n_dropped,
+                n_parked_pairs=queue.n_parked,
+                n_held_back=queue.n_held_back,
+                n_reestimated=queue.n_reestimated,
+            )
+            return info
+
+        pl = place_checked(
+            graph,
+            cluster,
+            build,
+            info_of,
+            group_retries=self.group_retries,
+            sim_retries=self.replay_retries,
+            memory_aware=self.memory_aware,
+            single_device_fallback=self.single_device_fallback and self.memory_aware,
         )
-        pl = model.placement(info)
+        info = pl.info
+        info["algorithm_time_s"] = time.perf_counter() - t0
+        info.setdefault("n_favorite_children", sum(1 for f in fav if f >= 0))
         log.info(
             "m-SCT placed %d ops (%d favorite children) on %d devices; predicted makespan %.6g s; "
             "LP %.3f s, total %.3f s",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
+from typing import Any
 
 import numpy as np
 
@@ -11,25 +13,11 @@ from ...base import Placer
 from ...cluster import Cluster
 from ...errors import ConfigError, InfeasiblePlacement
 from ...graph import OpGraph
+from ...memory import single_device_need
 from ...placement import Placement
+from ...simulator import simulate
 
 log = logging.getLogger(__name__)
-
-
-def single_device_need(idx) -> float:
-    """Peak memory of the graph run on one device in topological order (the simulator's accounting:
-    persistent bytes for the step, temporary while an op runs, outputs until the last consumer). O(V + E)."""
-    live = peak = 0.0
-    remaining = [len(s) for s in idx.succ]
-    for i in range(idx.n):
-        live += idx.temporary[i] + idx.output[i]
-        peak = max(peak, live)
-        live -= idx.temporary[i] + (0.0 if idx.succ[i] else idx.output[i])
-        for j, _ in idx.pred[i]:
-            remaining[j] -= 1
-            if remaining[j] == 0:
-                live -= idx.output[j]
-    return sum(idx.persistent) + peak
 
 
 class MTOPOPlacer(Placer):
@@ -57,25 +45,34 @@ class MTOPOPlacer(Placer):
     same dynamic accounting (`single_device_need`, the peak of a one-device topological run), and a device's
     "memory usage" is its dynamic peak as above; with the static sum of op sizes instead (tensors never
     freed) the cap is several times the model's need on training graphs (6.2e8 against 9.0e7 bytes on the
-    operator-level GNMT), never binds, and m-TOPO degenerates into filling each device to its memory.  A colocation group is placed whole when its first member
-    comes up (3.1), with the whole group's persistent bytes reserved; its later members' transient bytes
-    are charged when they come up, on the group's device, and a later member that then overfills it is
-    counted in ``info["n_group_overflows"]``.
+    operator-level GNMT), never binds, and m-TOPO degenerates into filling each device to its memory.  A
+    colocation group is placed whole when its first member comes up (3.1), with the whole group's
+    persistent bytes reserved; its later members' transient bytes are charged when they come up, on the
+    group's device, and a later member that then overfills it is counted in ``info["n_group_overflows"]``
+    (of the returned round: 0 unless the simulator's replay, which frees earlier, still fits).
 
     Rounds (our addition, for Baechi's forced forward/backward co-placement under dynamic memory): the
     paper reserves a group's memory when its first member is placed, which static sizes allow; dynamically,
     the backward members' bytes arrive long after the forward fill has moved on, and the device that holds
-    the early layers' activations overflows in the backward pass.  When a pass leaves device p (not the
-    last) above its memory by o bytes, the pass is repeated with p's cap lowered to (the largest use its
-    checks let through) - o, so fewer groups start there; when only the last device overflows, the other
-    caps are raised by its overflow shared among them (up to their memory).  At most `max_rounds` passes;
-    the round with the smallest overflow is kept (the simulator then reports any OOM).  A pass that fits
-    costs nothing more: with sufficient memory m-TOPO is the paper's single pass.  On Inception-V3 at 85%
-    of the need per device, the first pass overflows cpu0 by 13.7 MB (48.7 MB predicted) and the second fits.  An op or group
+    the early layers' activations overflows in the backward pass.  Every pass is checked twice: by its own
+    step accounting above and by the simulator's replay of the round (`algorithms.simulator.simulate`, each
+    device running its ops in topological order, in the cluster's communication mode), since the steps
+    only stand for time.  When a pass leaves device p (not the last) above its memory by o bytes, the pass
+    is repeated with p's cap lowered to (the largest use its checks let through) - o, so fewer groups start
+    there; when only the last device overflows, the other caps are raised by its overflow shared among them
+    (up to their memory).  After `max_rounds` passes (or when a pass leaves an op no room) one last pass
+    fills each device up to its own memory (the load-balancing cap dropped: the degenerate m-TOPO that
+    puts a model fitting on one device on that device).  The first pass that fits both checks is returned;
+    if none does, m-TOPO raises `InfeasiblePlacement` naming the op and device of the closest round's
+    overflow (a placement that overflows is never returned).  A pass costs one simulation more (none on
+    devices of unlimited memory): with sufficient memory m-TOPO is the paper's single pass.  On Inception-V3
+    at 85% of the need per device, the first pass overflows cpu0 by 13.7 MB (48.7 MB predicted) and the
+    second fits (measured before the replay check was added).  An op or group
     restricted to a device type goes to the first device of that type, from the current one on, with room.
     An op that fits on no remaining device raises `InfeasiblePlacement` naming it.  `info` reports the cap
-    and, per device, the cap used, the static bytes and the predicted peak, and the number of rounds.  O(V + E) plus, per received copy, numpy work over the steps it spans
-    (O(V D) memory for the history).
+    and, per device, the cap used, the static bytes and the predicted peak (the larger of the two checks),
+    and the number of rounds.  O(V + E) plus, per received copy, numpy work over the steps it spans (O(V D)
+    memory for the history), plus one simulation, O((V + E) log V), per round.
     """
 
     name = "m_topo"
@@ -97,21 +94,44 @@ class MTOPOPlacer(Placer):
         limit = [d.memory_bytes for d in devs]
         caps = [limit[p] if p == D - 1 else min(cap_all, limit[p]) for p in range(D)]
         rounds = 0
-        best = None  # (largest overflow, round's caps, round's result)
-        while True:
+        fitted = None  # (round's caps, round's result, simulated peaks): the first round that fits
+        fault: tuple[float, str] | None = None  # (largest overflow, what overflowed) over the rounds
+        last_error: InfeasiblePlacement | None = None
+        tried_full = False
+        while fitted is None:
             rounds += 1
+            full = all(caps[p] >= limit[p] for p in range(D))
+            tried_full = tried_full or full
             try:
                 result = self._fill(idx, devs, caps, cap_all)
-            except InfeasiblePlacement:
-                if best is None:
-                    raise
-                break  # the adjusted caps left an op no room: keep the best round so far
-            dev, used, top, overflows, checked = result
-            over = [top[p] - limit[p] for p in range(D)]
-            if best is None or max(over) < best[0]:
-                best = (max(over), list(caps), result)
-            if max(over) <= 0 or rounds >= self.max_rounds:
-                break
+            except InfeasiblePlacement as exc:
+                last_error = exc
+                result = None
+            if result is not None:
+                dev, used, top, overflows, checked, first_over = result
+                # the replay can only overflow a finite limit: with unlimited memory it is skipped
+                sim = self._simulate(graph, cluster, idx, dev) if not all(map(math.isinf, limit)) else None
+                peaks = [max(top[p], sim.peak_memory[d.name] if sim else 0.0) for p, d in enumerate(devs)]
+                over = [peaks[p] - limit[p] for p in range(D)]
+                if max(over) <= 0:
+                    fitted = (list(caps), result, sim)
+                    break
+                if sim is not None and sim.oom is not None:
+                    what = f"{sim.oom.message()} (simulated replay of round {rounds})"
+                elif first_over[0] >= 0:
+                    o, q = first_over
+                    what = f"op {idx.names[o]!r} overfills device {devs[q].name!r} (round {rounds}'s own accounting)"
+                else:
+                    q = max(range(D), key=lambda k: over[k])
+                    what = f"device {devs[q].name!r} overflows (round {rounds})"
+                if fault is None or max(over) < fault[0]:
+                    fault = (max(over), what)
+            if result is None or rounds >= self.max_rounds:
+                if tried_full:
+                    break
+                # last resort: the paper's fill without the load-balancing cap (each device up to its memory)
+                caps = list(limit)
+                continue
             # a device overfilled by later members of groups pinned to it: give it less room up front,
             # or, when the last device (which takes the rest) overflows, give the others more
             if any(o > 0 for o in over[:-1]):
@@ -122,15 +142,24 @@ class MTOPOPlacer(Placer):
             else:
                 room = [p for p in range(D - 1) if caps[p] < limit[p]]
                 if not room:
-                    break
+                    caps = list(limit)
+                    continue
                 for p in room:
                     caps[p] = min(limit[p], caps[p] + over[-1] / len(room))
-        _, caps, (dev, used, top, overflows, _) = best
+        if fitted is None:
+            if fault is None:
+                assert last_error is not None
+                raise last_error
+            raise InfeasiblePlacement(
+                f"m-TOPO: no round of {rounds} fits the devices' memory; the closest overflows by {fault[0]:.6g} "
+                f"bytes: {fault[1]}. Give the devices more memory or place fewer ops together."
+            )
+        caps, (dev, used, top, overflows, _, _), sim = fitted
         assign = {idx.names[i]: devs[dev[i]].name for i in range(n)}
-        order = {d.name: [] for d in devs}
+        order: dict[str, list[str]] = {d.name: [] for d in devs}
         for i in range(n):
             order[devs[dev[i]].name].append(idx.names[i])
-        info = {
+        info: dict[str, Any] = {
             "cap_bytes": cap_all,
             "algorithm_time_s": time.perf_counter() - t0,
             "n_ops": n,
@@ -140,11 +169,19 @@ class MTOPOPlacer(Placer):
         for p, d in enumerate(devs):
             info[f"cap_bytes.{d.name}"] = caps[p]
             info[f"static_bytes.{d.name}"] = used[p]
-            info[f"predicted_peak_bytes.{d.name}"] = top[p]
-        if overflows:
-            log.warning("m-TOPO: %d later members of colocation groups overfill their group's device", overflows)
+            info[f"predicted_peak_bytes.{d.name}"] = max(top[p], sim.peak_memory[d.name] if sim else 0.0)
         log.info("m-TOPO placed %d ops in %d round(s); cap %.6g bytes per device", n, rounds, cap_all)
         return Placement(assign, order, info)
+
+    @staticmethod
+    def _simulate(graph: OpGraph, cluster: Cluster, idx, dev: list[int]):
+        """The simulator's replay of a round (each device runs its ops in topological order)."""
+        devs = cluster.devices
+        assign = {idx.names[i]: devs[dev[i]].name for i in range(idx.n)}
+        order: dict[str, list[str]] = {d.name: [] for d in devs}
+        for i in range(idx.n):
+            order[devs[dev[i]].name].append(idx.names[i])
+        return simulate(graph, cluster, assign, order, record_memory=False)
 
     @staticmethod
     def _fill(idx, devs, caps: list[float], cap_all: float):
@@ -168,6 +205,7 @@ class MTOPOPlacer(Placer):
         copies: dict[int, set[int]] = {}  # producer -> devices holding a copy
         dev = [-1] * n
         overflows = 0
+        first_over = (-1, -1)
         cur = 0
 
         def retro(p: int, new: list[tuple[int, float]], i: int) -> float:
@@ -225,14 +263,16 @@ class MTOPOPlacer(Placer):
                     b = idx.copy_bytes[j]
                     if j + 1 < i:
                         hist[q, j + 1 : i] += b
-                        m = float(hist[q, j + 1 : i].max())
-                        if m > peak[q]:
-                            peak[q] = m
+                        h = float(hist[q, j + 1 : i].max())
+                        if h > peak[q]:
+                            peak[q] = h
                     dyn[q] += b
             dyn[q] += idx.temporary[i] + idx.output[i]
             if dyn[q] > peak[q]:
                 peak[q] = dyn[q]
             if persist[q] + peak[q] > limit[q] * (1 + 1e-12):
+                if not overflows:
+                    first_over = (i, q)
                 overflows += 1
             hist[:, i] = dyn
             dyn[q] -= idx.temporary[i]
@@ -244,4 +284,4 @@ class MTOPOPlacer(Placer):
                     dyn[dev[j]] -= idx.output[j]
                     for r in copies.pop(j, ()):
                         dyn[r] -= idx.copy_bytes[j]
-        return dev, used, [persist[p] + peak[p] for p in range(D)], overflows, checked
+        return dev, used, [persist[p] + peak[p] for p in range(D)], overflows, checked, first_over

@@ -46,6 +46,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ...errors import ConfigError
 from ...graph import GraphIndex
 from .common import CoarseState
 
@@ -99,7 +100,7 @@ def adjusting_placement(
     start them earlier but finish them later.
     """
     if compare not in ("start", "finish"):
-        raise ValueError(f"compare must be 'start' or 'finish', got {compare!r}")
+        raise ConfigError(f"compare must be 'start' or 'finish', got {compare!r}")
     use_finish = compare == "finish"
     cluster = state.cluster
     devs = cluster.devices

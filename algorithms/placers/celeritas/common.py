@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...cluster import Cluster
+from ...errors import ConfigError, InfeasiblePlacement, InvalidGraph
 from ...graph import GraphIndex
 
 
@@ -58,7 +59,7 @@ class CommModel:
         if bytes_per_s is None:
             return cls(float(latency_s), 1.0)
         if not bytes_per_s > 0:
-            raise ValueError(f"bytes_per_s must be > 0, got {bytes_per_s!r}")
+            raise ConfigError(f"bytes_per_s must be > 0, got {bytes_per_s!r}")
         return cls(float(latency_s), 0.0 if math.isinf(bytes_per_s) else 1.0 / float(bytes_per_s))
 
 
@@ -186,10 +187,10 @@ class CoarseState:
         self.coarse_dev: list[int] = [-1] * len(self.clusters)
         self.coarse_type: list[str | None] = []
         for members in self.clusters:
-            ts = {self.types[i] for i in members} - {None}
+            ts = {t for t in (self.types[i] for i in members) if t is not None}
             self.coarse_type.append(next(iter(ts)) if len(ts) == 1 else None)
             if len(ts) > 1:
-                raise ValueError(
+                raise InvalidGraph(
                     f"coarse node with ops {[idx.names[i] for i in members[:3]]} mixes device types {sorted(ts)}"
                 )
         self.best_effort_nodes: list[int] = []
@@ -213,7 +214,7 @@ class CoarseState:
     def allowed(self, c: int) -> list[int]:
         devs = allowed_devices(self.cluster, self.coarse_type[c])
         if not devs:
-            raise ValueError(
+            raise InfeasiblePlacement(
                 f"no device of type {self.coarse_type[c]} for ops {[self.idx.names[i] for i in self.clusters[c][:3]]}"
             )
         return devs

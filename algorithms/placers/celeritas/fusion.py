@@ -45,11 +45,13 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ...errors import InvalidGraph
+from ...errors import ConfigError, InvalidGraph
 from ...graph import GraphIndex, OpGraph
+from ...passes.contract import contract
 from ...placement import CoarseMap
 from .common import EdgeCosts
 
@@ -76,7 +78,7 @@ def optimal_breakpoints(
     if n == 0:
         return [], 0.0
     if R < 1:
-        raise ValueError(f"exploration range R must be >= 1, got {R!r}")
+        raise ConfigError(f"exploration range R must be >= 1, got {R!r}")
     pos = [0] * idx.n
     for k, v in enumerate(seq):
         pos[v] = k
@@ -215,8 +217,6 @@ def build_coarse_graph(
     if any(c == -1 for c in cid):
         raise InvalidGraph(f"clusters leave ops out, e.g. {[names[i] for i in range(idx.n) if cid[i] == -1][:5]}")
     cname = [f"{prefix}{c}" for c in range(len(clusters))]
-    nxg = graph.nx
-    coarse = OpGraph(name or f"{graph.name}-{prefix}")
     eff = None
     if colocation == "supergroup":
         from .common import effective_types
@@ -234,35 +234,38 @@ def build_coarse_graph(
             if g is not None:
                 parent.setdefault(g, g)
         for members in clusters:
-            gs = [idx.colocation[i] for i in members if idx.colocation[i] is not None]
+            gs = [g for g in (idx.colocation[i] for i in members) if g is not None]
             for g in gs[1:]:
                 a, b = find(gs[0]), find(g)
                 if a != b:
                     parent[b] = a
     elif colocation not in ("none", "split"):
-        raise ValueError(f"colocation must be 'none', 'split' or 'supergroup', got {colocation!r}")
+        raise ConfigError(f"colocation must be 'none', 'split' or 'supergroup', got {colocation!r}")
     if colocation == "split":
         where: dict[str, set[int]] = {}
         for c, members in enumerate(clusters):
             for i in members:
-                if idx.colocation[i] is not None:
-                    where.setdefault(idx.colocation[i], set()).add(c)
+                g = idx.colocation[i]
+                if g is not None:
+                    where.setdefault(g, set()).add(c)
     types = eff
     if types is None:
         from .common import effective_types
 
         types = effective_types(idx)
     super_type: dict[str, str] = {}
-    for c, members in enumerate(clusters):
+
+    def attrs(members: list[int], internal_only: set[int]) -> dict[str, Any]:
+        c = cid[members[0]]
         comp = 0.0
         by_type: dict[str, float] = {}
         any_by = [idx.compute_by_type[i] for i in members if idx.compute_by_type[i]]
-        keys = sorted({k for d in any_by for k in d})
+        keys = sorted({k for d in any_by if d for k in d})
         pers = temp = outb = 0.0
         phases = set()
         dts = {types[i] for i in members} - {None}
         if len(dts) > 1:
-            raise InvalidGraph(f"cluster {cname[c]} mixes device types {sorted(dts)}")
+            raise InvalidGraph(f"cluster {cname[c]} mixes device types {sorted(t for t in dts if t)}")
         for i in members:
             comp += idx.compute_s[i]
             for k in keys:
@@ -270,15 +273,14 @@ def build_coarse_graph(
                 by_type[k] = by_type.get(k, 0.0) + (by.get(k, idx.compute_s[i]) if by else idx.compute_s[i])
             pers += idx.persistent[i]
             temp += idx.temporary[i]
-            external = not idx.succ[i] or any(cid[s] != c for s, _ in idx.succ[i])
-            if external:
-                outb += idx.output[i]
-            else:
+            if i in internal_only:
                 temp += idx.output[i]
+            else:
+                outb += idx.output[i]
             phases.add(idx.phase[i])
         grp = None
         if colocation == "split":
-            gs = {idx.colocation[i] for i in members} - {None}
+            gs = {g for g in (idx.colocation[i] for i in members) if g is not None}
             spanning = [g for g in gs if len(where[g]) > 1]
             if spanning:
                 if len(members) > 1:
@@ -288,9 +290,9 @@ def build_coarse_graph(
                     )
                 grp = spanning[0]
         elif colocation == "supergroup":
-            gs = [idx.colocation[i] for i in members if idx.colocation[i] is not None]
-            if gs:
-                grp = "celer_group:" + find(gs[0])
+            gl = [g for g in (idx.colocation[i] for i in members) if g is not None]
+            if gl:
+                grp = "celer_group:" + find(gl[0])
                 dt = next(iter(dts)) if dts else None
                 if dt is not None:
                     prev = super_type.setdefault(grp, dt)
@@ -300,51 +302,38 @@ def build_coarse_graph(
                             f"(through coarse node {cname[c]}); place this graph with the Celeritas placer's "
                             f"internal fusion (optimizer=none) instead"
                         )
-        coarse.add_op(
-            cname[c],
-            type="CeleritasCluster",
-            phase=phases.pop() if len(phases) == 1 else "other",
-            compute_s=comp,
-            persistent_bytes=pers,
-            temporary_bytes=temp,
-            output_bytes=outb,
-            colocation=grp,
-            device_type=next(iter(dts)) if dts else None,
-            compute_s_by_type=by_type or None,
-            n_members=len(members),
-        )
-    # aggregated edges: per (producer, destination cluster) the largest edge, summed over producers
-    agg: dict[tuple[int, int], list] = {}
+        a: dict[str, Any] = {
+            "type": "CeleritasCluster",
+            "phase": phases.pop() if len(phases) == 1 else "other",
+            "compute_s": comp,
+            "persistent_bytes": pers,
+            "temporary_bytes": temp,
+            "output_bytes": outb,
+            "colocation": grp,
+            "device_type": next(iter(dts)) if dts else None,
+            "forward_of": None,
+        }
+        if by_type:
+            a["compute_s_by_type"] = by_type
+        a["n_members"] = len(members)
+        return a
+
+    coarse, cmap = contract(
+        graph,
+        [(cname[c], members) for c, members in enumerate(clusters)],
+        attrs,
+        canonical=True,
+        name=name or f"{graph.name}-{prefix}",
+    )
+    # Lemma 2: clusters are contiguous runs of a topological order, so no edge goes back between clusters
     for i in range(idx.n):
-        ci = cid[i]
-        best: dict[int, list] = {}
-        for s, b in idx.succ[i]:
-            cs = cid[s]
-            if cs == ci:
-                continue
-            if cs < ci:
+        for s_, _ in idx.succ[i]:
+            if cid[s_] < cid[i]:
                 raise InvalidGraph(
-                    f"Lemma 2 violated: edge {names[i]!r} -> {names[s]!r} goes from cluster "
-                    f"{cname[ci]} back to {cname[cs]}; clusters must be contiguous runs of a "
+                    f"Lemma 2 violated: edge {names[i]!r} -> {names[s_]!r} goes from cluster "
+                    f"{cname[cid[i]]} back to {cname[cid[s_]]}; clusters must be contiguous runs of a "
                     f"topological order"
                 )
-            control = bool(nxg.edges[names[i], names[s]].get("control"))
-            ent = best.get(cs)
-            if ent is None:
-                best[cs] = [b, control]
-            else:
-                ent[0] = max(ent[0], b)
-                ent[1] = ent[1] and control
-        for cs, (b, control) in best.items():
-            ent = agg.get((ci, cs))
-            if ent is None:
-                agg[(ci, cs)] = [b, control]
-            else:
-                ent[0] += b
-                ent[1] = ent[1] and control
-    for (a, b), (nbytes, control) in sorted(agg.items()):
-        coarse.add_edge(cname[a], cname[b], bytes=nbytes, control=control and nbytes == 0)
-    cmap = CoarseMap({cname[c]: [names[i] for i in members] for c, members in enumerate(clusters)})
     return coarse, cmap
 
 

@@ -31,6 +31,7 @@ import pymetis
 
 from ...base import Placer
 from ...cluster import Cluster
+from ...errors import InfeasiblePlacement
 from ...graph import OpGraph
 from ...placement import Placement
 from .common import effective_types, mean_compute, node_memory
@@ -114,13 +115,13 @@ class MetisPlacer(Placer):
             limits = [d.memory_bytes for d in cluster.devices]
             hetero = len(set(limits)) > 1
             opts = pymetis.Options(seed=self.seed)
-            kwargs = {}
+            tpwgts: list[float] | None = None
             if hetero:
                 fin = [x for x in limits if not math.isinf(x)]
                 cap = max(fin) if fin else 1.0
                 tp = [(cap if math.isinf(x) else x) for x in limits]
                 s = sum(tp)
-                kwargs["tpwgts"] = [x / s for x in tp] if s > 0 else None
+                tpwgts = [x / s for x in tp] if s > 0 else None
                 vweights = _scale(umem)
             else:
                 cw, mw = _scale(uw), _scale(umem)
@@ -130,8 +131,8 @@ class MetisPlacer(Placer):
                 adjacency=pymetis.CSRAdjacency(xadj, adjncy),
                 vweights=vweights,
                 eweights=eweights if adjncy else None,
+                tpwgts=tpwgts,
                 options=opts,
-                **kwargs,
             )
             part = [int(p) for p in parts]
         metis_time = time.perf_counter() - t0
@@ -156,7 +157,7 @@ class MetisPlacer(Placer):
             al = allowed(u)
             if part[u] not in al:
                 if not al:
-                    raise ValueError(f"no device of type {utype[u]} for op {idx.names[members[u][0]]!r}")
+                    raise InfeasiblePlacement(f"no device of type {utype[u]} for op {idx.names[members[u][0]]!r}")
                 move(u, max(al, key=lambda k: (limit[k] - used[k], -k)))
         if self.repair:
             for d in range(nd):
@@ -172,7 +173,7 @@ class MetisPlacer(Placer):
                     cands.append((u, to))
 
                 # cheapest moves first: cut weight kept on d minus the best weight gained elsewhere
-                def loss(item):
+                def loss(item, d=d):
                     u, to = item
                     best = max((to.get(k, 0.0) for k in allowed(u) if k != d), default=0.0)
                     return (to.get(d, 0.0) - best, -umem[u], u)

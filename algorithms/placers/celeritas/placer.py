@@ -38,8 +38,11 @@ from typing import Any
 
 from ...base import Placer
 from ...cluster import Cluster
+from ...errors import ConfigError, InfeasiblePlacement
 from ...graph import GraphIndex, OpGraph
+from ...memory import single_device_placement
 from ...placement import Placement
+from ...simulator import simulate
 from .adjusting import adjusting_placement
 from .ccr import ccr_of
 from .common import CoarseState, CommModel, EdgeCosts, effective_types, mean_compute
@@ -64,19 +67,71 @@ class Prepared:
     info: dict[str, Any]
 
 
+def auto_ranges(n_ops: int, n_devices: int) -> list[int]:
+    """The exploration ranges `R="auto"` tries on a graph of `n_ops` ops and `n_devices` devices: the paper's
+    200 (chosen for graphs of thousands of ops, 6.1) and ranges scaled to the graph, about n / (2 D), n / (8 D)
+    and n / (32 D) ops per coarse node at most, so that a graph of a few hundred ops still yields several
+    coarse nodes per device (with R = 200 a 300-op graph fuses into 2 or 3), and 1 (no fusion).  Distinct
+    values >= 1, the paper's first."""
+    D = max(1, n_devices)
+    out = [200]
+    for k in (2, 8, 32, n_ops + 1):
+        r = max(1, math.ceil(n_ops / (k * D)))
+        if r not in out:
+            out.append(r)
+    return out
+
+
 class _CeleritasBase(Placer):
-    def __init__(self, R: int = 200, memory_fraction: float = 0.25, fuse: bool | str = "auto"):
-        if int(R) < 1:
-            raise ValueError(f"R (exploration range) must be >= 1, got {R!r}")
+    def __init__(
+        self,
+        R: int | str = 200,
+        memory_fraction: float = 0.25,
+        fuse: bool | str = "auto",
+        check_memory: bool = True,
+    ):
+        self.check_memory = bool(check_memory)
+        self.auto_R = R == "auto"
+        if self.auto_R:
+            R = 200
+        if not isinstance(R, int) or R < 1:
+            raise ConfigError(f"R (exploration range) must be an integer >= 1 or 'auto', got {R!r}")
         if not memory_fraction > 0:
-            raise ValueError(f"memory_fraction must be > 0, got {memory_fraction!r}")
+            raise ConfigError(f"memory_fraction must be > 0, got {memory_fraction!r}")
         if fuse not in (True, False, "auto"):
-            raise ValueError(f"fuse must be true, false or 'auto', got {fuse!r}")
+            raise ConfigError(f"fuse must be true, false or 'auto', got {fuse!r}")
         self.R = int(R)
         self.memory_fraction = float(memory_fraction)
         self.fuse = fuse
 
-    def _prepare(self, graph: OpGraph, cluster: Cluster) -> Prepared:
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        """Place with `R`, or with `R="auto"` with each of `auto_ranges` and keep the placement with the
+        smallest simulated makespan among those that fit (the paper's R = 200 wins ties; if none fits, the
+        error of R = 200).  ``info["R"]`` is the range used, ``info["R_tried"]`` the candidates."""
+        if not self.auto_R:
+            return self._place_R(graph, cluster, self.R)
+        cands = auto_ranges(graph.index().n, len(cluster.devices))
+        best: Placement | None = None
+        first_error: InfeasiblePlacement | None = None
+        for R in cands:
+            try:
+                pl = self._place_R(graph, cluster, R)
+            except InfeasiblePlacement as exc:
+                first_error = first_error or exc
+                continue
+            if best is None or pl.info["simulated_makespan_s"] < best.info["simulated_makespan_s"] * (1 - 1e-9):
+                best = pl
+        if best is None:
+            assert first_error is not None
+            raise first_error
+        best.info["R_tried"] = ",".join(str(r) for r in cands)
+        log.info("%s: R=auto chose R=%s of %s", self.name, best.info["R"], cands)
+        return best
+
+    def _place_R(self, graph: OpGraph, cluster: Cluster, R: int) -> Placement:
+        raise NotImplementedError
+
+    def _prepare(self, graph: OpGraph, cluster: Cluster, R: int) -> Prepared:
         t0 = time.perf_counter()
         idx = graph.index()
         types = effective_types(idx)
@@ -92,7 +147,7 @@ class _CeleritasBase(Placer):
         cut = math.nan
         if do_fuse:
             seq0 = cpd_topo(idx, w, ec)
-            fu = fuse_graph(graph, w, ec, R=self.R, M=M, seq=seq0)
+            fu = fuse_graph(graph, w, ec, R=R, M=M, seq=seq0)
             coarse, cut = fu.coarse, fu.cut_cost
             cidx = coarse.index()
             clusters: list[list[int]] = [[] for _ in range(cidx.n)]
@@ -112,13 +167,34 @@ class _CeleritasBase(Placer):
             "ccr_before": ccr_before,
             "ccr_after": ccr_after,
             "cut_communication_s": cut,
-            "R": self.R,
+            "R": R,
             "memory_limit_bytes": M,
             "fused": int(bool(do_fuse)),
             "fusion_time_s": time.perf_counter() - t0,
         }
         log.info("celeritas: %d ops -> %d coarse nodes; CCR %.4g -> %.4g", idx.n, cidx.n, ccr_before, ccr_after)
         return Prepared(idx, coarse, cidx, state, seq, info)
+
+    def _checked(self, graph: OpGraph, cluster: Cluster, pl: Placement) -> Placement:
+        """Replay the placement in the simulator (each device in the placement's order, the cluster's
+        communication mode): ``info["simulated_makespan_s"]``; with `check_memory`, a replay that runs out of
+        memory raises `InfeasiblePlacement` naming the op and device instead of returning the best-effort
+        placement (6.3's best effort then becomes an error that says what does not fit), unless one device
+        holds the whole model (`algorithms.memory.single_device_placement`, ``info["fallback"]``)."""
+        res = simulate(graph, cluster, pl.assignment, pl.order, record_memory=False)
+        pl.info["simulated_makespan_s"] = res.makespan
+        if res.oom is not None and self.check_memory:
+            one = single_device_placement(graph, cluster, dict(pl.info, fallback_from=res.oom.message()))
+            if one is not None:
+                log.info("%s: %s; the model fits on one device: placed there", self.name, res.oom.message())
+                one.info["simulated_makespan_s"] = one.info["predicted_makespan_s"]
+                return one
+            raise InfeasiblePlacement(
+                f"{self.name}: the placement runs out of memory when simulated: {res.oom.message()} "
+                f"({pl.info.get('best_effort_ops_count', 0)} ops were placed best effort). Give the devices more "
+                f"memory, or set placer.check_memory=false to keep the best-effort placement."
+            )
+        return pl
 
     @staticmethod
     def _best_effort_info(state: CoarseState, info: dict[str, Any]) -> None:
@@ -147,22 +223,33 @@ class _CeleritasBase(Placer):
 class CeleritasPlacer(_CeleritasBase):
     """Celeritas: CPD-TOPO operation fusion, then Adjusting Placement (seed 002, sections 5.1 and 5.2).
 
-    Hyper-parameters: `R` exploration range (200), `memory_fraction` per-cluster memory limit as a fraction of
+    Hyper-parameters: `R` exploration range (200, the paper's; "auto": the best of `auto_ranges` by simulated
+    makespan, since the paper chose 200 for graphs of thousands of ops and warns that too large a range makes
+    the coarse graph too coarse: on 300-op random graphs on 4 devices R = 200 gives 0.150-0.164 s, "auto"
+    0.052-0.056 s, m-ETF 0.047-0.051 s), `memory_fraction` per-cluster memory limit as a fraction of
     the smallest device memory (0.25), `fuse` (True, False, "auto"), `compare` ("finish" or "start": what eq. 9
-    compares on devices of different speeds; identical on identical devices, see `adjusting`). See the module
-    docstring.
+    compares on devices of different speeds; identical on identical devices, see `adjusting`), `check_memory`
+    (True: a placement whose simulated replay runs out of memory raises `InfeasiblePlacement` naming the op
+    and device; False: the best-effort placement of 6.3 is returned). See the module docstring.
     """
 
     name = "celeritas"
 
-    def __init__(self, R: int = 200, memory_fraction: float = 0.25, fuse: bool | str = "auto", compare: str = "finish"):
-        super().__init__(R, memory_fraction, fuse)
+    def __init__(
+        self,
+        R: int | str = 200,
+        memory_fraction: float = 0.25,
+        fuse: bool | str = "auto",
+        compare: str = "finish",
+        check_memory: bool = True,
+    ):
+        super().__init__(R, memory_fraction, fuse, check_memory)
         if compare not in ("start", "finish"):
-            raise ValueError(f"compare must be 'start' or 'finish', got {compare!r}")
+            raise ConfigError(f"compare must be 'start' or 'finish', got {compare!r}")
         self.compare = compare
 
-    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
-        prep = self._prepare(graph, cluster)
+    def _place_R(self, graph: OpGraph, cluster: Cluster, R: int) -> Placement:
+        prep = self._prepare(graph, cluster, R)
         t0 = time.perf_counter()
         res = adjusting_placement(prep.cidx, prep.state, prep.seq, self.compare)
         assign, order = prep.state.expand(res.order_key)
@@ -176,7 +263,7 @@ class CeleritasPlacer(_CeleritasBase):
             }
         )
         self._best_effort_info(prep.state, info)
-        return Placement(assign, order, info)
+        return self._checked(graph, cluster, Placement(assign, order, info))
 
 
 class OrderPlacePlacer(_CeleritasBase):
@@ -188,8 +275,8 @@ class OrderPlacePlacer(_CeleritasBase):
 
     name = "order_place"
 
-    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
-        prep = self._prepare(graph, cluster)
+    def _place_R(self, graph: OpGraph, cluster: Cluster, R: int) -> Placement:
+        prep = self._prepare(graph, cluster, R)
         t0 = time.perf_counter()
         order_place(prep.state, prep.seq)
         seqpos = {c: k for k, c in enumerate(prep.seq)}
@@ -197,4 +284,4 @@ class OrderPlacePlacer(_CeleritasBase):
         info = dict(prep.info)
         info["place_time_s"] = time.perf_counter() - t0
         self._best_effort_info(prep.state, info)
-        return Placement(assign, order, info)
+        return self._checked(graph, cluster, Placement(assign, order, info))

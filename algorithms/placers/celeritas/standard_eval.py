@@ -28,6 +28,7 @@ import numpy as np
 
 from ...base import Placer
 from ...cluster import Cluster
+from ...errors import ConfigError, InfeasiblePlacement, InvalidGraph
 from ...graph import COST_KEYS, OpGraph
 from ...placement import Placement
 from .common import effective_types, node_memory
@@ -79,7 +80,7 @@ class LinearProfile:
                     a[key] = float(vals[i, k])
             if by:
                 a["compute_s_by_type"] = by
-        if self.edges and self.edge_intercept is not None:
+        if self.edges and self.edge_intercept is not None and self.edge_slope is not None:
             ev = np.maximum(self.edge_intercept + self.edge_slope * float(batch_size), 0.0)
             for (u, v), b in zip(self.edges, ev):
                 d = g.nx.edges[u, v]
@@ -93,20 +94,20 @@ def fit_linear_profiles(profiles: Mapping[float, OpGraph] | Iterable[tuple[float
     """Fit, per op and per edge, a least-squares line of each cost against the batch size (step 1 of 4.2.1).
 
     `profiles` maps batch size -> profiled graph (the same ops in each). Needs at least two distinct batch
-    sizes. Ops or edges missing from some profile raise ValueError (the model's graph must not depend on the
+    sizes. Ops or edges missing from some profile raise InvalidGraph (the model's graph must not depend on the
     batch size). The predicted graph takes its structure from the profile of the largest batch.
     O(k * (V + E)) for k profiles.
     """
     items = sorted((float(b), g) for b, g in (profiles.items() if isinstance(profiles, Mapping) else profiles))
     if len({b for b, _ in items}) < 2:
-        raise ValueError("the Standard Evaluation's linear fit needs profiles at two or more distinct batch sizes")
+        raise ConfigError("the Standard Evaluation's linear fit needs profiles at two or more distinct batch sizes")
     x = np.array([b for b, _ in items])
     template = items[-1][1]
     ops = list(template.ops)
     for b, g in items:
         extra = [op for op in g.ops if op not in template]
         if extra:
-            raise ValueError(
+            raise InvalidGraph(
                 f"op {extra[0]!r} of the profile at batch size {b:g} is missing from the profile "
                 f"at batch size {items[-1][0]:g}"
             )
@@ -116,7 +117,7 @@ def fit_linear_profiles(profiles: Mapping[float, OpGraph] | Iterable[tuple[float
     for c, (b, g) in enumerate(items):
         for i, op in enumerate(ops):
             if op not in g:
-                raise ValueError(f"op {op!r} is missing from the profile at batch size {b:g}")
+                raise InvalidGraph(f"op {op!r} is missing from the profile at batch size {b:g}")
             a = g.op(op)
             by = a.get("compute_s_by_type") or {}
             for k, key in enumerate(keys):
@@ -130,7 +131,7 @@ def fit_linear_profiles(profiles: Mapping[float, OpGraph] | Iterable[tuple[float
     for c, (b, g) in enumerate(items):
         for e, (u, v) in enumerate(edges):
             if not g.nx.has_edge(u, v):
-                raise ValueError(f"edge {u!r} -> {v!r} is missing from the profile at batch size {b:g}")
+                raise InvalidGraph(f"edge {u!r} -> {v!r} is missing from the profile at batch size {b:g}")
             E[e, c] = float(g.nx.edges[u, v].get("bytes", 0.0))
     ei, es = _fit(x, E) if edges else (np.zeros(0), np.zeros(0))
     return LinearProfile(
@@ -163,7 +164,7 @@ class SequentialDfsTopoPlacer(Placer):
 
     def __init__(self, memory_fraction: float = 1.0):
         if not memory_fraction > 0:
-            raise ValueError(f"memory_fraction must be > 0, got {memory_fraction!r}")
+            raise ConfigError(f"memory_fraction must be > 0, got {memory_fraction!r}")
         self.memory_fraction = float(memory_fraction)
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
@@ -190,7 +191,7 @@ class SequentialDfsTopoPlacer(Placer):
             need = group_mem[g] if g is not None else mem[i]
             allowed = [k for k in range(nd) if types[i] is None or devs[k].type == types[i]]
             if not allowed:
-                raise ValueError(f"op {idx.names[i]!r} needs a {types[i]} device; the cluster has none")
+                raise InfeasiblePlacement(f"op {idx.names[i]!r} needs a {types[i]} device; the cluster has none")
             aset = set(allowed)
             chosen = next((k for k in range(cur, nd) if k in aset and avail[k] >= need), -1)
             if chosen < 0:

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 
+from ...errors import InvalidGraph
 from ...graph import GraphIndex, OpGraph
 from .common import EdgeCosts
 
@@ -53,7 +54,7 @@ def dfs_topo(graph: OpGraph | GraphIndex) -> list[int]:
             if indeg[c] == 0:
                 q.appendleft(c)
     if len(out) != n:  # cannot happen on a GraphIndex built from a DAG
-        raise ValueError("graph has a cycle")
+        raise InvalidGraph("graph has a cycle")
     return out
 
 
@@ -116,5 +117,5 @@ def cpd_topo(
             if indeg[c] == 0:
                 q.appendleft(c)
     if len(out) != n:
-        raise ValueError("graph has a cycle")
+        raise InvalidGraph("graph has a cycle")
     return out

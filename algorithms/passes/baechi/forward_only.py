@@ -1,0 +1,155 @@
+"""Whether backward ops follow their forward ops (Baechi 3.3, forward-operator-based placement)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from ...base import GraphPass
+from ...cluster import Cluster
+from ...errors import ConfigError
+from ...graph import OpGraph
+from ...memory import single_device_need
+from ...placement import CoarseMap
+from .coarsen import contract_roots
+from .grouping import CoPlacement, _check_dag, _group_types, _regroup, _UnionFind
+
+log = logging.getLogger(__name__)
+
+
+def _max_memory(memory_bytes: Any, memory_fraction: float) -> float | None:
+    if memory_bytes is None:
+        return None
+    if isinstance(memory_bytes, (int, float)):
+        vals = [float(memory_bytes)]
+    else:
+        vals = []
+        for d in memory_bytes:
+            if isinstance(d, Mapping):
+                m = d.get("memory_bytes")
+                vals.append(math.inf if m is None else float(m))
+            else:
+                vals.append(float(d))
+    if not vals:
+        return None
+    return max(vals) * float(memory_fraction)
+
+
+class ForwardOnlyPlacement(GraphPass):
+    """Forward-operator-based placement (Baechi 3.3): when one device could hold the model, place forward
+    ops only and put each backward op with its forward op; otherwise place both, forcing each pair together.
+
+    `mode`: ``forward`` folds every backward op (an op with `forward_of`, followed through chains) into the
+    coarse op of its forward op; ``full`` keeps every op and unites each pair's colocation groups (the
+    co-placement heuristic of 3.2); ``auto`` chooses ``forward`` when the single-device peak memory of the
+    graph (`algorithms.memory.single_device_need`) fits in the largest device (`memory_bytes`, a number or the
+    cluster's device list, times `memory_fraction`; when not given, the cluster passed to `bind`), else
+    ``full``; with no memory known, ``auto`` assumes memory is sufficient.
+
+    Choices in ``forward`` mode: the coarse op's compute time is the sum of its members' (they share the
+    device's time), persistent bytes add up, temporary and output bytes are the forward op's (a device
+    holding the whole model is not memory bound); a backward op whose device type differs from its forward
+    op's stays a separate op; colocation groups of a forward op and its backward ops are united.  Edges
+    between coarse ops are kept only when they go forward in the input's topological order (a backward
+    edge would close a cycle: the placer sees the forward pass only), which keeps the result a DAG.
+    O(V + E) (+ one simulation in ``auto``).
+    """
+
+    name = "forward_only_placement"
+    MODES = ("auto", "forward", "full")
+
+    def __init__(self, mode: str = "auto", memory_bytes: Any = None, memory_fraction: float = 1.0):
+        if mode not in self.MODES:
+            raise ConfigError(f"forward-only placement: mode {mode!r} is not one of {self.MODES}")
+        self.mode = mode
+        self.memory = _max_memory(memory_bytes, memory_fraction)
+
+    def bind(self, cluster: Cluster) -> None:
+        """Take the memory from the cluster the job runs on (the orchestrator calls this before `apply`)
+        unless `memory_bytes` was given."""
+        if self.memory is None:
+            self.memory = max(d.memory_bytes for d in cluster.devices)
+
+    def choose(self, graph: OpGraph) -> str:
+        if self.mode != "auto":
+            return self.mode
+        if self.memory is None or math.isinf(self.memory):
+            return "forward"
+        need = single_device_need(graph)
+        mode = "forward" if need <= self.memory else "full"
+        log.info("forward-only placement (auto): one device needs %.6g bytes of %.6g -> %s", need, self.memory, mode)
+        return mode
+
+    def apply(self, graph: OpGraph) -> tuple[OpGraph, CoarseMap]:
+        idx = graph.index()
+        n = idx.n
+        fwd = [-1] * n
+        for i in range(n):
+            fw = graph.op(idx.names[i]).get("forward_of")
+            if fw is not None and fw in idx.pos and idx.pos[fw] != i:
+                fwd[i] = idx.pos[fw]
+        if all(f < 0 for f in fwd):
+            out = graph.copy()
+            return out, CoarseMap.identity(out)
+        mode = self.choose(graph)
+        if mode == "full":
+            out, cmap = CoPlacement(next_op=False, forward_backward=True).apply(graph)
+            return out, cmap
+        types = _group_types(graph)
+        root = list(range(n))
+
+        def resolve(i: int) -> int:
+            seen = 0
+            while fwd[i] >= 0 and seen <= n:
+                i = fwd[i]
+                seen += 1
+            return i
+
+        for i in range(n):
+            if fwd[i] >= 0:
+                r = resolve(i)
+                if types[i] is None or types[r] is None or types[i] == types[r]:
+                    root[i] = r
+        # unite the colocation groups of each coarse op's members
+        uf = _UnionFind(types)
+        first: dict[str, int] = {}
+        for i, g in enumerate(idx.colocation):
+            if g is not None:
+                if g in first:
+                    uf.union(first[g], i)
+                else:
+                    first[g] = i
+        for i in range(n):
+            if root[i] != i:
+                uf.union(i, root[i])
+        grouped = _regroup(graph, uf, "fwdgroup")
+        gidx = grouped.index()
+
+        def attrs(mem: list[int], internal_only: set[int]) -> dict[str, Any]:
+            r = mem[0]
+            a = dict(grouped.op(gidx.names[r]))
+            a["compute_s"] = sum(gidx.compute_s[i] for i in mem)
+            a["persistent_bytes"] = sum(gidx.persistent[i] for i in mem)
+            by = {}
+            for i in mem:
+                for t in gidx.compute_by_type[i] or {}:
+                    by[t] = 0.0
+            if by:
+                for t in by:
+                    by[t] = sum((gidx.compute_by_type[i] or {}).get(t, gidx.compute_s[i]) for i in mem)
+                a["compute_s_by_type"] = by
+            return a
+
+        # the representative of a set is its forward op, which comes first in topological order
+        rootg = [gidx.pos[idx.names[root[i]]] for i in range(n)]
+        rootg_by_g = [0] * n
+        for i in range(n):
+            rootg_by_g[gidx.pos[idx.names[i]]] = rootg[i]
+        out, cmap = contract_roots(
+            grouped, rootg_by_g, name_prefix="fwd", attrs=attrs, keep_edge=lambda ra, rb: ra < rb
+        )
+        _check_dag(out, self.name)
+        log.info("forward-only placement: %d -> %d ops", n, len(out))
+        return out, cmap

@@ -1,0 +1,145 @@
+"""Memory of one device while Baechi's list placers place ops (seed 001 section 4.2): an upper bound of its
+use over time, cut into the slots between op starts, plus the exact allocation events for the final peak.
+
+Used by `exec_model.ExecModel`; see its module docstring for what is charged when.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_right
+
+import numpy as np
+
+
+class DeviceMemory:
+    """Upper bound of one device's memory use over time while ops are being placed (Baechi 4.2).
+
+    The time axis is cut into *slots*: slot 0 is [0, first start), slot k the span from the k-th op start on
+    the device to the next one.  ``val[k]`` bounds the dynamic (non-persistent) bytes in use at any moment
+    of slot k; persistent bytes are kept apart in `persistent`, held for the whole step.  An allocation at
+    time t adds to the slot holding t and every later one; a free at t subtracts from the slot after the one
+    holding t (so a slot keeps its peak); a free inside the last slot waits in `pending` until a later slot
+    opens.  `level` is what a slot opened now would start from.  Op starts on a device come in
+    non-decreasing order (list scheduling appends), so slots are only ever appended.
+
+    The true allocation and free events are also recorded (`events`) so that the exact peak can be
+    recomputed once every free is known (`exact_peak`).
+    """
+
+    __slots__ = ("limit", "persistent", "starts", "val", "n", "level", "pending", "events")
+
+    def __init__(self, limit: float, capacity: int):
+        self.limit = limit
+        self.persistent = 0.0
+        self.starts: list[float] = [0.0]
+        self.val = np.zeros(capacity + 2)
+        self.n = 1
+        self.level = 0.0
+        self.pending: list[tuple[float, float]] = []
+        self.events: list[tuple[float, int, int, float]] = []
+
+    # ----------------------------------------------------------------- queries
+    def slot(self, t: float) -> int:
+        return bisect_right(self.starts, t, 0, self.n) - 1
+
+    def _pending_upto(self, s: float) -> float:
+        return sum(b for t, b in self.pending if t <= s)
+
+    def bound_if(
+        self,
+        s: float,
+        persist: float,
+        at_start: float,
+        copies: list[tuple[float, float]],
+        release: tuple[int, float] | None = None,
+    ) -> float:
+        """Upper bound of this device's peak if an op started at `s` allocating `persist` persistent bytes,
+        `at_start` bytes at its start, received `copies` (arrival, bytes), and released `release` =
+        (slot, bytes) of a colocation reservation. O(len(copies) log + S) with numpy."""
+        new = self.level - self._pending_upto(s) + at_start
+        pts: list[tuple[int, float]] = []
+        for a, b in copies:
+            new += b
+            pts.append((self.slot(a), b))
+        if release is not None and release[1]:
+            new -= release[1]
+            pts.append((release[0], -release[1]))
+        best = new
+        val, n = self.val, self.n
+        if not pts:
+            m = val[:n].max()
+            return self.persistent + persist + (m if m > best else best)
+        pts.sort()
+        k0, add = 0, 0.0
+        for k, b in pts:
+            if k > k0:
+                m = val[k0:k].max() + add
+                if m > best:
+                    best = m
+                k0 = k
+            add += b
+        if k0 < n:
+            m = val[k0:n].max() + add
+            if m > best:
+                best = m
+        return self.persistent + persist + best
+
+    def bound(self) -> float:
+        """Current upper bound of the peak (persistent + the largest slot)."""
+        return self.persistent + max(float(self.val[: self.n].max()), self.level)
+
+    # ----------------------------------------------------------------- updates
+    def open_slot(self, s: float) -> int:
+        """Start a new slot at time s (an op starts); returns its index."""
+        pend = self.pending
+        while pend and pend[0][0] <= s:
+            self.level -= heapq.heappop(pend)[1]
+        n = self.n
+        self.val[n] = self.level
+        self.starts.append(s)
+        self.n = n + 1
+        return n
+
+    def alloc(self, t: float, b: float, real: bool = True, seq: int = 0) -> None:
+        """Allocate `b` bytes at time t; `seq` orders events of one instant (2k: op in slot k starts)."""
+        if not b:
+            return
+        k = self.slot(t)
+        self.val[k : self.n] += b
+        self.level += b
+        if real:
+            self.events.append((t, 1, seq, b))
+
+    def free(self, t: float, b: float, since: float = -1.0, real: bool = True, seq: int = 0) -> None:
+        """Free `b` bytes at time t that were allocated at time `since` (`seq` as in `alloc`, used when
+        since == t: bytes of a zero-length op)."""
+        if not b:
+            return
+        if real:
+            self.events.append((t, 1, seq, -b) if since >= t else (t, 0, 0, -b))
+        k = self.slot(t)
+        if k >= self.n - 1:
+            heapq.heappush(self.pending, (t, b))
+        else:
+            self.val[k + 1 : self.n] -= b
+            self.level -= b
+
+    def release(self, k: int, b: float) -> None:
+        """Give back `b` reserved bytes in slots k.. (a colocation member is being placed)."""
+        if not b:
+            return
+        self.val[k : self.n] -= b
+        self.level -= b
+
+    def exact_peak(self) -> float:
+        """Exact peak from the recorded events.  At equal times, frees come before allocations (the simulator
+        processes completions before it dispatches), except frees of bytes allocated at that very time (a
+        zero-length op), which come in op order: op k's allocation, op k's frees, op k+1's allocation.
+        Valid once every free is known. O(E log E)."""
+        cur = peak = 0.0
+        for _, _, _, d in sorted(self.events):
+            cur += d
+            if cur > peak:
+                peak = cur
+        return self.persistent + peak

@@ -1,0 +1,429 @@
+"""Baechi's placement-time execution model (seed 001 section 4.2) shared by m-ETF and m-SCT: when does an op
+start on a device, which transfers does that cause, and does the device's memory hold it.
+
+While m-ETF and m-SCT place ops they simulate the training step they are building, the way Baechi's
+Execution Simulator (ES) does, and the way `algorithms.simulator.simulate` replays it afterwards:
+
+* Time.  An op placed on device p starts at ``max(avail[p], data ready on p)`` and is appended to p's
+  order (list scheduling without insertion into idle gaps), so replaying `Placement.order` with the
+  simulator's static-order mode reproduces every start and end time.
+* Communication (4.1, 3.4).  The output of producer j crosses to device p once (one transfer per
+  (producer, destination device), cached there afterwards) and takes
+  ``cluster.latency_table[q][p] + bytes / cluster.bandwidth_table[q][p]``.  In ``parallel`` mode a transfer
+  starts when j ends.  In ``sequential`` mode every device sends one tensor at a time and receives one at a
+  time: a transfer starts at ``max(end of j, sender's send queue free, receiver's receive queue free)``; the
+  queue wait is thus added to the earliest schedulable time of equation (1), as section 3.4 prescribes.
+* Memory (4.2).  Persistent bytes are held for the whole step; temporary bytes while the op runs; the output
+  from the op's start until its last local consumer has finished and every outgoing transfer has arrived;
+  a received copy from its arrival until its last consumer on that device has finished.  When the first op
+  of a colocation group is placed, the group's memory is reserved on that device (3.1, 4.2): by default the
+  persistent bytes of every member at once (see `ExecModel` for the larger reservations on offer).
+
+Choices where the paper is vague (recorded here, repeated in the placers' docstrings):
+
+* The simulator sends one copy per (producer, device) sized by the largest edge to that device.  The
+  placer fixes a transfer when the first consumer lands on a device; a later consumer with a larger edge
+  extends the cached arrival from then on (ops placed before keep their times).  Predicted and simulated
+  times therefore agree exactly when each
+  producer's edges to one device carry the same bytes (the thesis' model: every out-edge carries the
+  producer's output), which holds for `tests.strategies.random_dags` and most real graphs.
+* In sequential mode the placer reserves the communication queues in placement order, whereas the
+  simulator serves requests in the order the producers finish; the prediction is then an estimate.
+* Memory during placement is an *upper bound* (`DeviceMemory`): the future of an output is unknown until
+  its last consumer is placed, so it is held open-ended until then; a free is applied only from the next
+  op-start "slot" on.  A placement that passes the check therefore never overflows the device when the
+  simulator replays it (parallel mode).  The exact peak (`DeviceMemory.exact_peak`) is recomputed from the
+  recorded allocation events once every op is placed; it equals the simulator's peak for graphs whose ops
+  all take positive time (ties between zero-length events may be ordered differently).  The bound itself is
+  kept by `device_memory.DeviceMemory`; the queues that choose what to place next are in `pair_queue`
+  (m-ETF) and `sct_queue` (m-SCT).
+
+Complexity: each estimate costs O(in-degree) (plus a sort of the new transfers in sequential mode); each
+memory check O(k + S / 8) numpy work for k new copies and S ops already on the device.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...cluster import Cluster
+from ...errors import ConfigError, InfeasiblePlacement
+from ...graph import OpGraph
+from ...placement import Placement
+from .device_memory import DeviceMemory
+
+log = logging.getLogger(__name__)
+
+#: What a colocation group reserves when its first member is placed (see `ExecModel`).
+GROUP_RESERVE = ("persistent", "transient", "full")
+
+
+@dataclass(slots=True)
+class Estimate:
+    """Earliest schedulable time of an op on a device (equation (1) plus the queue wait of 3.4)."""
+
+    start: float
+    data_ready: float
+    #: transfers this placement would start: (producer, src device, start, arrival)
+    new: list[tuple[int, int, float, float]] = field(default_factory=list)
+    #: larger re-sends of an already cached producer (parallel mode): (producer, arrival)
+    extend: list[tuple[int, float]] = field(default_factory=list)
+
+
+class ExecModel:
+    """The placement-time simulation of Baechi's ES (module docstring): device clocks, transfers and their
+    cache, communication queues, dynamic memory, colocation-group reservations.
+
+    Ops are integer indices of `graph.index()`.  A placer asks `estimate(o, p)` and `fits(o, p, est)`, then
+    `commit(o, p, est)`.
+
+    `group_reserve` says what a colocation group reserves on its device when its first member is placed
+    (Baechi 4.2 reserves "memory for a colocation group" without saying which): ``persistent`` (default) the
+    members' persistent bytes, which are held for the whole step anyway; ``transient`` also each later
+    member's temporary + output bytes, held until that member is placed; ``full`` also the outputs of its
+    inputs from outside the group (possible received copies).  The larger reservations make a later member
+    certain to fit but hold memory that other ops could use meanwhile; on training graphs, where a group
+    joins a forward op and its backward ops, they exhaust the devices long before memory really runs out.
+    A later member that does not fit on its group's device raises `InfeasiblePlacement`.  `margins` keeps
+    that many bytes free on each device (the replay check of `safeguards`).  With
+    ``memory_aware=False`` the memory is tracked (for reporting) but never
+    refused, which gives the classical, memory-oblivious ETF / SCT.
+    """
+
+    def __init__(
+        self,
+        graph: OpGraph,
+        cluster: Cluster,
+        memory_aware: bool = True,
+        group_reserve: str = "persistent",
+        margins: list[float] | None = None,
+    ):
+        if group_reserve not in GROUP_RESERVE:
+            raise ConfigError(f"placer.group_reserve: {group_reserve!r} is not one of {GROUP_RESERVE}")
+        self.graph = graph
+        self.cluster = cluster
+        self.memory_aware = memory_aware
+        idx = graph.index()
+        self.idx = idx
+        n = idx.n
+        self.n = n
+        devs = cluster.devices
+        D = len(devs)
+        self.D = D
+        self.sequential = cluster.mode == "sequential"
+        self.lat = cluster.latency_table
+        self.bw = cluster.bandwidth_table
+        self.pred = idx.pred
+        self.succ = idx.succ
+        # execution time per op and device
+        if any(idx.compute_by_type):
+            self.dur = [[idx.exec_time(i, d.type, d.speed) for d in devs] for i in range(n)]
+        else:
+            speeds = [d.speed for d in devs]  # compute / speed, exactly as the simulator computes it
+            self.dur = [[c / v for v in speeds] for c in idx.compute_s]
+        self.persist = idx.persistent
+        self.temp = idx.temporary
+        self.out = idx.output
+        self.copyb = idx.copy_bytes  # bytes of a received copy (as the simulator charges it)
+        # device-type constraints (an op inherits its colocation group's)
+        gid: list[int] = [-1] * n
+        groups: dict[str, int] = {}
+        self.members: list[list[int]] = []
+        for i, g in enumerate(idx.colocation):
+            if g is None:
+                continue
+            k = groups.get(g)
+            if k is None:
+                k = groups[g] = len(self.members)
+                self.members.append([])
+            gid[i] = k
+            self.members[k].append(i)
+        self.group_names = list(groups)
+        self.gid = gid
+        gtype: list[str | None] = [None] * len(self.members)
+        for k, mem in enumerate(self.members):
+            for i in mem:
+                if idx.device_type[i] is not None:
+                    gtype[k] = idx.device_type[i]
+                    break
+        self.allowed: list[list[int]] = []
+        cache: dict[str | None, list[int]] = {}
+        for i in range(n):
+            t = gtype[gid[i]] if gid[i] >= 0 else idx.device_type[i]
+            lst = cache.get(t)
+            if lst is None:
+                lst = cache[t] = [p for p, d in enumerate(devs) if t is None or d.type == t]
+                if not lst:
+                    raise InfeasiblePlacement(
+                        f"op {idx.names[i]!r} needs a {t} device but cluster {cluster.name!r} has none"
+                    )
+            self.allowed.append(lst)
+        # colocation reservations: a member's share = temp + out + outputs of inputs from outside the group
+        self.share = [0.0] * n
+        self.group_persist = [0.0] * len(self.members)
+        self.group_share = [0.0] * len(self.members)
+        for k, mem in enumerate(self.members):
+            for i in mem:
+                ext = sum(self.copyb[j] for j, _ in self.pred[i] if gid[j] != k)
+                if group_reserve == "full":
+                    self.share[i] = self.temp[i] + self.out[i] + ext
+                elif group_reserve == "transient":
+                    self.share[i] = self.temp[i] + self.out[i]
+                self.group_persist[k] += self.persist[i]
+                self.group_share[k] += self.share[i]
+        self.group_dev = [-1] * len(self.members)
+        self.group_slot = [0] * len(self.members)
+        # state
+        self.dev = [-1] * n
+        self.slot_of = [0] * n
+        self.start = [0.0] * n
+        self.end = [0.0] * n
+        self.avail = [0.0] * D
+        self.send_free = [0.0] * D
+        self.recv_free = [0.0] * D
+        self.arr: list[dict[int, float] | None] = [None] * n  # producer -> {device: arrival}
+        self.cons_end: list[dict[int, tuple[float, int]] | None] = [None] * n  # -> {device: (end, slot)}
+        self.left_cons = [len(s) for s in self.succ]
+        self.order: list[list[int]] = [[] for _ in range(D)]
+        per_dev_cap = n + 1
+        margins = margins or [0.0] * D  # bytes kept free on each device (`safeguards.place_checked`)
+        self.mem = [DeviceMemory(d.memory_bytes - margins[k], per_dev_cap) for k, d in enumerate(devs)]
+        self.n_placed = 0
+        #: per device, bumped whenever its clock or its memory changes (a refused op may fit after a bump)
+        self.version = [0] * D
+
+    # ----------------------------------------------------------------- estimates
+    def estimate(self, o: int, p: int) -> Estimate:
+        """Earliest schedulable time of op o on device p: equation (1) with the communication model of the
+        module docstring. All of o's inputs must be placed. O(in-degree)."""
+        dev, end, arr = self.dev, self.end, self.arr
+        lat, bw = self.lat, self.bw
+        dr = 0.0
+        if not self.sequential:
+            extend = None
+            trans = None
+            for j, b in self.pred[o]:
+                q = dev[j]
+                if q == p:
+                    a = end[j]
+                else:
+                    a = end[j] + (lat[q][p] + b / bw[q][p])
+                    aj = arr[j]
+                    ex = aj.get(p) if aj is not None else None
+                    if ex is None:
+                        if trans is None:
+                            trans = []
+                        trans.append((j, q, end[j], a))
+                    elif ex >= a:
+                        a = ex
+                    else:
+                        if extend is None:
+                            extend = []
+                        extend.append((j, a))
+                if a > dr:
+                    dr = a
+            av = self.avail[p]
+            est = Estimate(av if av > dr else dr, dr)
+            if trans:
+                est.new = trans
+            if extend:
+                est.extend = extend
+            return est
+        new = []
+        for j, b in self.pred[o]:
+            q = dev[j]
+            if q == p:
+                a = end[j]
+            else:
+                aj = arr[j]
+                ex = aj.get(p) if aj is not None else None
+                if ex is None:
+                    new.append((end[j], j, q, b))
+                    continue
+                a = ex
+            if a > dr:
+                dr = a
+        trans = []
+        if new:
+            new.sort()
+            rf = self.recv_free[p]
+            sf: dict[int, float] = {}
+            for e, j, q, b in new:
+                s0 = max(e, sf.get(q, self.send_free[q]), rf)
+                a = s0 + (lat[q][p] + b / bw[q][p])
+                sf[q] = a
+                rf = a
+                trans.append((j, q, s0, a))
+                if a > dr:
+                    dr = a
+        av = self.avail[p]
+        return Estimate(av if av > dr else dr, dr, trans)
+
+    def data_ready_anywhere(self, o: int) -> float:
+        """Time by which o's inputs could be on every device (communication queues ignored): an op is
+        *urgent* in SCT once it can start right away on any device."""
+        t = 0.0
+        dev, end, lat, bw = self.dev, self.end, self.lat, self.bw
+        D = self.D
+        for j, b in self.pred[o]:
+            q = dev[j]
+            worst = 0.0
+            for p in range(D):
+                if p != q:
+                    c = lat[q][p] + b / bw[q][p]
+                    if c > worst:
+                        worst = c
+            a = end[j] + worst
+            if a > t:
+                t = a
+        return t
+
+    # ----------------------------------------------------------------- memory
+    def _mem_request(self, o: int, p: int, est: Estimate):
+        g = self.gid[o]
+        at_start = self.temp[o] + self.out[o]
+        release = None
+        if g < 0:
+            persist = self.persist[o]
+        elif self.group_dev[g] < 0:
+            persist = self.group_persist[g]
+            at_start += self.group_share[g] - self.share[o]
+        else:
+            persist = 0.0
+            release = (self.group_slot[g], self.share[o])
+        copies = [(a, self.copyb[j]) for j, _, _, a in est.new] if est.new else []
+        return persist, at_start, copies, release
+
+    def need(self, o: int, p: int, est: Estimate) -> float:
+        """Upper bound of device p's peak memory if o were placed there as estimated."""
+        persist, at_start, copies, release = self._mem_request(o, p, est)
+        return self.mem[p].bound_if(est.start, persist, at_start, copies, release)
+
+    def exhausted(self, o: int, p: int, est: Estimate) -> bool:
+        """True when device p could not hold op o even with none of its transient memory live: what stays
+        allocated for the whole step (persistent bytes, colocation reservations) plus o's own bytes and
+        copies already exceed the limit, so waiting for frees cannot help."""
+        persist, at_start, copies, release = self._mem_request(o, p, est)
+        mem = self.mem[p]
+        floor = mem.persistent + persist + at_start + sum(b for _, b in copies)
+        if release is not None:
+            floor -= release[1]
+        return floor > mem.limit
+
+    def fits(self, o: int, p: int, est: Estimate) -> bool:
+        if not self.memory_aware:
+            return True
+        return self.need(o, p, est) <= self.mem[p].limit
+
+    # ----------------------------------------------------------------- commit
+    def commit(self, o: int, p: int, est: Estimate) -> None:
+        """Place op o on device p at its estimated start; update clocks, transfers, queues and memory."""
+        persist, at_start, copies, release = self._mem_request(o, p, est)
+        s = est.start
+        e = s + self.dur[o][p]
+        self.dev[o] = p
+        self.start[o] = s
+        self.end[o] = e
+        self.avail[p] = e
+        self.order[p].append(o)
+        self.n_placed += 1
+        # transfers
+        for j, q, _, a in est.new:
+            aj = self.arr[j]
+            if aj is None:
+                aj = self.arr[j] = {}
+            aj[p] = a
+            if self.sequential:
+                if a > self.send_free[q]:
+                    self.send_free[q] = a
+                if a > self.recv_free[p]:
+                    self.recv_free[p] = a
+        for j, a in est.extend:
+            cached = self.arr[j]
+            if cached is not None and a > cached[p]:  # an extension is of a cached transfer
+                cached[p] = a
+        # memory
+        m = self.mem[p]
+        self.version[p] += 1
+        m.persistent += persist
+        k_new = m.open_slot(s)
+        g = self.gid[o]
+        if release is not None:
+            m.release(release[0], release[1])
+        if g >= 0 and self.group_dev[g] < 0:
+            self.group_dev[g] = p
+            self.group_slot[g] = k_new
+            m.alloc(s, self.group_share[g] - self.share[o], real=False)
+        self.slot_of[o] = k_new
+        for a, b in copies:
+            m.alloc(a, b, seq=2 * k_new - 1)
+        m.alloc(s, self.temp[o] + self.out[o], seq=2 * k_new)
+        m.free(e, self.temp[o], s, seq=2 * k_new + 1)
+        # consumers' bookkeeping: frees become known once a producer's last consumer is placed
+        for j, _ in self.pred[o]:
+            ce = self.cons_end[j]
+            if ce is None:
+                ce = self.cons_end[j] = {}
+            if ce.get(p, (-1.0, 0)) <= (e, k_new):
+                ce[p] = (e, k_new)
+            self.left_cons[j] -= 1
+            if self.left_cons[j] == 0:
+                self._release_output(j)
+        if not self.succ[o]:
+            m.free(e, self.out[o], s, seq=2 * k_new + 1)
+
+    def _release_output(self, j: int) -> None:
+        q = self.dev[j]
+        ce = self.cons_end[j] or {}
+        local = ce.get(q, (self.end[j], self.slot_of[j]))
+        t = max(self.end[j], local[0])
+        seq = 2 * max(self.slot_of[j], local[1]) + 1
+        arr = self.arr[j]
+        if arr:
+            for r, a in arr.items():
+                if a > t:
+                    t = a
+                er, kr = ce[r]
+                self.mem[r].free(er, self.copyb[j], a, seq=2 * kr + 1)
+                self.version[r] += 1
+        self.mem[q].free(t, self.out[j], self.start[j], seq=seq)
+        self.version[q] += 1
+
+    # ----------------------------------------------------------------- results
+    def makespan(self) -> float:
+        return max(self.end, default=0.0)
+
+    def placement(self, info: dict[str, Any]) -> Placement:
+        names = self.idx.names
+        devs = self.cluster.devices
+        assign = {names[i]: devs[self.dev[i]].name for i in range(self.n)}
+        order = {d.name: [names[i] for i in self.order[k]] for k, d in enumerate(devs)}
+        info = dict(info)
+        info["predicted_makespan_s"] = self.makespan()
+        info["n_ops"] = self.n
+        for k, d in enumerate(devs):
+            info[f"predicted_peak_bytes.{d.name}"] = min(self.mem[k].exact_peak(), self.mem[k].bound())
+        return Placement(assign, order, info)
+
+    def infeasible(self, o: int, tried: dict[int, float]) -> InfeasiblePlacement:
+        """An error naming op o (and its colocation group) and what each device could offer."""
+        names = self.idx.names
+        g = self.gid[o]
+        what = f"op {names[o]!r}"
+        if g >= 0:
+            what += f" (colocation group {self.group_names[g]!r}, {len(self.members[g])} ops)"
+        parts = []
+        for p in self.allowed[o]:
+            d = self.cluster.devices[p]
+            need = tried.get(p)
+            if need is None:
+                parts.append(f"{d.name}: excluded or not tried")
+            else:
+                parts.append(f"{d.name}: would need {need:.6g} of {d.memory_bytes:.6g} bytes")
+        return InfeasiblePlacement(
+            f"{what} fits on no device: "
+            + "; ".join(parts)
+            + ". Give the devices more memory or place fewer ops together."
+        )

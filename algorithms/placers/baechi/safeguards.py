@@ -1,0 +1,92 @@
+"""What m-ETF and m-SCT do around their list scheduling so that a placement they return fits when the
+simulator replays it (issue 17): colocation retries, a check of sequential-mode replays, and the one-device
+placement when the model fits on one device and the list scheduling found nothing.
+
+Why the sequential check.  In sequential-communication mode (Baechi 3.4) the placer reserves a transfer in
+the sender's and receiver's queues when the consumer is placed, i.e. in placement order; the simulator
+(`algorithms.simulator.simulate`) queues transfers first-in first-out when the producer finishes, for every
+device that holds a consumer.  A list scheduler cannot reserve at production time (the consumers' devices are
+not known yet), so the two orders differ and a placement the placer accounted for can run out of memory in
+the replay (about 1% of fuzzed cases).  The placements are therefore replayed, and a device that overflows
+gets its limit in the placer's accounting lowered by the overflow (a margin), and the list scheduling runs
+again, at most `sim_retries` times; then the placer raises `InfeasiblePlacement` with the simulator's OOM.
+In parallel mode the placer's memory is an upper bound of the replay's and no check is needed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from typing import Any
+
+from ...cluster import Cluster
+from ...errors import InfeasiblePlacement
+from ...graph import OpGraph
+from ...memory import single_device_placement
+from ...placement import Placement
+from ...simulator import simulate
+from .exec_model import ExecModel
+from .pair_queue import PairQueue, place_with_group_retries
+
+log = logging.getLogger(__name__)
+
+#: build(banned (group, device) pairs, per-device memory margins) -> a model and a queue that has run.
+Build = Callable[[set[int], list[float]], tuple[ExecModel, PairQueue]]
+
+
+def place_checked(
+    graph: OpGraph,
+    cluster: Cluster,
+    build: Build,
+    info_of: Callable[[ExecModel, PairQueue], dict[str, Any]],
+    *,
+    group_retries: int,
+    sim_retries: int,
+    memory_aware: bool,
+    single_device_fallback: bool,
+) -> Placement:
+    """Run the list scheduling (`build`) with colocation retries (`place_with_group_retries`), check
+    sequential-mode replays (module docstring), and fall back to the one-device placement when the list
+    scheduling finds nothing but one device holds the model (`single_device_fallback`).  `info_of` gives the
+    placement's info.  Each check costs one simulation, O((V + E) log V)."""
+    D = len(cluster.devices)
+    margins = [0.0] * D
+    check = memory_aware and cluster.mode == "sequential"
+    last_oom = None
+    for attempt in range(sim_retries + 1):
+        try:
+            (model, queue), retries = place_with_group_retries(lambda banned: build(banned, margins), D, group_retries)
+        except InfeasiblePlacement as exc:
+            fb = (
+                single_device_placement(graph, cluster, {"list_scheduling": str(exc)})
+                if single_device_fallback
+                else None
+            )
+            if fb is None:
+                raise
+            log.info("list scheduling found no placement (%s); the model fits on one device: placed there", exc)
+            return fb
+        info = info_of(model, queue)
+        info.update(n_group_retries=retries, n_replay_retries=attempt)
+        pl = model.placement(info)
+        if not check:
+            return pl
+        res = simulate(graph, cluster, pl.assignment, pl.order, record_memory=False)
+        if res.oom is None:
+            return pl
+        last_oom = res.oom
+        p = cluster.index_of(res.oom.device)
+        over = res.oom.used_bytes - res.oom.limit_bytes
+        margins[p] += over * (1 + 1e-6) + 1e-9 * max(
+            1.0, res.oom.limit_bytes if math.isfinite(res.oom.limit_bytes) else 1.0
+        )
+        log.info("sequential replay: %s; placing again with %.6g bytes less on that device", res.oom.message(), over)
+    fb = single_device_placement(graph, cluster, {}) if single_device_fallback else None
+    if fb is not None:
+        return fb
+    assert last_oom is not None
+    raise InfeasiblePlacement(
+        f"the placement's sequential-mode replay still runs out of memory after {sim_retries} retries: "
+        f"{last_oom.message()}"
+    )
