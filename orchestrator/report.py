@@ -130,7 +130,7 @@ def varying_params(keys: list[tuple], params: list[dict[str, str]]) -> list[str]
     kept: list[str] = []
     blocks = list(groups.values())
     for n in cands:
-        split = []
+        split: list[list[int]] = []
         for b in blocks:
             sub: dict[str | None, list[int]] = {}
             for i in b:
@@ -349,7 +349,9 @@ def rows_from_runs(runs: list[Any], latest_sweep: bool = False) -> list[dict[str
             row[f"speedup_vs_{ref}"] = base["step_s"] / row["step_s"] if base else None
             row[f"{ref}_run_id"] = base["run_id"] if base else None
             both = base is not None and base["measured_step_s"] and row["measured_step_s"]
-            row[f"measured_speedup_vs_{ref}"] = base["measured_step_s"] / row["measured_step_s"] if both else None
+            row[f"measured_speedup_vs_{ref}"] = (
+                base["measured_step_s"] / row["measured_step_s"] if base is not None and both else None
+            )
     out.sort(key=lambda r: (_group(r), _rank_value(r), r["optimizer"], r["scheduler"], r["placer"], r["pipeline"]))
     rank, prev = 0, None
     for r in out:

@@ -347,13 +347,13 @@ class RunTracker:
             room = _BATCH_TOTAL - len(p) - len(t)
             m, metrics = metrics[:room], metrics[room:]
             self._client.log_batch(self.run_id, metrics=m, params=p, tags=t)
-        files = [(p, a) for p, a in self._artifacts if p.is_file()]
+        files = [(f, a) for f, a in self._artifacts if f.is_file()]
         if files or self._dicts:
             with tempfile.TemporaryDirectory(prefix="lab-artifacts-") as tmp:
-                for p, a in files:
-                    dest = Path(tmp, a or "", p.name)
+                for f, a in files:
+                    dest = Path(tmp, a or "", f.name)
                     dest.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(p, dest)
+                    shutil.copyfile(f, dest)
                 for obj, name in self._dicts:
                     dest = Path(tmp, name)
                     dest.parent.mkdir(parents=True, exist_ok=True)
