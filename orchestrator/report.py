@@ -764,7 +764,8 @@ def best(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 def summarize_sweep(tracking_uri: str, parent_run_id: str, out: Path | None = None) -> dict[str, Any] | None:
     """Give a sweep's parent run the comparison of its child runs: the report (report.md, report.csv and the
     chart) as artifacts under `report/`, and the best placement (rank 1, the first group) as tags `best_placer`,
-    `best_label` and metrics `best_predicted_step_s`, `best_speedup_vs_single`, `best_speedup_vs_expert`.
+    `best_label` and metrics `best_predicted_step_s`, `best_speedup_vs_single`, `best_speedup_vs_expert`; the
+    experiment's runs-table view (tracking.set_runs_view) with this sweep unfolded; logs the runs page URL.
     Returns the best row (None when no child succeeded). Call it from the sweep callback's on_multirun_end,
     before the parent run is terminated."""
     import tempfile
@@ -794,6 +795,15 @@ def summarize_sweep(tracking_uri: str, parent_run_id: str, out: Path | None = No
             if top.get(k) is not None:
                 metrics.append(Metric(f"best_{k}", float(top[k]), ts, 0))
     client.log_batch(parent_run_id, metrics=metrics, tags=tags)
+    from .tracking import VIEW_KEY, runs_page_url, set_runs_view
+
+    set_runs_view(client, parent.info.experiment_id, expanded=[parent_run_id])
+    log.info(
+        "sweep %s: best %s; runs: %s",
+        parent.info.run_name,
+        _label(top) + _where(top) if top else "none (no job succeeded)",
+        runs_page_url(parent.info.experiment_id, share_key=VIEW_KEY),
+    )
     return top
 
 

@@ -13,12 +13,15 @@ What a job's run holds (`start_job_run`):
 * metrics: the numbers of result.json, with `memory_limit_bytes` (the smallest device limit the run used)
   beside the per-device `memory_limit_bytes.<device>`.
 
-Speed: only `mlflow.tracking.MlflowClient` and `mlflow.entities` are used (no fluent API, whose `start_run`
-resolves source and git context); the run is created once, params, metrics and tags are buffered and sent in
-one `log_batch` (split only past MLflow's per-request limits), artifacts are copied once with `log_artifacts`
-from one staging folder, and the run is terminated: five store calls per job. MLflow's anonymous usage
-telemetry is turned off for everything the lab starts (`MLFLOW_DISABLE_TELEMETRY=true`, set here before MLflow
-is imported, unless the user set it).
+Speed (a cached rerun of the default experiment spends most of its time on tracking otherwise): params,
+metrics and tags are buffered and sent in one batch, artifacts copied once from one staging folder, five store
+calls per job. Importing MLflow alone (it pulls in pandas, FastAPI, SQLAlchemy and Alembic) takes seconds, so a
+run in an existing local SQLite store whose schema revision is known (DIRECT_SCHEMAS) is written with the
+standard library's sqlite3, rows exactly as MLflow's SqlAlchemyStore writes them (`_DirectSqlite`; tests read
+them back through MlflowClient); any other store, or `tracking.direct=false`, goes through
+`mlflow.tracking.MlflowClient` (never the fluent API, whose `start_run` resolves source and git context).
+MLflow's anonymous usage telemetry is turned off for everything the lab starts (`MLFLOW_DISABLE_TELEMETRY=true`,
+set here before MLflow is imported, unless the user set it).
 
 A job that fails ends its run with status FAILED and an `error` tag, so no failed run looks successful.
 """
@@ -35,6 +38,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
@@ -57,6 +61,8 @@ CHOICE_PARAMS = (
     "pipeline",
     "experiment",
 )
+#: Choices not logged as params (the tracking choice is where the run is logged, not what it computed).
+_CHOICES_SKIP = frozenset({"tracking"})
 #: Short params read from the resolved config: name -> dotted key.
 CONFIG_PARAMS = {
     "seed": "seed",
@@ -120,7 +126,7 @@ def short_params(
     out: dict[str, str] = {}
     for k in CHOICE_PARAMS + tuple(sorted(set(choices) - set(CHOICE_PARAMS))):
         v = choices.get(k)
-        if v is not None and not k.startswith("hydra/"):
+        if v is not None and not k.startswith("hydra/") and k not in _CHOICES_SKIP:
             out[k] = _scalar(v)
     for name, key in CONFIG_PARAMS.items():
         v = _select(config, key)
@@ -252,11 +258,181 @@ def set_runs_view(client: Any, experiment_id: str, expanded: Iterable[str] = ())
     return VIEW_KEY
 
 
+#: MLflow SQL schema revisions (the store's `alembic_version`) whose runs, tags, params, metrics and
+#: latest_metrics tables `_DirectSqlite` writes as MLflow's SqlAlchemyStore does (checked by
+#: tests/test_mlflow_ui.py, which reads its runs back through MlflowClient and fails on a new revision).
+DIRECT_SCHEMAS = frozenset({"dc11669786a5"})
+
+
+class _NoDirect(Exception):
+    """The direct SQLite writer does not apply (not a local SQLite store, unknown schema, no experiment yet)."""
+
+
+class _ClientStore:
+    """A run through MlflowClient (any tracking URI)."""
+
+    def __init__(self, uri: str, experiment: str):
+        self.client = _client(uri)
+        self.experiment_id = _experiment_id(self.client, uri, experiment)
+        self.run_id = ""
+
+    def create_run(self, run_name: str | None, tags: Mapping[str, str]) -> str:
+        self.run_id = self.client.create_run(self.experiment_id, run_name=run_name, tags=dict(tags)).info.run_id
+        return self.run_id
+
+    def log_batch(self, params: dict[str, str], metrics: dict[str, float], tags: dict[str, str]) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        now = int(time.time() * 1000)
+        ps = [Param(k, v) for k, v in params.items()]
+        ms = [Metric(k, v, now, 0) for k, v in metrics.items()]
+        ts = [RunTag(k, v) for k, v in tags.items()]
+        while ps or ms or ts:
+            p, ps = ps[:_BATCH_PARAMS], ps[_BATCH_PARAMS:]
+            t, ts = ts[:_BATCH_TAGS], ts[_BATCH_TAGS:]
+            room = _BATCH_TOTAL - len(p) - len(t)
+            m, ms = ms[:room], ms[room:]
+            self.client.log_batch(self.run_id, metrics=m, params=p, tags=t)
+
+    def log_artifacts(self, folder: str) -> None:
+        self.client.log_artifacts(self.run_id, folder)
+
+    def set_terminated(self, status: str) -> None:
+        self.client.set_terminated(self.run_id, status=status)
+
+
+class _DirectSqlite:
+    """A run written straight into a local SQLite MLflow store with the standard library's sqlite3, as
+    MLflow's SqlAlchemyStore writes it (create_run, log_batch, set_terminated) and its local artifact
+    repository copies files. Importing MLflow (pandas, FastAPI, SQLAlchemy, Alembic) costs seconds; this costs
+    milliseconds. Used only when the store exists, its schema revision is in DIRECT_SCHEMAS and the experiment
+    exists with a local artifact location; otherwise `_ClientStore` does the work (raise `_NoDirect`)."""
+
+    def __init__(self, uri: str, experiment: str):
+        import sqlite3
+
+        path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else None
+        if not path or not os.path.isfile(path):
+            raise _NoDirect("not an existing local SQLite store")
+        self.db = sqlite3.connect(path, timeout=60, isolation_level=None)
+        try:
+            rev = {r[0] for r in self.db.execute("SELECT version_num FROM alembic_version")}
+            if not rev or not rev <= DIRECT_SCHEMAS:
+                raise _NoDirect(f"schema revision {sorted(rev)} not in DIRECT_SCHEMAS")
+            row = self.db.execute(
+                "SELECT experiment_id, artifact_location, lifecycle_stage FROM experiments "
+                "WHERE name = ? AND workspace = 'default'",
+                (experiment,),
+            ).fetchone()
+        except sqlite3.Error as exc:
+            self.db.close()
+            raise _NoDirect(f"cannot read the store: {exc}") from exc
+        except _NoDirect:
+            self.db.close()
+            raise
+        location = str(row[1] or "") if row else ""
+        if location.startswith("file://"):
+            location = unquote(urlparse(location).path)
+        if row is None or row[2] != "active" or not location.startswith("/"):
+            self.db.close()
+            raise _NoDirect("no active experiment with a local artifact location")
+        self.experiment_id = str(row[0])
+        self.location = location
+        self.run_id = ""
+
+    def _tx(self, statements: list[tuple[str, Iterable[Sequence[Any]]]]) -> None:
+        cur = self.db.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            for sql, rows in statements:
+                cur.executemany(sql, rows)
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+
+    def create_run(self, run_name: str | None, tags: Mapping[str, str]) -> str:
+        import uuid
+
+        run_id = uuid.uuid4().hex
+        name = run_name or run_id[:8]
+        tags = {**tags, "mlflow.runName": name}
+        self.artifact_uri = f"{self.location.rstrip('/')}/{run_id}/artifacts"
+        run = (
+            run_id,
+            name,
+            "UNKNOWN",
+            "",
+            "",
+            tags.get("mlflow.user", ""),
+            "RUNNING",
+            int(time.time() * 1000),
+            None,
+            "",
+            "active",
+            self.artifact_uri,
+            int(self.experiment_id),
+            None,
+        )
+        self._tx(
+            [
+                (
+                    "INSERT INTO runs (run_uuid, name, source_type, source_name, entry_point_name, user_id, status, "
+                    "start_time, end_time, source_version, lifecycle_stage, artifact_uri, experiment_id, "
+                    "deleted_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [run],
+                ),
+                ("INSERT INTO tags (key, value, run_uuid) VALUES (?, ?, ?)", [(k, v, run_id) for k, v in tags.items()]),
+            ]
+        )
+        self.run_id = run_id
+        return run_id
+
+    def log_batch(self, params: dict[str, str], metrics: dict[str, float], tags: dict[str, str]) -> None:
+        now = int(time.time() * 1000)
+        r = self.run_id
+        self._tx(
+            [
+                ("INSERT INTO params (key, value, run_uuid) VALUES (?, ?, ?)", [(k, v, r) for k, v in params.items()]),
+                (
+                    "INSERT OR REPLACE INTO tags (key, value, run_uuid) VALUES (?, ?, ?)",
+                    [(k, v, r) for k, v in tags.items()],
+                ),
+                (
+                    "INSERT OR IGNORE INTO metrics (key, value, timestamp, run_uuid, step, is_nan) "
+                    "VALUES (?, ?, ?, ?, 0, 0)",
+                    [(k, v, now, r) for k, v in metrics.items()],
+                ),
+                (
+                    "INSERT OR REPLACE INTO latest_metrics (key, value, timestamp, step, is_nan, run_uuid) "
+                    "VALUES (?, ?, ?, 0, 0, ?)",
+                    [(k, v, now, r) for k, v in metrics.items()],
+                ),
+            ]
+        )
+
+    def log_artifacts(self, folder: str) -> None:
+        shutil.copytree(folder, self.artifact_uri, dirs_exist_ok=True)
+
+    def set_terminated(self, status: str) -> None:
+        self._tx(
+            [
+                (
+                    "UPDATE runs SET status = ?, end_time = ? WHERE run_uuid = ?",
+                    [(status, int(time.time() * 1000), self.run_id)],
+                )
+            ]
+        )
+        self.db.close()
+
+
 class RunTracker:
     """Wraps one MLflow run for a job; every method is a no-op when tracking is disabled.
 
     The run is created at once (its id goes into result.json); params, metrics, tags and artifacts are buffered
-    and sent by `end` in one batch. `elapsed_s` is the time spent in MLflow (import included)."""
+    and sent by `end` in one batch. With `direct` (default) a local SQLite store whose schema is known is
+    written without importing MLflow (`_DirectSqlite`); else through MlflowClient. `elapsed_s` is the time
+    spent on tracking (imports included), `writer` which path wrote the run ("sqlite3" or "mlflow")."""
 
     def __init__(
         self,
@@ -266,11 +442,13 @@ class RunTracker:
         run_name: str | None = None,
         parent_run_id: str | None = None,
         tags: Mapping[str, str] | None = None,
+        direct: bool = True,
     ):
         self.enabled = enabled
         self.run_id: str | None = None
         self.experiment_id: str | None = None
         self.uri = uri
+        self.writer = ""
         self.elapsed_s = 0.0
         self._params: dict[str, str] = {}
         self._metrics: dict[str, float] = {}
@@ -280,14 +458,22 @@ class RunTracker:
         if not enabled:
             return
         t0 = time.perf_counter()
-        self._client = _client(uri)
-        self.experiment_id = _experiment_id(self._client, uri, experiment)
+        self._store: _ClientStore | _DirectSqlite
+        try:
+            if not direct:
+                raise _NoDirect("direct=False")
+            self._store = _DirectSqlite(uri, experiment)
+            self.writer = "sqlite3"
+        except _NoDirect as exc:
+            log.debug("MLflow through MlflowClient: %s", exc)
+            self._store = _ClientStore(uri, experiment)
+            self.writer = "mlflow"
+        self.experiment_id = self._store.experiment_id
         all_tags = {k: str(v)[:MAX_TAG_LEN] for k, v in (tags or {}).items()}
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
         all_tags.setdefault("mlflow.user", os.environ.get("USER") or "lab")
-        run = self._client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
-        self.run_id = run.info.run_id
+        self.run_id = self._store.create_run(run_name, all_tags)
         self.elapsed_s += time.perf_counter() - t0
 
     def log_config(
@@ -330,23 +516,13 @@ class RunTracker:
             self._dicts.append((obj, name))
 
     def flush(self) -> None:
-        """Send what is buffered: one log_batch (params, metrics, tags), one artifact copy."""
+        """Send what is buffered: one batch of params, metrics and tags, one artifact copy."""
         if not (self.enabled and self.run_id):
             return
         t0 = time.perf_counter()
-        from mlflow.entities import Metric, Param, RunTag
-
-        now = int(time.time() * 1000)
-        params = [Param(k, v) for k, v in self._params.items()]
-        metrics = [Metric(k, v, now, 0) for k, v in self._metrics.items()]
-        tags = [RunTag(k, v) for k, v in self._tags.items()]
+        if self._params or self._metrics or self._tags:
+            self._store.log_batch(self._params, self._metrics, self._tags)
         self._params, self._metrics, self._tags = {}, {}, {}
-        while params or metrics or tags:
-            p, params = params[:_BATCH_PARAMS], params[_BATCH_PARAMS:]
-            t, tags = tags[:_BATCH_TAGS], tags[_BATCH_TAGS:]
-            room = _BATCH_TOTAL - len(p) - len(t)
-            m, metrics = metrics[:room], metrics[room:]
-            self._client.log_batch(self.run_id, metrics=m, params=p, tags=t)
         files = [(f, a) for f, a in self._artifacts if f.is_file()]
         if files or self._dicts:
             with tempfile.TemporaryDirectory(prefix="lab-artifacts-") as tmp:
@@ -358,7 +534,7 @@ class RunTracker:
                     dest = Path(tmp, name)
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     dest.write_text(json.dumps(obj, indent=1, default=str))
-                self._client.log_artifacts(self.run_id, tmp)
+                self._store.log_artifacts(tmp)
         self._artifacts, self._dicts = [], []
         self.elapsed_s += time.perf_counter() - t0
 
@@ -369,9 +545,9 @@ class RunTracker:
             self.flush()
         finally:
             t0 = time.perf_counter()
-            self._client.set_terminated(self.run_id, status="FINISHED" if ok else "FAILED")
+            self._store.set_terminated("FINISHED" if ok else "FAILED")
             self.elapsed_s += time.perf_counter() - t0
-            log.debug("MLflow: %.3f s for run %s", self.elapsed_s, self.run_id)
+            log.debug("MLflow (%s): %.3f s for run %s", self.writer, self.elapsed_s, self.run_id)
 
 
 def start_job_run(
@@ -399,6 +575,7 @@ def start_job_run(
         run_name=run_name(choices, params, overrides),
         parent_run_id=read_parent_run_id(sweep_dir),
         tags=tags,
+        direct=bool(tracking.get("direct", True)),
     )
     tracker.log_params(params)
     return tracker
