@@ -663,7 +663,8 @@ def chart(rows: list[dict[str, Any]], path: Path, experiment: str) -> Path:
     iqr = [r["measured_step_iqr_s"] or 0.0 for r in rows]
     top = max(pred + [m + e for m, e in zip(meas, iqr)] + [1e-12])
     scale, unit = (1e3, "ms") if top < 1 else (1.0, "s")
-    ax.bar([i - w / 2 for i in x], [p * scale for p in pred], w, color="#8DA0CB", label="predicted (simulator)")
+    off = w / 2 if any(meas) else 0.0  # side by side with the measured bars, centred when nothing was measured
+    ax.bar([i - off for i in x], [p * scale for p in pred], w, color="#8DA0CB", label="predicted (simulator)")
     if any(meas):
         ax.bar(
             [i + w / 2 for i in x],

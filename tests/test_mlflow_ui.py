@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -194,6 +195,7 @@ def test_mlflow_ui_expands_selects_and_compares_the_runs_of_a_sweep(lab, tmp_pat
         env=dict(lab.env, MLFLOW_DISABLE_TELEMETRY="true"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # `mlflow server` starts uvicorn as a child: stop the whole group
     )
     try:
         deadline = time.time() + 300
@@ -228,13 +230,19 @@ def test_mlflow_ui_expands_selects_and_compares_the_runs_of_a_sweep(lab, tmp_pat
                     row.locator("input.ag-checkbox-input").check()
                 page.locator("button", has_text="Compare").first.click()
                 page.wait_for_url("**/compare-runs**")
-                page.wait_for_selector("text=single · ")
+                page.wait_for_selector("text=predicted_step_s")  # the metrics table loads after the names
                 text = page.inner_text("body")
                 assert "single · " in text and "m_etf · " in text and "expert · " not in text
-                assert "placer" in text and "predicted_step_s" in text
+                # the params (and tags) table: a placer row with both placers' names
+                rows = [ln.split("\t") for ln in text.splitlines() if ln.startswith("placer\t")]
+                assert ["placer", "single", "m_etf"] in rows, rows
                 page.screenshot(path=str(tmp_path / "compare.png"))
             finally:
                 browser.close()
     finally:
-        server.terminate()
-        server.wait(30)
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(30)
