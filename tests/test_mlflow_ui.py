@@ -192,7 +192,8 @@ def test_mlflow_ui_expands_selects_and_compares_the_runs_of_a_sweep(lab, tmp_pat
         [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{lab.db}"]
         + ["--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
         cwd=lab.cwd,
-        env=dict(lab.env, MLFLOW_DISABLE_TELEMETRY="true"),
+        # no telemetry; no background job runner (a dozen huey worker processes this test does not need)
+        env=dict(lab.env, MLFLOW_DISABLE_TELEMETRY="true", MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # `mlflow server` starts uvicorn as a child: stop the whole group
@@ -230,12 +231,19 @@ def test_mlflow_ui_expands_selects_and_compares_the_runs_of_a_sweep(lab, tmp_pat
                     row.locator("input.ag-checkbox-input").check()
                 page.locator("button", has_text="Compare").first.click()
                 page.wait_for_url("**/compare-runs**")
-                page.wait_for_selector("text=predicted_step_s")  # the metrics table loads after the names
-                text = page.inner_text("body")
-                assert "single · " in text and "m_etf · " in text and "expert · " not in text
-                # the params (and tags) table: a placer row with both placers' names
-                rows = [ln.split("\t") for ln in text.splitlines() if ln.startswith("placer\t")]
+                # the compare page fills its params, metrics and tags tables after the run names: poll its text
+                # for a row `placer <first run's placer> <second's>` (tab-separated cells)
+                rows: list[list[str]] = []
+                deadline = time.time() + 180
+                while time.time() < deadline:
+                    text = page.inner_text("body")
+                    rows = [ln.split("\t") for ln in text.splitlines() if ln.startswith("placer\t")]
+                    if ["placer", "single", "m_etf"] in rows:
+                        break
+                    page.wait_for_timeout(2000)
                 assert ["placer", "single", "m_etf"] in rows, rows
+                assert "single · " in text and "m_etf · " in text and "expert · " not in text
+                assert "predicted_step_s" in text
                 page.screenshot(path=str(tmp_path / "compare.png"))
             finally:
                 browser.close()
