@@ -60,8 +60,8 @@ def plot_schedule(
             )
             ax.text(s + blk.time / 2, y, str(n), ha="center", va="center", fontsize=font)
     if schedule.repetend:
-        a, b = schedule.repetend
-        for x in (a, b):
+        r0, r1 = schedule.repetend
+        for x in (r0, r1):
             ax.axvline(x, color="red", linewidth=2)
     ax.set_yticks(range(D))
     ax.set_yticklabels(spec.devices)

@@ -48,6 +48,7 @@ def _config(
         "expert": {"_target_": "algorithms.placers.baseline.ExpertPlacer"},
         "m_sct": {"_target_": "algorithms.placers.baechi.MSCTPlacer", "threshold": 0.1, "memory_aware": True},
         "m_etf": {"_target_": "algorithms.placers.baechi.METFPlacer", "memory_aware": True},
+        "m_topo": {"_target_": "algorithms.placers.baechi.MTopoPlacer", "memory_aware": True},
     }
     passes = [{"_target_": "algorithms.passes.baechi.ColocationGrouping"}]
     if optimizer == "baechi_perturbed":
@@ -125,6 +126,8 @@ def placement_run(
     limits=None,
     limit_metrics=False,
     parent=None,
+    iqr=None,
+    failed=False,
 ):
     """A placement job (choices as tags, as app.run_job sets them) with its metrics."""
     tags = {
@@ -154,17 +157,32 @@ def placement_run(
     if measured is not None:
         m["measured_step_s"] = measured
         m.update({f"measured_peak_memory_bytes.{d}": 3.0e7 for d in DEVS})
+    if iqr is not None:
+        m["measured_step_iqr_s"] = iqr
     result = None
     if limits is not None:
         if limit_metrics:  # as a future RunTracker might log them
             m.update({f"memory_limit_bytes.{d}": limits for d in DEVS})
         else:
             result = {"status": status, "memory_limit_bytes": {d: limits for d in DEVS}, "memory_need_bytes": 9.0e7}
-    return log_run(client, exp_id, tags, params, m, status=status, result=result, parent=parent)
+    return log_run(client, exp_id, tags, params, m, status=status, result=result, parent=parent, failed=failed)
 
 
 def _rows(uri, name, **kw):
     return report.collect(name, uri, **kw)
+
+
+def _table(md):
+    """The Markdown table of a report as (header cells, list of {column: cell})."""
+    lines = md.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("| rank |"))
+    head = [c.strip() for c in lines[i].strip("|").split("|")]
+    body = []
+    for ln in lines[i + 2 :]:
+        if not ln.startswith("|"):
+            break
+        body.append(dict(zip(head, [c.strip() for c in ln.strip("|").split("|")])))
+    return head, body
 
 
 def _find(rows, placer, **params):
@@ -196,15 +214,21 @@ def test_sweep_over_a_non_key_param_keeps_a_row_per_value_and_pairs_speedups(sto
     assert s4["single_run_id"] == ids["single", 0.4] and s4["speedup_vs_single"] == pytest.approx(4.0)
     assert _find(rows, "m_etf", **{bound: 0.4})["speedup_vs_single"] == pytest.approx(8.0)
     assert all(r["speedup_vs_expert"] is None for r in rows)  # no expert run
-    # rows of one bound together, bound ascending
+    # rows of one bound together, bound ascending; within a bound ranked by predicted step
     assert [r["params"][bound] for r in rows] == ["0.0"] * 3 + ["0.4"] * 3
+    assert [(r["placer"], r["rank"]) for r in rows[3:]] == [("m_etf", 1), ("m_sct", 2), ("single", 3)]
 
     md = report.markdown(rows, "sensitivity")
-    head = md.splitlines()[2]
-    assert "| bound |" in head and "threshold" not in head and "dir" not in head and "uri" not in head
+    head, body = _table(md)
+    assert head[:3] == ["rank", "placer", "bound"]
+    assert not {"model", "cluster", "scheduler", "memory limit", "measured step", "threshold", "dir"} & set(head)
+    # the columns that are the same on every row are said once; the ones no run recorded are named
+    assert "Same on every row: model **gnmt**, cluster **cpu4**, optimizer **baechi_perturbed**" in md
+    assert "memory limit **2x need**" in md  # no limit logged: the fraction
+    assert "Not recorded by any run: " in md and "measured step" in md.split("Not recorded by any run: ")[1]
     assert "`bound` = `optimizer.passes.4.bound`" in md
-    line = next(ln for ln in md.splitlines() if "| m_sct |" in ln and "| 0.4 |" in ln)
-    assert "| 0.4 | 2x need | 500.00 ms | 500.00 ms | - | 4.00x | - |" in line  # no limit logged: the fraction
+    cells = next(c for c in body if c["placer"] == "m_sct" and c["bound"] == "0.4")
+    assert (cells["rank"], cells["predicted step"], cells["vs single"]) == ("2", "500.00 ms", "4.00x")
     out = tmp_path / "r.csv"
     report.write_csv(rows, out)
     recs = list(csv.DictReader(open(out)))
@@ -239,9 +263,10 @@ def test_two_swept_params_and_a_swept_optimizer(store):
     perturbed = [r for r in rows if r["optimizer"] == "baechi_perturbed"]
     assert all(r["single_run_id"] == _find(rows, "single")["run_id"] for r in perturbed)
     md = report.markdown(rows, "two_params")
-    head = md.splitlines()[2]
-    assert "| bound | seed |" in head
-    assert "| - | - |" in next(ln for ln in md.splitlines() if "| none | m_sct |" in ln)
+    head, body = _table(md)
+    assert head[:5] == ["rank", "optimizer", "placer", "bound", "seed"]
+    none = next(c for c in body if c["optimizer"] == "none" and c["placer"] == "m_sct")
+    assert (none["bound"], none["seed"], none["rank"]) == ("-", "-", "1")
 
 
 def test_memory_limited_table_shows_limits_both_steps_measured_peaks_and_oom(store, tmp_path):
@@ -279,55 +304,54 @@ def test_memory_limited_table_shows_limits_both_steps_measured_peaks_and_oom(sto
     assert list(rows[0]["params"]) == ["cluster.need_fraction"]
     nf = "cluster.need_fraction"
     s3, s5 = _find(rows, "m_sct", **{nf: 0.3}), _find(rows, "m_sct", **{nf: 0.5})
-    assert s3["step_s"] == 0.125 and s3["predicted_step_s"] == 0.1 and s3["measured_step_s"] == 0.125
+    # ranked (and compared) by the predicted step; the measured one beside it
+    assert s3["step_s"] == 0.1 and s3["predicted_step_s"] == 0.1 and s3["measured_step_s"] == 0.125
     assert s3["speedup_vs_expert"] == pytest.approx(2.0) and s3["expert_run_id"] == ids["expert", 0.3]
+    assert s3["measured_speedup_vs_expert"] == pytest.approx(2.0)
     assert s3["speedup_vs_single"] is None  # single is out of memory at 0.3
-    assert s5["speedup_vs_single"] == pytest.approx(0.42 / 0.125) and s5["single_run_id"] == ids["single", 0.5]
+    assert s5["speedup_vs_single"] == pytest.approx(4.0) and s5["single_run_id"] == ids["single", 0.5]
+    assert s5["measured_speedup_vs_single"] == pytest.approx(0.42 / 0.125)
+    # per need fraction: m_sct, expert, then single (OOM last at 0.3)
+    assert [(r["params"][nf], r["placer"], r["rank"]) for r in rows] == [
+        ("0.3", "m_sct", 1),
+        ("0.3", "expert", 2),
+        ("0.3", "single", 3),
+        ("0.5", "m_sct", 1),
+        ("0.5", "expert", 2),
+        ("0.5", "single", 3),
+    ]
     assert s3["memory_limit_bytes"] == {d: 2.7e7 for d in DEVS}  # from result.json
     assert _find(rows, "expert", **{nf: 0.5})["memory_limit_bytes"]["cpu3"] == 4.5e7  # metric
     assert s3["measured_peak_memory_bytes"] == {d: 3.0e7 for d in DEVS}
     assert "max" not in s3["peak_memory_bytes"]
 
     md = report.markdown(rows, "mem_limited")
-    lines = md.splitlines()
-    head = [c.strip() for c in lines[2].strip("|").split("|")]
+    head, body = _table(md)
     for col in (
-        "cluster.need_fraction",
+        "need_fraction",
         "memory limit",
-        "step time",
         "predicted step",
         "measured step",
         "vs single",
         "vs expert",
-        "peak cpu0",
+        "measured vs single",
         "measured peak cpu3",
     ):
         assert col in head, col
-    cells = dict(
-        zip(
-            head,
-            [
-                c.strip()
-                for c in next(ln for ln in lines if "| m_sct |" in ln and "| 0.3 |" in ln).strip("|").split("|")
-            ],
-        )
-    )
+    assert "peak cpu0 **20.00 MB**" in md  # the same simulated peak on every row: said once, no column
+    cells = next(c for c in body if c["placer"] == "m_sct" and c["need_fraction"] == "0.3")
     assert cells["memory limit"] == "27.00 MB (0.3x need)"
-    assert (cells["predicted step"], cells["measured step"], cells["step time"]) == (
-        "100.00 ms",
-        "125.00 ms",
-        "125.00 ms",
-    )
+    assert (cells["predicted step"], cells["measured step"]) == ("100.00 ms", "125.00 ms")
     assert cells["vs expert"] == "2.00x" and cells["vs single"] == "-"
     assert cells["measured peak cpu0"] == "30.00 MB"
-    oom = next(ln for ln in lines if "| single |" in ln and "| 0.3 |" in ln)
-    assert "| OOM |" in oom
+    assert next(c for c in body if c["placer"] == "single" and c["need_fraction"] == "0.3")["predicted step"] == "OOM"
+    assert "Same on every row: model **gnmt**, cluster **cpu4**, optimizer **none**" in md
+    # medians without a spread: the report does not claim an order from them
+    assert "no spread logged (measured_step_iqr_s)" in md
 
     report.write_csv(rows, tmp_path / "r.csv")
     rec = next(
-        r
-        for r in csv.DictReader(open(tmp_path / "r.csv"))
-        if r["placer"] == "m_sct" and r["cluster.need_fraction"] == "0.3"
+        r for r in csv.DictReader(open(tmp_path / "r.csv")) if r["placer"] == "m_sct" and r["need_fraction"] == "0.3"
     )
     assert float(rec["memory_limit_bytes.cpu0"]) == 2.7e7 and float(rec["measured_peak_memory_bytes.cpu1"]) == 3e7
     assert float(rec["predicted_step_s"]) == 0.1 and float(rec["measured_step_s"]) == 0.125
@@ -376,16 +400,81 @@ def test_cli_latest_sweep_pipeline_runs_and_error_marks(store, tmp_path):
         ("to", "2", "error"),
     ]
     md = (out / "report.md").read_text()
-    head = md.splitlines()[2]
-    assert "| pipeline | n_micro |" in head and "| bubble rate | search time |" in head
-    assert "| to | 2 | ERROR |" in md and "Failed runs:\n- pipeline to on none (n_micro=2): boom" in md
-    assert "cache" not in head
+    head, body = _table(md)
+    assert head[:4] == ["rank", "pipeline", "n_micro", "predicted step"]
+    assert "bubble rate" in head and "search time" in head and "cache" not in " ".join(head)
+    # n_micro=2: tessel ranked first, the failed to run last and marked
+    two = [(c["rank"], c["pipeline"], c["predicted step"]) for c in body if c["n_micro"] == "2"]
+    assert two == [("1", "tessel", "12.000 s"), ("2", "to", "ERROR")]
+    assert "- pipeline to on none (n_micro=2), run " in md and ": boom" in md
 
     rows = _rows(uri, "search_time")  # every sweep: newest run of each (pipeline, n_micro)
     assert len(rows) == 6
     to = [r for r in rows if r["pipeline"] == "to"]
     assert _find(to, "", **{"pipeline.n_micro": 1})["search_time_s"] == 1.5
     assert _find(to, "", **{"pipeline.n_micro": 3})["search_time_s"] == 3.0
+
+
+def test_a_failed_rerun_never_hides_a_result_and_noise_is_named(store, tmp_path, capsys):
+    uri, client = store
+    exp = client.create_experiment("reruns")
+    parent = client.create_run(exp, start_time=next(_clock), tags={"kind": "sweep"}).info.run_id
+    good = placement_run(client, exp, "m_etf", 0.30, optimizer="none", measured=0.50, iqr=0.04, parent=parent)
+    placement_run(client, exp, "m_sct", 0.20, optimizer="none", measured=0.52, iqr=0.05, parent=parent)
+    placement_run(client, exp, "expert", 0.40, optimizer="none", measured=0.70, iqr=0.01, parent=parent)
+    placement_run(client, exp, "single", 0.80, optimizer="none", measured=0.90, iqr=0.01, parent=parent)
+    bad = placement_run(client, exp, "m_etf", None, optimizer="none", status="error", failed=True)  # newest
+    only_bad = placement_run(client, exp, "m_topo", None, optimizer="none", status="error", failed=True)
+
+    rows = _rows(uri, "reruns")
+    assert [(r["placer"], r["rank"], r["status"]) for r in rows] == [
+        ("m_sct", 1, "ok"),
+        ("m_etf", 2, "ok"),
+        ("expert", 3, "ok"),
+        ("single", 4, "ok"),
+        ("m_topo", 5, "error"),
+    ]
+    etf = _find(rows, "m_etf")
+    assert etf["run_id"] == good and [f["run_id"] for f in etf["failures"]] == [bad]
+    assert [f["run_id"] for f in _find(rows, "m_topo")["failures"]] == [only_bad]
+    assert etf["speedup_vs_single"] == pytest.approx(0.8 / 0.3)
+    assert etf["measured_speedup_vs_expert"] == pytest.approx(0.7 / 0.5)
+
+    md = report.markdown(rows, "reruns")
+    head, body = _table(md)
+    cells = {c["placer"]: c for c in body}
+    assert cells["m_etf"]["predicted step"] == "300.00 ms †" and cells["m_topo"]["predicted step"] == "ERROR"
+    assert cells["m_sct"]["measured step"] == "520.00 ms (IQR 50.00 ms)"
+    assert f"run {bad[:8]} (the row shows the run before it): boom" in md
+    assert f"run {only_bad[:8]}: boom" in md
+    # m_sct's median (0.52) is within the IQR of the fastest measured (m_etf 0.50 ± 0.04): said, not ranked
+    note = next(ln for ln in md.splitlines() if ln.startswith("Measured"))
+    assert "m_sct is within the spread (IQR) of the fastest measured, m_etf (500.00 ms)" in note
+    assert "expert" not in note
+
+    paths = report.write_report(rows, "reruns", tmp_path / "rep")
+    png = tmp_path / "rep" / "step_time.png"
+    assert png in paths
+    import matplotlib.image as mpimg
+
+    img = mpimg.imread(png)
+    assert img.shape[0] > 600 and img.shape[1] > 600  # three panels: steps, speed-ups, memory
+
+    # the sweep's parent run gets the comparison of its children (the failed reruns are not children)
+    top = report.summarize_sweep(uri, parent)
+    assert top is not None and top["placer"] == "m_sct"
+    run = client.get_run(parent)
+    assert run.data.tags["best_placer"] == "m_sct"
+    assert run.data.metrics["best_predicted_step_s"] == pytest.approx(0.2)
+    assert run.data.metrics["best_speedup_vs_single"] == pytest.approx(4.0)
+    names = {a.path for a in client.list_artifacts(parent, "report")}
+    assert names == {"report/report.md", "report/report.csv", "report/step_time.png"}
+
+    # no experiment named: the store's experiments with their run counts
+    report.main(["--tracking-uri", uri])
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("reruns"))
+    assert "6 runs" in line and "1 sweeps" in line
 
 
 def test_varying_params_drop_implied_and_volatile_params():

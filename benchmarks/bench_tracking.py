@@ -1,0 +1,64 @@
+"""MLflow's share of a cached rerun of the default experiment (`python -m orchestrator` twice).
+
+    python benchmarks/bench_tracking.py [--root DIR] [--repeats N]
+
+Runs the default experiment once in a fresh folder (fills the stage cache and creates the MLflow store), then
+`repeats` times each, alternating, `python -m orchestrator` (tracking on) and `python -m orchestrator
+tracking.enabled=false`, and prints the median wall and CPU (user + system) seconds of both and their
+difference: MLflow's share. `--root` runs another checkout's code (PYTHONPATH), to compare before and after.
+On a loaded machine the CPU figures are the steadier ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _run(root: Path, cwd: Path, *args: str) -> tuple[float, float]:
+    env = dict(os.environ, PYTHONPATH=str(root), LAB_CACHE_DIR=str(cwd / "cache"))
+    env.pop("MLFLOW_TRACKING_URI", None)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=cwd,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-tracking-") as tmp:
+        cwd = Path(tmp)
+        _run(args.root, cwd)  # fill the cache, create the store
+        on, off = [], []
+        for _ in range(args.repeats):
+            on.append(_run(args.root, cwd))
+            off.append(_run(args.root, cwd, "tracking.enabled=false"))
+    for name, k in (("wall", 0), ("cpu", 1)):
+        a = statistics.median(x[k] for x in on)
+        b = statistics.median(x[k] for x in off)
+        print(f"{name:4s}: tracking on {a:6.2f} s   off {b:6.2f} s   MLflow's share {a - b:6.2f} s")
+    print(f"(median of {args.repeats} cached reruns each, code from {args.root})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""trace.json: a simulated (and, when the model ran, measured) training step in Chrome's trace-event format.
+
+The format (DESIGN.md, docs/formats.md) is the JSON object form of the Trace Event Format that Perfetto
+(https://ui.perfetto.dev) and `chrome://tracing` open: ``{"traceEvents": [...], "displayTimeUnit": "ms"}``.
+
+* One process per source: pid 1 "predicted (simulator)", pid 2 "measured" when per-op timings are given.
+* One track (thread) per device, named after it, in cluster order, then one per link that carried a transfer,
+  named `src -> dst`; metadata events ("ph": "M": process_name, thread_name, thread_sort_index) name them.
+* Each executed op is a complete event ("ph": "X") on its device's track, each transfer one on its link's
+  track; "ts" and "dur" are in microseconds from the start of the step. An op's args give its device (and,
+  with the graph, its compute time and output bytes); a transfer's give the tensor's producer and bytes.
+* Memory in use on each device is a counter ("ph": "C") named `memory <device>`, one event per change of the
+  simulator's memory timeline, with the device's limit as a second series where it is finite.
+* An out-of-memory event of the simulator is an instant event ("ph": "i") on the device's track.
+
+Pure function of its inputs; writes through a temporary file (never a half-written trace). Cost: O(ops +
+transfers + memory changes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from algorithms.graph import atomic_write_json
+
+PREDICTED_PID = 1
+MEASURED_PID = 2
+_US = 1e6
+
+
+def _meta(pid: int, tid: int | None, name: str, value: Any) -> dict[str, Any]:
+    """A metadata event: process_name / thread_name take {"name": ...}, *_sort_index {"sort_index": ...}."""
+    key = "sort_index" if name.endswith("sort_index") else "name"
+    ev: dict[str, Any] = {"ph": "M", "pid": pid, "name": name, "args": {key: value}}
+    if tid is not None:
+        ev["tid"] = tid
+    return ev
+
+
+def _tracks(pid: int, label: str, devices: list[str], links: list[tuple[str, str]]) -> tuple[list[dict], dict]:
+    """Metadata naming the process and its tracks; returns (events, {device or (src, dst): tid})."""
+    events = [_meta(pid, None, "process_name", label), _meta(pid, None, "process_sort_index", pid)]
+    tid: dict[Any, int] = {}
+    for k, d in enumerate(devices):
+        tid[d] = k + 1
+    for k, link in enumerate(links):
+        tid[link] = len(devices) + k + 1
+    for key, t in tid.items():
+        name = key if isinstance(key, str) else f"{key[0]} -> {key[1]}"
+        events.append(_meta(pid, t, "thread_name", name))
+        events.append(_meta(pid, t, "thread_sort_index", t))
+    return events, tid
+
+
+def _x(pid: int, tid: int, name: str, cat: str, start_s: float, end_s: float, args: dict) -> dict[str, Any]:
+    return {
+        "ph": "X",
+        "pid": pid,
+        "tid": tid,
+        "name": name,
+        "cat": cat,
+        "ts": start_s * _US,
+        "dur": max(0.0, end_s - start_s) * _US,
+        "args": args,
+    }
+
+
+def predicted_events(sim: Any, graph: Any = None, cluster: Any = None) -> list[dict[str, Any]]:
+    """The events of a `SimResult` (pid 1). `graph` (an OpGraph) adds each op's compute time and output bytes
+    to its args; `cluster` orders the device tracks as the cluster does (default: the result's order)."""
+    devices = list(cluster.names) if cluster is not None else list(sim.devices)
+    devices += [d for d in sim.devices if d not in devices]
+    links = sorted({(src, dst) for _, src, dst, *_ in sim.transfers})
+    events, tid = _tracks(PREDICTED_PID, "predicted (simulator)", devices, links)
+    for i, name in enumerate(sim.names):
+        s, e = sim.start[i], sim.end[i]
+        if s != s or e != e:  # NaN: never ran (after an OOM the simulator still reports the rest)
+            continue
+        dev = sim.devices[sim.device_of[i]]
+        args: dict[str, Any] = {"device": dev}
+        if graph is not None and name in graph:
+            attrs = graph.op(name)
+            for k in ("type", "compute_s", "output_bytes", "phase"):
+                if attrs.get(k) is not None:
+                    args[k] = attrs[k]
+        events.append(_x(PREDICTED_PID, tid[dev], name, "op", s, e, args))
+    for op, src, dst, s, e, nbytes in sim.transfers:
+        events.append(
+            _x(PREDICTED_PID, tid[(src, dst)], op, "transfer", s, e, {"bytes": nbytes, "from": src, "to": dst})
+        )
+    for dev, timeline in sim.memory_timeline.items():
+        limit = sim.memory_limit.get(dev)
+        for t, used in timeline:
+            args = {"used": used}
+            if limit is not None and math.isfinite(limit):
+                args["limit"] = limit
+            events.append({"ph": "C", "pid": PREDICTED_PID, "name": f"memory {dev}", "ts": t * _US, "args": args})
+    if sim.oom is not None and sim.oom.device in tid:
+        o = sim.oom
+        events.append(
+            {
+                "ph": "i",
+                "pid": PREDICTED_PID,
+                "tid": tid[o.device],
+                "s": "t",
+                "name": f"OOM: {o.op}",
+                "ts": o.time_s * _US,
+                "args": o.to_dict(),
+            }
+        )
+    return events
+
+
+def measured_events(
+    timeline: Iterable[Mapping[str, Any]],
+    devices: list[str] | None = None,
+    transfers: Iterable[Mapping[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """The events of a measured step (pid 2): `timeline` holds {"op", "device", "start_s", "end_s"} records (the
+    shape of timeline.json), `transfers` {"op", "src", "dst", "start_s", "end_s", "bytes"} records, both in
+    seconds from the start of the measured step."""
+    recs = list(timeline)
+    trs = list(transfers)
+    devs = list(devices or [])
+    devs += sorted({r["device"] for r in recs} - set(devs))
+    links = sorted({(t["src"], t["dst"]) for t in trs})
+    events, tid = _tracks(MEASURED_PID, "measured", devs, links)
+    for r in recs:
+        events.append(
+            _x(MEASURED_PID, tid[r["device"]], r["op"], "op", r["start_s"], r["end_s"], {"device": r["device"]})
+        )
+    for t in trs:
+        args = {"bytes": t.get("bytes"), "from": t["src"], "to": t["dst"]}
+        events.append(_x(MEASURED_PID, tid[(t["src"], t["dst"])], t["op"], "transfer", t["start_s"], t["end_s"], args))
+    return events
+
+
+def trace(
+    sim: Any,
+    graph: Any = None,
+    cluster: Any = None,
+    measured: Iterable[Mapping[str, Any]] | None = None,
+    measured_transfers: Iterable[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """The trace object: predicted events, then measured ones when `measured` per-op timings are given."""
+    events = predicted_events(sim, graph, cluster)
+    if measured is not None:
+        devices = list(cluster.names) if cluster is not None else list(sim.devices)
+        events += measured_events(measured, devices, measured_transfers)
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def write_trace(
+    path: str | Path,
+    sim: Any,
+    graph: Any = None,
+    cluster: Any = None,
+    measured: Iterable[Mapping[str, Any]] | None = None,
+    measured_transfers: Iterable[Mapping[str, Any]] = (),
+) -> Path:
+    """Write trace.json (see the module docstring); returns its path."""
+    atomic_write_json(path, trace(sim, graph, cluster, measured, measured_transfers))
+    return Path(path)
