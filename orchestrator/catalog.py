@@ -4,7 +4,8 @@
 
 Reads the project's conf/ groups and those of installed plugin packages (entry-point group
 `placement_lab.plugins`). For a config with a `_target_`, the description is the first line of the class
-docstring; otherwise the YAML's first comment line.
+docstring; otherwise the YAML's first comment line. For each backend it also prints what the backend provides
+(`capabilities`: model families, profilers and runtimes by name), which configs without `_target_` refer to.
 """
 
 from __future__ import annotations
@@ -69,6 +70,31 @@ def catalog(groups: tuple[str, ...] = GROUPS) -> dict[str, list[tuple[str, str, 
     return out
 
 
+def _load(target: str) -> object:
+    mod, _, name = target.rpartition(".")
+    return getattr(importlib.import_module(mod), name)
+
+
+def backend_capabilities() -> dict[str, dict[str, list[str]] | str]:
+    """{backend config name: {"models": [...], "profilers": [...], "runtimes": [...]}}, or why it cannot be
+    loaded (e.g. its framework is not installed)."""
+    out: dict[str, dict[str, list[str]] | str] = {}
+    for name, _source, target, _desc in catalog(("backend",)).get("backend", []):
+        if not target:
+            continue
+        try:
+            caps = _load(target).capabilities
+        except Exception as exc:
+            out[name] = f"(cannot import: {exc})"
+            continue
+        out[name] = {
+            "models": sorted(caps.models),
+            "profilers": sorted(caps.profilers),
+            "runtimes": sorted(caps.runtimes),
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m orchestrator.catalog", description=__doc__.splitlines()[0])
     ap.add_argument("groups", nargs="*", default=list(GROUPS), help=f"groups to list (default: {' '.join(GROUPS)})")
@@ -79,6 +105,15 @@ def main(argv: list[str] | None = None) -> None:
         for name, source, _target, desc in rows:
             tag = "" if source == "project" else f" [{source}]"
             print(f"  {name:<{width}}  {desc}{tag}")
+        print()
+    if "backend" in args.groups:
+        print("provided by backends (configs without _target_ name these):")
+        for name, caps in backend_capabilities().items():
+            if isinstance(caps, str):
+                print(f"  {name}: {caps}")
+                continue
+            for kind, names in caps.items():
+                print(f"  {name}.{kind}: {' '.join(names)}")
         print()
 
 
