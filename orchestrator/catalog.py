@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -55,13 +56,26 @@ def _describe(path: Path) -> tuple[str, str]:
     return "", comment
 
 
+def roots() -> list[tuple[str, Path]]:
+    """(source, conf folder): the project's first, then each plugin package's (Hydra's search path order)."""
+    return [("project", CONF)] + [(f"plugin:{n}", d) for n, d in plugin_conf_dirs()]
+
+
+def config_files(group: str) -> dict[str, Path]:
+    """{name: YAML file} of a group; a name the project defines is not replaced by a plugin's."""
+    out: dict[str, Path] = {}
+    for _source, root in roots():
+        for p in sorted((root / group).glob("*.yaml")):
+            out.setdefault(p.stem, p)
+    return out
+
+
 def catalog(groups: tuple[str, ...] = GROUPS) -> dict[str, list[tuple[str, str, str, str]]]:
     """{group: [(name, source, target, description)]} for every config file found."""
-    roots = [("project", CONF)] + [(f"plugin:{n}", d) for n, d in plugin_conf_dirs()]
     out: dict[str, list[tuple[str, str, str, str]]] = {}
     for group in groups:
         rows = []
-        for source, root in roots:
+        for source, root in roots():
             for p in sorted((root / group).glob("*.yaml")):
                 target, desc = _describe(p)
                 rows.append((p.stem, source, target, desc))
@@ -70,7 +84,7 @@ def catalog(groups: tuple[str, ...] = GROUPS) -> dict[str, list[tuple[str, str, 
     return out
 
 
-def _load(target: str) -> object:
+def _load(target: str) -> Any:
     mod, _, name = target.rpartition(".")
     return getattr(importlib.import_module(mod), name)
 

@@ -56,6 +56,22 @@ def available(group: str) -> list[str]:
     return sorted({row[0] for row in catalog((group,)).get(group, [])})
 
 
+def load_choice(group: str, name: str, **root: Any) -> DictConfig:
+    """One config of a group read outside a composed Hydra app (scripts, tests): `conf/<group>/<name>.yaml` from
+    the search path, with `root` (e.g. seed=0, model={...}) as the top-level keys its interpolations see.
+    Unknown names raise a ConfigError listing the group's configs."""
+    from .catalog import config_files
+
+    files = config_files(group)
+    if name not in files:
+        raise ConfigError(f"unknown {group} config {name!r}; available: {sorted(files)}")
+    cfg = OmegaConf.create(dict(root))
+    cfg[group] = OmegaConf.load(files[name])
+    node = cfg[group]
+    assert isinstance(node, DictConfig)  # a group file is a mapping
+    return node
+
+
 def is_none(node: Any) -> bool:
     """True for a `name: none` config without `_target_` (no backend, no runtime)."""
     return node is None or ("_target_" not in node and node.get("name", NONE) == NONE)

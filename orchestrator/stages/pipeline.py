@@ -17,14 +17,14 @@ from typing import Any
 from algorithms.graph import atomic_write_json
 
 from ..context import JobContext
-from ..registry import is_none, plain
+from ..registry import instantiate, is_none, plain
 from .place import place_graph
 
 log = logging.getLogger("orchestrator")
 
 
 def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any], artifacts: list[Path]) -> None:
-    from algorithms.pipeline.api import run_pipeline
+    from algorithms.pipeline.api import figures
     from algorithms.pipeline.schedule import PipelineSchedule
 
     pipe = plain(ctx.cfg.pipeline)
@@ -36,7 +36,19 @@ def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[st
         graph, placement, upstream = placed.graph, placed.assignment, [placed.key]
 
     def compute() -> dict[str, Any]:
-        sched, figs = run_pipeline(pipe, graph, placement)
+        scheduler = instantiate(ctx.cfg.pipeline, "pipeline")
+        sched = scheduler.run(graph, placement)
+        sched.validate()
+        figs = figures(sched)
+        log.info(
+            "pipeline %s on %s: N=%d makespan %d bubble %.3f (search %.2fs)",
+            scheduler.name,
+            sched.spec.name,
+            sched.n_micro,
+            sched.makespan,
+            sched.bubble_rate,
+            figs["search_time_s"],
+        )
         return {"schedule": sched.to_json(), "figures": figs}
 
     res = ctx.stage(
