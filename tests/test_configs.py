@@ -14,6 +14,7 @@ from algorithms.base import GraphPass, PipelineScheduler, Placer, Scheduler
 from algorithms.workloads.synthetic import linreg_graph
 from backends.base import Backend, Profiler, Runtime
 from orchestrator.app import build_cluster
+from orchestrator.plugins import register_search_path
 from orchestrator.registry import (
     build_backend,
     build_graph_model,
@@ -22,6 +23,7 @@ from orchestrator.registry import (
     instantiate,
     is_none,
 )
+from tests.stage_configs import choices
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 GROUPS = [
@@ -38,8 +40,11 @@ GROUPS = [
 ]
 
 
+register_search_path()  # plugin packages' configs compose too, as in `python -m orchestrator`
+
+
 def _choices(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+    return choices(group)
 
 
 @pytest.fixture(autouse=True)
@@ -138,7 +143,7 @@ def test_every_group_choice_composes_and_builds(group, choice, tmp_path):
         assert node.uri.startswith("sqlite:///") and node.enabled is True
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")))
+@pytest.mark.parametrize("name", choices("experiment"))
 def test_every_experiment_composes(name):
     cfg = _resolve(_compose(f"+experiment={name}"))
     OmegaConf.to_container(cfg, resolve=False)
