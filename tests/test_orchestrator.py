@@ -156,3 +156,15 @@ def test_a_failing_job_does_not_lose_the_others(lab):
     assert summary["failed"] == ["0"] and [j["status"] for j in summary["jobs"]] == ["error", "ok"]
     statuses = sorted(r.info.status for r in lab.runs() if r.data.tags.get("kind") != "sweep")
     assert statuses == ["FAILED", "FINISHED"]
+
+
+@pytest.mark.slow
+def test_pipeline_only_run_writes_the_schedule(lab):
+    lab.run("model=none", "pipeline=1f1b")
+    (out,) = lab.outputs()
+    res = _read(out, "result.json")
+    assert res["status"] == "ok" and res["pipeline"] == "1f1b" and res["placer"] is None
+    # 1F1B on four devices with 12 micro-batches idles (D - 1) / (N + D - 1) of the time
+    assert res["bubble_rate"] == pytest.approx(3 / 15) and res["devices"] == ["d0", "d1", "d2", "d3"]
+    schedule = _read(out, "pipeline_schedule.json")
+    assert schedule and (out / "pipeline_trace.json").exists()
