@@ -58,8 +58,11 @@ def stage_profile(ctx: JobContext, graph: OpGraph, gkey: str, cluster: Cluster) 
     if not profiler.measures:
         return graph, gkey
     # the communication fit is its own stage: its keys do not change the profile
+    # the class a named profiler resolved to is part of the key (and its code of the cache's code version)
+    cls = type(profiler)
     config: dict[str, Any] = {
         "profiler": {k: v for k, v in plain(ctx.cfg.profiler).items() if not k.startswith("comm_")},
+        "profiler_class": {"_target_": f"{cls.__module__}.{cls.__qualname__}"},
         "backend": plain(ctx.cfg.backend),
     }
     if profiler.uses_cluster:
