@@ -53,7 +53,7 @@ class FakeBackend(Backend):
 
     def run(self, model, graph, placement, schedule, cluster, **kwargs):
         self.calls.append(kwargs)
-        return RunResult(1.0, [1.0], {}, 0.0)
+        return RunResult(3.0, [1.0, 2.0, 3.0, 4.0, 5.0], {}, 0.0)
 
 
 class NoPlanBackend(FakeBackend):
@@ -105,6 +105,11 @@ def test_planned_order_follows_the_declared_capability_not_a_signature():
     threads = FakeBackend()
     ThreadsRuntime(warmup=1, steps=2).run(threads, {}, g, {}, {}, cl, plan=plan)
     assert threads.calls[0]["plan"] is None  # order=threads: the plan is not followed
+
+
+def test_threads_runtime_reports_the_interquartile_range_of_the_measured_steps():
+    rr = ThreadsRuntime(warmup=0, steps=5).run(FakeBackend(), {}, linreg_graph(), {}, {}, uniform_cluster(2))
+    assert rr.step_iqr_s == pytest.approx(4.0 - 2.0)
 
 
 def test_bad_runtime_order_is_a_config_error():
