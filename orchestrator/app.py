@@ -26,14 +26,31 @@ from algorithms.graph import atomic_write_json
 from .cache import StageCache
 from .context import JobContext, JobFailed, build_cluster
 from .registry import build_runtime, is_none, plain
+from .stages.graph import stage_comm, stage_graph, stage_profile
+from .stages.optimize import stage_optimize
 from .stages.pipeline import run_pipeline_stage
-from .stages.place import place_graph
+from .stages.place import Placed, place_graph, stage_place
 from .stages.run import stage_run
 from .stages.schedule import stage_schedule
 from .stages.simulate import plots, stage_simulate
 from .tracking import RunTracker, flatten, read_parent_run_id
 
-__all__ = ["JobContext", "JobFailed", "build_cluster", "run_job"]
+# the job's public names, and the stages' for code that imported them from here before they had modules
+__all__ = [
+    "JobContext",
+    "JobFailed",
+    "Placed",
+    "build_cluster",
+    "place_graph",
+    "run_job",
+    "stage_comm",
+    "stage_graph",
+    "stage_optimize",
+    "stage_place",
+    "stage_profile",
+    "stage_schedule",
+    "stage_simulate",
+]
 
 log = logging.getLogger("orchestrator")
 
