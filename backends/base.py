@@ -1,6 +1,10 @@
-"""The backend contract: build a framework model, capture it as an OpGraph, profile it, run it placed.
+"""The contracts of the framework side: backends, the capabilities they declare, models, profilers, runtimes.
 
 A backend never imports the orchestrator; it receives plain dicts (the model config) and data-model objects.
+
+Every stage choice is a Hydra config found through one registry (orchestrator.registry): a `conf/<group>/<name>.yaml`
+whose `_target_` names a class, or, for models, profilers and runtimes, a name that the chosen backend provides
+(`Backend.capabilities`). The orchestrator never inspects signatures: what a backend can do is declared here.
 """
 
 from __future__ import annotations
@@ -8,7 +12,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 from algorithms.cluster import Cluster
 from algorithms.graph import OpGraph
@@ -43,6 +48,70 @@ class RunResult:
     workers: list[dict[str, Any]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend declares it can do (read by the orchestrator instead of guessing from signatures).
+
+    `models`: model family -> the dotted path of its builder (conf/model/<name>.yaml with `family:` and no
+    `_target_` is built by the backend's zoo); `profilers` and `runtimes`: name -> dotted class path, the classes a
+    `conf/profiler/<name>.yaml` or `conf/runtime/<name>.yaml` without `_target_` gets (its other keys are the
+    constructor's arguments); `device_types`: the cluster device types it can run on; `follows_plan`:
+    `run(..., plan=...)` executes ops in a simulated plan's order; `times_ops`: `run(..., time_ops=True)` times
+    every op on its device (`RunResult.extra["op_times_s"]`)."""
+
+    models: Mapping[str, str] = field(default_factory=dict)
+    profilers: Mapping[str, str] = field(default_factory=dict)
+    runtimes: Mapping[str, str] = field(default_factory=dict)
+    device_types: tuple[str, ...] = ("CPU",)
+    follows_plan: bool = False
+    times_ops: bool = False
+
+
+class GraphModel(ABC):
+    """A model that is its op graph, no framework needed (a conf/model/<name>.yaml with `_target_`).
+
+    Hyper-parameters are constructor arguments; `name` is the model's name in result.json."""
+
+    name: str = "model"
+
+    @abstractmethod
+    def graph(self) -> OpGraph:
+        """The training step's op graph with its costs (docs/formats.md)."""
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Facts that identify the graph beyond the config (e.g. a file's digest), added to the cache key."""
+        return {}
+
+
+class Profiler(ABC):
+    """Gives the op graph measured costs (conf/profiler/<name>.yaml: `_target_`, or a name the backend provides).
+
+    `measures` False means the graph's own costs are used as they are (no profile stage, no communication fit);
+    `comm_benchmark`, `comm_sizes`, `comm_repeats` ask the job to fit the communication model with the backend's
+    micro-benchmark before placement; `uses_cluster` says the profile depends on the cluster (its config is then
+    part of the profile's cache key)."""
+
+    name: str = "profiler"
+    measures: bool = True
+    uses_cluster: bool = False
+    comm_benchmark: bool = False
+    comm_sizes: list[int] | None = None
+    comm_repeats: int = 5
+
+    @abstractmethod
+    def profile(
+        self, backend: Backend | None, model: Any, graph: OpGraph, cluster: Cluster, *, model_cfg: Mapping[str, Any]
+    ) -> tuple[OpGraph, dict[str, Any]]:
+        """The profiled graph and a JSON-able report ({} when there is nothing to report); both are cached.
+        `backend` is None when the run has no framework (`backend=none`); `model` is what the backend built (or
+        the GraphModel)."""
+
+    def publish(self, report: Mapping[str, Any], out: Path) -> tuple[dict[str, float], list[Path]]:
+        """Write what the report shows into the run folder `out`; return (metrics, files to log). Default:
+        nothing."""
+        return {}, []
+
+
 class Runtime(ABC):
     """Executes a placed, scheduled training step on real devices and measures it (DESIGN.md: one OS process
     per device). Hyper-parameters (warm-up and measured steps, checks) go in the constructor; a config
@@ -68,9 +137,10 @@ class Runtime(ABC):
 
 
 class Backend(ABC):
-    """A framework adapter (PyTorch, TensorFlow)."""
+    """A framework adapter (PyTorch, TensorFlow); `capabilities` says what it provides (see Capabilities)."""
 
     name: str = "backend"
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     @abstractmethod
     def build(self, model_cfg: Mapping[str, Any]) -> Any:
@@ -101,5 +171,11 @@ class Backend(ABC):
         *,
         warmup: int = 5,
         steps: int = 20,
+        check_correctness: bool | None = None,
+        time_ops: bool = False,
+        plan: Any = None,
     ) -> RunResult:
-        """Execute training steps placed and ordered as given; measure step time, peak memory, traffic."""
+        """Execute training steps placed and ordered as given, one thread per device in this process; measure
+        step time, peak memory, traffic (the `threads` runtime). `check_correctness` None keeps the backend's
+        own setting; `time_ops` and `plan` only where `capabilities` declares them (`times_ops`,
+        `follows_plan`)."""

@@ -1,4 +1,5 @@
-"""Shared by both backends: load a model config (conf/model/<name>.yaml) as a plain dict without composing the whole Hydra app.
+"""Shared by both backends: load a model config (conf/model/<name>.yaml) as a plain dict without composing the
+whole Hydra app.
 
 The orchestrator hands the backend an already-composed dict; tests and experiment scripts use
 `load_model_cfg` to get the same dict for one model: the file's `defaults: [base, _self_]` list is followed

@@ -19,25 +19,20 @@ PyTorch or TensorFlow installed.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import logging
-import os
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
+from algorithms.cluster import Cluster, Link
+from algorithms.errors import ConfigError
+from algorithms.placers.baseline import ExpertPlacer, SinglePlacer
+from algorithms.schedulers.baseline import PlacerOrderScheduler
+from algorithms.simulator import simulate
+from orchestrator.context import build_cluster
+from orchestrator.registry import available, instantiate, load_choice
 
-from omegaconf import OmegaConf  # noqa: E402
-
-from algorithms.cluster import Cluster, Link  # noqa: E402
-from algorithms.placers.baseline import ExpertPlacer, SinglePlacer  # noqa: E402
-from algorithms.schedulers.baseline import PlacerOrderScheduler  # noqa: E402
-from algorithms.simulator import simulate  # noqa: E402
-
-CONF_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "conf"))
 log = logging.getLogger("predicted_vs_measured")
 
 
@@ -72,15 +67,13 @@ def model_config(name: str, sets: list[str], seed: int) -> dict[str, Any]:
     return load_model_cfg(name, overrides, seed=seed)
 
 
-def load_cluster(name: str) -> Cluster:
-    cfg = OmegaConf.to_container(OmegaConf.load(os.path.join(CONF_DIR, "cluster", f"{name}.yaml")), resolve=True)
-    return Cluster.from_dict(cfg, name=name)
+def load_cluster(name: str, seed: int = 0) -> Cluster:
+    """conf/cluster/`name`.yaml (or a plugin's) as the orchestrator builds it."""
+    return build_cluster(load_choice("cluster", name, seed=seed), name)
 
 
 def placers(model_cfg: dict[str, Any], cluster: Cluster, only: list[str] | None, seed: int):
     """(label, placer or None, error) for single, expert, and every conf/placer/*.yaml."""
-    from hydra.utils import instantiate
-
     out: list[tuple[str, Any, str | None]] = [("single", SinglePlacer(), None)]
     if model_cfg.get("expert_rules"):
         rules = [list(r) for r in model_cfg["expert_rules"]]
@@ -92,15 +85,13 @@ def placers(model_cfg: dict[str, Any], cluster: Cluster, only: list[str] | None,
         out.append((label, ExpertPlacer(rules, strip_prefixes=model_cfg.get("expert_strip_prefixes") or []), None))
     else:
         out.append(("expert (= single, Baechi 5.3)", SinglePlacer(), None))
-    for path in sorted(glob.glob(os.path.join(CONF_DIR, "placer", "*.yaml"))):
-        name = os.path.basename(path)[:-5]
+    for name in available("placer"):
         if name in ("single", "expert") or (only and name not in only):
             continue
         try:
-            root = OmegaConf.create({"seed": seed, "model": model_cfg, "placer": OmegaConf.load(path)})
-            out.append((name, instantiate(root.placer), None))
-        except Exception as exc:  # report, do not stop the study
-            out.append((name, None, f"cannot instantiate: {exc}"))
+            out.append((name, instantiate(load_choice("placer", name, seed=seed, model=model_cfg), "placer"), None))
+        except ConfigError as exc:  # report, do not stop the study
+            out.append((name, None, str(exc)))
     return out
 
 
@@ -146,7 +137,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         time.perf_counter() - t,
     )
     if not args.no_comm_benchmark:
-        prof = OmegaConf.load(os.path.join(CONF_DIR, "profiler", "measured.yaml"))
+        prof = load_choice("profiler", "measured")
         fit = backend.comm_benchmark(cluster, list(prof.comm_sizes), int(prof.comm_repeats))
         cluster = cluster.with_comm(fit.latency_s, fit.bytes_per_s, {k: Link(*v) for k, v in fit.links.items()})
         log.info("communication: latency %.3g s, bandwidth %.3g B/s", fit.latency_s, fit.bytes_per_s)

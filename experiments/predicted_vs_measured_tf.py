@@ -24,30 +24,25 @@ Prints one row per (model, placer): predicted and measured seconds and the relat
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import logging
-import os
-import sys
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
+from algorithms.cluster import Cluster, Link
+from algorithms.errors import ConfigError
+from algorithms.placement import check_placement
+from algorithms.placers.baseline import ExpertPlacer, SinglePlacer
+from algorithms.simulator import simulate
+from orchestrator.context import build_cluster
+from orchestrator.registry import available, instantiate, load_choice
 
-from omegaconf import OmegaConf  # noqa: E402
-
-from algorithms.cluster import Cluster, Link  # noqa: E402
-from algorithms.placement import check_placement  # noqa: E402
-from algorithms.placers.baseline import ExpertPlacer, SinglePlacer  # noqa: E402
-from algorithms.simulator import simulate  # noqa: E402
-
-CONF_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "conf"))
 log = logging.getLogger("predicted_vs_measured_tf")
 
 
-def load_cluster(name: str) -> Cluster:
-    cfg = OmegaConf.to_container(OmegaConf.load(os.path.join(CONF_DIR, "cluster", f"{name}.yaml")), resolve=True)
-    return Cluster.from_dict(cfg, name=name)
+def load_cluster(name: str, seed: int = 0) -> Cluster:
+    """conf/cluster/`name`.yaml (or a plugin's) as the orchestrator builds it."""
+    return build_cluster(load_choice("cluster", name, seed=seed), name)
 
 
 def parse_sets(sets: list[str]) -> dict[str, dict[str, Any]]:
@@ -68,8 +63,6 @@ def parse_sets(sets: list[str]) -> dict[str, dict[str, Any]]:
 
 def placers(model_cfg: dict[str, Any], only: list[str] | None, seed: int) -> list[tuple[str, Any, str | None]]:
     """(label, placer or None, reason skipped) for single, expert and every other conf/placer/*.yaml."""
-    from hydra.utils import instantiate
-
     out: list[tuple[str, Any, str | None]] = [("single", SinglePlacer(), None)]
     rules = model_cfg.get("expert_rules") or []
     out.append(
@@ -79,16 +72,13 @@ def placers(model_cfg: dict[str, Any], only: list[str] | None, seed: int) -> lis
             None if rules else "the model has no expert rules",
         )
     )
-    for path in sorted(glob.glob(os.path.join(CONF_DIR, "placer", "*.yaml"))):
-        label = os.path.basename(path)[:-5]
+    for label in available("placer"):
         if label in ("single", "expert"):
             continue
-        root = OmegaConf.create({"seed": seed, "model": model_cfg})
-        root.placer = OmegaConf.load(path)
         try:
-            out.append((label, instantiate(root.placer), None))
-        except Exception as exc:  # a config needing keys this script does not compose
-            out.append((label, None, f"cannot instantiate: {exc}"))
+            out.append((label, instantiate(load_choice("placer", label, seed=seed, model=model_cfg), "placer"), None))
+        except ConfigError as exc:  # a config needing keys this script does not compose
+            out.append((label, None, str(exc)))
     if only:
         out = [p for p in out if p[0] in only]
     return out

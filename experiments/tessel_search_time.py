@@ -16,14 +16,11 @@ import argparse
 import json
 import logging
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from algorithms.pipeline.blocks import make_shape  # noqa: E402
-from algorithms.pipeline.tessel import TesselScheduler, TimeOptimalScheduler  # noqa: E402
-from orchestrator.pipeline_plots import plot_search_times  # noqa: E402
+from algorithms.pipeline.blocks import make_shape
+from algorithms.pipeline.tessel import TesselScheduler, TimeOptimalScheduler
+from orchestrator.pipeline_plots import plot_search_times
 
 
 def main() -> None:
@@ -52,7 +49,7 @@ def main() -> None:
         spec = make_shape(shape, args.devices, args.recompute)
         ts = TesselScheduler(time_limit_s=args.tessel_limit, fallback_time_limit_s=args.to_timeout)
         t0 = time.perf_counter()
-        res = ts.search(spec, args.memory)
+        ts.search(spec, args.memory)
         t_search = time.perf_counter() - t0
         to_dead = False
         for n in range(1, args.max_n + 1):

@@ -16,16 +16,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from algorithms.pipeline.api import steady_bubble_rate  # noqa: E402
-from algorithms.pipeline.baselines import ChimeraScheduler, OneFOneBPlusScheduler, OneFOneBScheduler  # noqa: E402
-from algorithms.pipeline.blocks import make_shape  # noqa: E402
-from algorithms.pipeline.tessel import TesselScheduler  # noqa: E402
-from orchestrator.pipeline_plots import write_pipeline_artifacts  # noqa: E402
+from algorithms.pipeline.api import steady_bubble_rate
+from algorithms.pipeline.baselines import ChimeraScheduler, OneFOneBPlusScheduler, OneFOneBScheduler
+from algorithms.pipeline.blocks import make_shape
+from algorithms.pipeline.tessel import TesselScheduler
+from orchestrator.pipeline_plots import write_pipeline_artifacts
 
 PAPER = {"GPT": ("0%", "20%", "25%", "0%"), "mT5": ("0%", "20%", "20%", "0%"), "Flava": ("0%", "20%", "x", "0%")}
 MODELS = [("GPT", "m"), ("mT5", "nn"), ("Flava", "k")]
@@ -68,7 +65,10 @@ def main() -> None:
             ts.schedule(spec, None, M, max(12, res.n_r)), os.path.join(args.out, f"tessel_{shape.upper()}")
         )
         rows.append((model, shape.upper(), one, chim, plus, tess, res, dt))
-    pct = lambda r: "x" if r is None else f"{100 * r:.0f}%"
+
+    def pct(r):
+        return "x" if r is None else f"{100 * r:.0f}%"
+
     print(f"Table II (D={D}, recompute, memory={'unbounded' if M is None else M}); paper's values in brackets")
     print(
         f"{'model':6} {'shape':5} | {'1F1B':>10} {'Chimera-direct':>16} {'1F1B+':>10} {'Tessel':>10} | "

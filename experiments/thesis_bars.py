@@ -29,11 +29,11 @@ import sys
 from collections.abc import Sequence
 
 import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+matplotlib.use("Agg")  # files only; pyplot creates no figure before this line
 
 PLACER_ORDER = ["hashing", "heft", "batch_split", "icp", "critical_path", "mite", "dfs"]
 PLACER_LABEL = {

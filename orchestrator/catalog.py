@@ -4,7 +4,8 @@
 
 Reads the project's conf/ groups and those of installed plugin packages (entry-point group
 `placement_lab.plugins`). For a config with a `_target_`, the description is the first line of the class
-docstring; otherwise the YAML's first comment line.
+docstring; otherwise the YAML's first comment line. For each backend it also prints what the backend provides
+(`capabilities`: model families, profilers and runtimes by name), which configs without `_target_` refer to.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -54,18 +56,56 @@ def _describe(path: Path) -> tuple[str, str]:
     return "", comment
 
 
+def roots() -> list[tuple[str, Path]]:
+    """(source, conf folder): the project's first, then each plugin package's (Hydra's search path order)."""
+    return [("project", CONF)] + [(f"plugin:{n}", d) for n, d in plugin_conf_dirs()]
+
+
+def config_files(group: str) -> dict[str, Path]:
+    """{name: YAML file} of a group; a name the project defines is not replaced by a plugin's."""
+    out: dict[str, Path] = {}
+    for _source, root in roots():
+        for p in sorted((root / group).glob("*.yaml")):
+            out.setdefault(p.stem, p)
+    return out
+
+
 def catalog(groups: tuple[str, ...] = GROUPS) -> dict[str, list[tuple[str, str, str, str]]]:
     """{group: [(name, source, target, description)]} for every config file found."""
-    roots = [("project", CONF)] + [(f"plugin:{n}", d) for n, d in plugin_conf_dirs()]
     out: dict[str, list[tuple[str, str, str, str]]] = {}
     for group in groups:
         rows = []
-        for source, root in roots:
+        for source, root in roots():
             for p in sorted((root / group).glob("*.yaml")):
                 target, desc = _describe(p)
                 rows.append((p.stem, source, target, desc))
         if rows:
             out[group] = rows
+    return out
+
+
+def _load(target: str) -> Any:
+    mod, _, name = target.rpartition(".")
+    return getattr(importlib.import_module(mod), name)
+
+
+def backend_capabilities() -> dict[str, dict[str, list[str]] | str]:
+    """{backend config name: {"models": [...], "profilers": [...], "runtimes": [...]}}, or why it cannot be
+    loaded (e.g. its framework is not installed)."""
+    out: dict[str, dict[str, list[str]] | str] = {}
+    for name, _source, target, _desc in catalog(("backend",)).get("backend", []):
+        if not target:
+            continue
+        try:
+            caps = _load(target).capabilities
+        except Exception as exc:
+            out[name] = f"(cannot import: {exc})"
+            continue
+        out[name] = {
+            "models": sorted(caps.models),
+            "profilers": sorted(caps.profilers),
+            "runtimes": sorted(caps.runtimes),
+        }
     return out
 
 
@@ -79,6 +119,15 @@ def main(argv: list[str] | None = None) -> None:
         for name, source, _target, desc in rows:
             tag = "" if source == "project" else f" [{source}]"
             print(f"  {name:<{width}}  {desc}{tag}")
+        print()
+    if "backend" in args.groups:
+        print("provided by backends (configs without _target_ name these):")
+        for name, caps in backend_capabilities().items():
+            if isinstance(caps, str):
+                print(f"  {name}: {caps}")
+                continue
+            for kind, names in caps.items():
+                print(f"  {name}.{kind}: {' '.join(names)}")
         print()
 
 

@@ -26,6 +26,8 @@ def plugin_conf_dirs() -> list[tuple[str, Path]]:
         except Exception as exc:  # a broken plugin must not stop the lab
             log.warning("plugin %s (%s) failed to import: %s", ep.name, ep.value, exc)
             continue
+        if mod.__file__ is None:  # a namespace package has no folder of its own
+            continue
         folder = Path(mod.__file__).resolve().parent / "conf"
         if folder.is_dir():
             out.append((ep.name, folder))

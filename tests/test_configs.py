@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from algorithms.base import GraphPass, PipelineScheduler, Placer, Scheduler
+from algorithms.workloads.synthetic import linreg_graph
+from backends.base import Backend, Profiler, Runtime
 from orchestrator.app import build_cluster
+from orchestrator.plugins import register_search_path
+from orchestrator.registry import (
+    build_backend,
+    build_graph_model,
+    build_profiler,
+    build_runtime,
+    instantiate,
+    is_none,
+)
+from tests.stage_configs import choices
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 GROUPS = [
@@ -27,8 +40,11 @@ GROUPS = [
 ]
 
 
+register_search_path()  # plugin packages' configs compose too, as in `python -m orchestrator`
+
+
 def _choices(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+    return choices(group)
 
 
 @pytest.fixture(autouse=True)
@@ -50,36 +66,90 @@ def _resolve(cfg):
     return cfg
 
 
+def _backend_capabilities():
+    """Every backend class whose framework is installed (its declared capabilities)."""
+    out = []
+    for mod, cls in (("backends.torch", "TorchBackend"), ("backends.tensorflow", "TFBackend")):
+        try:
+            out.append(getattr(importlib.import_module(mod), cls))
+        except ImportError:
+            continue
+    return out
+
+
 @pytest.mark.parametrize("group,choice", [(g, c) for g in GROUPS for c in _choices(g)])
-def test_every_group_choice_composes_and_builds(group, choice):
+def test_every_group_choice_composes_and_builds(group, choice, tmp_path):
     overrides = [f"{group}={choice}"]
     if group == "model" and choice == "graph_file":
-        overrides.append("model.path=/nonexistent.graph.json")
+        path = tmp_path / "lr.graph.json"
+        linreg_graph().save(path)
+        overrides.append(f"model.path={path}")
     cfg = _resolve(_compose(*overrides))
     node = cfg[group]
     OmegaConf.to_container(node, resolve=True)  # every interpolation resolves
     if group == "cluster":
         cl = build_cluster(node, choice)
-        assert len(cl) >= 1
-    elif group in ("placer", "scheduler") or (group == "pipeline" and "_target_" in node):
-        obj = instantiate(node, _convert_="all")
-        assert obj is not None
+        assert len(cl) >= 1 and all(d.memory_bytes > 0 and d.speed > 0 for d in cl.devices)
+        assert len(set(cl.names)) == len(cl)
+    elif group == "placer":
+        assert isinstance(instantiate(node, "placer"), Placer)
+    elif group == "scheduler":
+        assert isinstance(instantiate(node, "scheduler"), Scheduler)
+    elif group == "pipeline":
+        if choice == "none":
+            assert is_none(node)
+        else:
+            sched = instantiate(node, "pipeline")
+            assert isinstance(sched, PipelineScheduler) and node.shape and node.n_micro >= 1
     elif group == "optimizer":
-        for p in node.get("passes") or []:
-            assert hasattr(instantiate(p, _convert_="all"), "apply")
-    elif group == "backend" and "_target_" in node:
-        pytest.importorskip({"torch": "torch", "tensorflow": "tensorflow"}.get(choice, choice))
-        assert instantiate(node, _convert_="all") is not None
+        passes = [instantiate(p, "pass") for p in node.get("passes") or []]
+        assert all(isinstance(p, GraphPass) for p in passes)
+        assert (choice == "none") == (passes == [])
+    elif group == "model":
+        assert node.name
+        if "_target_" in node:
+            graph = build_graph_model(node).graph()
+            assert len(graph) > 0
+        elif choice != "none":  # a framework model: its family is in some backend's zoo
+            backends = _backend_capabilities()
+            if not backends:
+                pytest.skip("no framework backend installed")
+            assert any(node.family in b.capabilities.models for b in backends), node.family
+    elif group == "profiler":
+        if "_target_" in node:
+            assert isinstance(build_profiler(node, None), Profiler)
+        else:  # named: some backend provides it
+            assert any(node.name in b.capabilities.profilers for b in _backend_capabilities()) or pytest.skip(
+                "no framework backend installed"
+            )
+    elif group == "runtime":
+        if choice == "none":
+            assert build_runtime(node, None) is None
+        else:
+            backends = _backend_capabilities()
+            if not backends:
+                pytest.skip("no framework backend installed")
+            for b in backends:
+                rt = build_runtime(node, b())
+                assert isinstance(rt, Runtime) and rt.name == choice
+    elif group == "backend":
+        if choice == "none":
+            assert build_backend(node) is None
+        else:
+            pytest.importorskip({"torch": "torch", "tensorflow": "tensorflow"}.get(choice, choice))
+            backend = build_backend(node)
+            assert isinstance(backend, Backend) and backend.capabilities.models and backend.capabilities.runtimes
+    elif group == "tracking":
+        assert node.uri.startswith("sqlite:///") and node.enabled is True
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")))
+@pytest.mark.parametrize("name", choices("experiment"))
 def test_every_experiment_composes(name):
     cfg = _resolve(_compose(f"+experiment={name}"))
     OmegaConf.to_container(cfg, resolve=False)
-    for group in ("placer", "scheduler"):
-        if "_target_" in cfg[group]:
-            instantiate(cfg[group], _convert_="all")
-    build_cluster(cfg.cluster, "cluster")
+    assert isinstance(instantiate(cfg.placer, "placer"), Placer)
+    assert isinstance(instantiate(cfg.scheduler, "scheduler"), Scheduler)
+    assert len(build_cluster(cfg.cluster, "cluster")) >= 1
 
 
 def test_defaults_are_the_documented_ones():

@@ -57,8 +57,7 @@ def test_default_run_writes_the_four_files_and_an_mlflow_run(lab):
     names = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
     assert {"result.json", "placement.json", "schedule.json", "timeline.json", "config.yaml"} <= names
 
-    again = lab.run("placer=single")
-    assert "graph=hit, place=hit, schedule=hit, simulate=hit" in again.stderr + again.stdout
+    lab.run("placer=single")
     second = [o for o in lab.outputs() if o != out][0]
     assert _read(second, "result.json")["predicted_step_s"] == res["predicted_step_s"]
     assert _read(second, "result.json")["cache_hits"] == {
@@ -99,7 +98,6 @@ def test_bad_graph_fails_clearly_and_leaves_no_ok_behind(lab):
     path.write_text(json.dumps(bad))
     p = lab.run("model=graph_file", f"model.path={path}", check=False)
     assert p.returncode != 0
-    assert "cycle" in p.stderr + p.stdout
     (out,) = lab.outputs()
     res = _read(out, "result.json")
     assert res["status"] == "error" and "cycle" in res["error"] and "'a'" in res["error"]
@@ -140,9 +138,9 @@ def test_multirun_over_two_placers_has_parent_and_children(lab):
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent[0].info.run_id]
     assert len(parent) == 1 and parent[0].info.status == "FINISHED"
     assert sorted(r.data.tags["placer"] for r in children) == ["expert", "single"]
-    # the graph was generated once for both jobs
-    logs = [p.read_text() for p in (lab.cwd / "multirun").rglob("__main__.log")]
-    assert sum("stage graph     computed" in t for t in logs) == 1
+    # the graph was generated once for both jobs: the second read it from the cache
+    hits = [json.loads(p.read_text())["cache_hits"] for p in sorted((lab.cwd / "multirun").rglob("result.json"))]
+    assert sorted(h["graph"] for h in hits) == [False, True]
 
 
 @pytest.mark.slow
@@ -158,3 +156,15 @@ def test_a_failing_job_does_not_lose_the_others(lab):
     assert summary["failed"] == ["0"] and [j["status"] for j in summary["jobs"]] == ["error", "ok"]
     statuses = sorted(r.info.status for r in lab.runs() if r.data.tags.get("kind") != "sweep")
     assert statuses == ["FAILED", "FINISHED"]
+
+
+@pytest.mark.slow
+def test_pipeline_only_run_writes_the_schedule(lab):
+    lab.run("model=none", "pipeline=1f1b")
+    (out,) = lab.outputs()
+    res = _read(out, "result.json")
+    assert res["status"] == "ok" and res["pipeline"] == "1f1b" and res["placer"] is None
+    # 1F1B on four devices with 12 micro-batches idles (D - 1) / (N + D - 1) of the time
+    assert res["bubble_rate"] == pytest.approx(3 / 15) and res["devices"] == ["d0", "d1", "d2", "d3"]
+    schedule = _read(out, "pipeline_schedule.json")
+    assert schedule and (out / "pipeline_trace.json").exists()

@@ -24,11 +24,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ info/warn
 from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
-from backends.base import Backend, CommFit, RunResult
+from backends.base import Backend, Capabilities, CommFit, RunResult
 
 from .capture import capture as _capture
 from .comm import comm_benchmark as _comm_benchmark
-from .models import TFModel, build_model
+from .models import _BUILDERS, TFModel, build_model
 from .profiler import CALIBRATIONS
 from .profiler import profile as _profile
 from .runtime import run_placed
@@ -53,6 +53,17 @@ class TFBackend(Backend):
     """
 
     name = "tensorflow"
+    #: The runtime named `real` is the one `runtime=real` runs (the one-process-per-device runtime replaces
+    #: ThreadsRuntime there). TensorFlow's executor picks the order among ready ops: no plan is followed, and
+    #: the placed run does not time single ops.
+    capabilities = Capabilities(
+        models={family: f"{fn.__module__}.{fn.__qualname__}" for family, fn in _BUILDERS.items()},
+        profilers={"measured": "backends.profilers.MeasuredProfiler"},
+        runtimes={"threads": "backends.threads.ThreadsRuntime", "real": "backends.threads.ThreadsRuntime"},
+        device_types=("CPU", "GPU"),
+        follows_plan=False,
+        times_ops=False,
+    )
 
     def __init__(
         self,
@@ -125,10 +136,20 @@ class TFBackend(Backend):
         *,
         warmup: int = 5,
         steps: int = 20,
+        check_correctness: bool | None = None,
+        time_ops: bool = False,
+        plan: Any = None,
     ) -> RunResult:
         """Run placed training steps; the schedule is advisory for TensorFlow (its executor picks the order
         among ready ops). `RunResult.loss` is the loss of the second step, i.e. after one placed update;
-        `extra` holds the per-step losses and, with `check_correctness`, the single-device reference."""
+        `extra` holds the per-step losses and, with `check_correctness` (None: the backend's setting), the
+        single-device reference. `time_ops` and `plan` are refused (see `capabilities`)."""
+        if plan is not None or time_ops:
+            raise ConfigError(
+                "backend tensorflow cannot follow a plan or time single ops in a placed run "
+                "(capabilities.follows_plan and times_ops are False)"
+            )
+        check = self.check_correctness if check_correctness is None else bool(check_correctness)
         return run_placed(
             model,
             graph,
@@ -140,6 +161,6 @@ class TFBackend(Backend):
             inter_op_threads=self.inter_op_threads,
             intra_op_threads=self.intra_op_threads,
             graph_rewrites=self.graph_rewrites,
-            check_correctness=self.check_correctness,
+            check_correctness=check,
             rtol=self.loss_rtol,
         )

@@ -7,6 +7,7 @@
     fit = backend.comm_benchmark(cluster, sizes, repeats)
     result = backend.run(model, graph, placement, schedule, cluster, warmup=5, steps=20)
 
+What it provides to the registry is `TorchBackend.capabilities`.
 See capture.py, profiler.py, comm.py and runtime.py for what each step does and costs.
 """
 
@@ -23,10 +24,10 @@ from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError, InvalidGraph
 from algorithms.graph import OpGraph
 
-from ..base import Backend, CommFit, RunResult
+from ..base import Backend, Capabilities, CommFit, RunResult
 from .capture import GRANULARITIES, build_graph, trace_program
 from .comm import comm_benchmark as _comm_benchmark
-from .models import TorchModel, build_model
+from .models import BUILDERS, TorchModel, build_model
 from .profiler import profile_graph
 from .runtime import DEVICE_CHOICES, PlacedExecutor, compare_outputs, map_devices, reference_step, set_threads
 
@@ -41,11 +42,22 @@ class TorchBackend(Backend):
     devices are mapped); threads: intra-op threads of each virtual CPU device, used when profiling too, so that
     an op runs in the placed step as it ran when profiled (None: PyTorch's current count when profiling, split
     among the CPU workers at run time; tiny ops then cost far more in the profile than in the run, because
-    OpenMP's fork-join dominates them: 10x for gnmt_tiny on a loaded 2-core machine); check_correctness: compare the first placed step with a single-device step
+    OpenMP's fork-join dominates them: 10x for gnmt_tiny on a loaded 2-core machine); check_correctness: compare the
+    first placed step with a single-device step
     (loss and gradients within rtol/atol) and record the outcome in RunResult.extra.
     """
 
     name = "torch"
+    #: The runtime named `real` is the one `runtime=real` runs (the one-process-per-device runtime replaces
+    #: ThreadsRuntime there).
+    capabilities = Capabilities(
+        models={family: f"{fn.__module__}.{fn.__qualname__}" for family, fn in BUILDERS.items()},
+        profilers={"measured": "backends.profilers.MeasuredProfiler"},
+        runtimes={"threads": "backends.threads.ThreadsRuntime", "real": "backends.threads.ThreadsRuntime"},
+        device_types=("CPU", "GPU"),
+        follows_plan=True,
+        times_ops=True,
+    )
 
     def __init__(
         self,

@@ -1,8 +1,17 @@
-"""Fixtures shared by the backend tests."""
+"""Fixtures shared by the backend tests; a framework's test files are not collected where it is not installed
+(so that they import it at the top)."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
+
+collect_ignore_glob = [
+    pattern
+    for module, pattern in (("torch", "test_torch_*.py"), ("tensorflow", "test_tf_*.py"))
+    if importlib.util.find_spec(module) is None
+]
 
 
 @pytest.fixture

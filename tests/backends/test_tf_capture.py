@@ -3,21 +3,15 @@ and every configured placer respecting the captured colocation groups."""
 
 from __future__ import annotations
 
-import glob
-import os
-
 import pytest
 
-tf = pytest.importorskip("tensorflow")
-
-from hydra.utils import instantiate  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-
-from algorithms.cluster import uniform_cluster  # noqa: E402
-from algorithms.placement import check_placement  # noqa: E402
-from algorithms.placers.baseline import ExpertPlacer  # noqa: E402
-from backends.tensorflow import TFBackend  # noqa: E402
-from backends.tensorflow.config import CONF_DIR, load_model_cfg  # noqa: E402
+from algorithms.cluster import uniform_cluster
+from algorithms.placement import check_placement
+from algorithms.placers.baseline import ExpertPlacer
+from backends.tensorflow import TFBackend
+from backends.tensorflow.config import load_model_cfg
+from orchestrator.registry import instantiate, load_choice
+from tests.stage_configs import PLACERS, build_placer
 
 pytestmark = pytest.mark.tf
 
@@ -135,32 +129,21 @@ def test_other_families_capture(backend, name):
 
 
 # --------------------------------------------------------------------------- every placer keeps colocation
-def _placer_configs():
-    out = []
-    for path in sorted(glob.glob(os.path.join(CONF_DIR, "placer", "*.yaml"))):
-        out.append(pytest.param(path, id=os.path.basename(path)[:-5]))
-    return out
+_PLACERS = [pytest.param(name, id=name) for name in PLACERS]
 
 
 _PROFILED: dict[str, tuple] = {}
 
 
-def _place_all(backend, model_name, cluster, path, rules):
+def _place_all(backend, model_name, cluster, name, rules):
     if model_name not in _PROFILED:  # one profile per model for all placers
         m = _model(backend, model_name, optimizer="rmsprop")
         _PROFILED[model_name] = (m, backend.profile(m, backend.capture(m), warmup=1, steps=1))
     m, g = _PROFILED[model_name]
-    name = os.path.basename(path)[:-5]
     if name == "expert":
         placer = ExpertPlacer(rules, strip_prefixes=m.cfg.get("expert_strip_prefixes") or ["gradients/"])
     else:
-        # placer files interpolate root keys (seed, model.*): resolve them against a small root config
-        root = OmegaConf.create({"seed": 0, "model": m.cfg})
-        root.placer = OmegaConf.load(path)
-        try:
-            placer = instantiate(root.placer)
-        except Exception as exc:  # an interpolation this test cannot resolve
-            pytest.skip(f"placer config {name} cannot be instantiated alone: {exc}")
+        placer = build_placer(name, m.cfg)
     placement = placer.place(g, cluster)
     assignment = placement.assignment if hasattr(placement, "assignment") else placement
     check_placement(g, cluster, assignment)
@@ -171,19 +154,19 @@ def _place_all(backend, model_name, cluster, path, rules):
     return g, assignment
 
 
-@pytest.mark.parametrize("path", _placer_configs())
-def test_placers_respect_colocation_mlp(backend, path):
+@pytest.mark.parametrize("name", _PLACERS)
+def test_placers_respect_colocation_mlp(backend, name):
     cluster = uniform_cluster(4, 4e9)
-    _place_all(backend, "mlp_tiny", cluster, path, [["l0", 0], ["l1", 1], ["out", 2], ["loss", 3]])
+    _place_all(backend, "mlp_tiny", cluster, name, [["l0", 0], ["l1", 1], ["out", 2], ["loss", 3]])
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", _placer_configs())
-def test_placers_respect_colocation_gnmt(backend, path):
+@pytest.mark.parametrize("name", _PLACERS)
+def test_placers_respect_colocation_gnmt(backend, name):
     cluster = uniform_cluster(4, 4e9)
     rules = load_model_cfg("gnmt_tiny")["expert_rules"]
-    _, assignment = _place_all(backend, "gnmt_tiny", cluster, path, rules)
-    if os.path.basename(path) == "expert.yaml":
+    _, assignment = _place_all(backend, "gnmt_tiny", cluster, name, rules)
+    if name == "expert":
         # Baechi 5.3: each LSTM layer on its own device, attention and projection with the last decoder layer
         assert assignment["enc/l2/t0/MatMul"] == "cpu2"
         assert assignment["dec/l3/t1/MatMul"] == "cpu3"
@@ -192,7 +175,7 @@ def test_placers_respect_colocation_gnmt(backend, path):
 
 
 def test_backend_config_instantiates():
-    backend = instantiate(OmegaConf.load(os.path.join(CONF_DIR, "backend", "tensorflow.yaml")))
+    backend = instantiate(load_choice("backend", "tensorflow"), "backend")
     assert isinstance(backend, TFBackend) and backend.name == "tensorflow"
     from algorithms.errors import ConfigError
 

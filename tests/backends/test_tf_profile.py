@@ -6,16 +6,13 @@ from __future__ import annotations
 import math
 
 import pytest
+from tensorflow.core.framework import step_stats_pb2
 
-tf = pytest.importorskip("tensorflow")
-
-from tensorflow.core.framework import step_stats_pb2  # noqa: E402
-
-from algorithms.cluster import uniform_cluster  # noqa: E402
-from backends.tensorflow import TFBackend  # noqa: E402
-from backends.tensorflow.comm import fit_linear  # noqa: E402
-from backends.tensorflow.config import load_model_cfg  # noqa: E402
-from backends.tensorflow.profiler import allocation_peaks, parse_step_stats  # noqa: E402
+from algorithms.cluster import uniform_cluster
+from backends.tensorflow import TFBackend
+from backends.tensorflow.comm import fit_linear
+from backends.tensorflow.config import load_model_cfg
+from backends.tensorflow.profiler import allocation_peaks, parse_step_stats
 
 pytestmark = pytest.mark.tf
 

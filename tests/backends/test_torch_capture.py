@@ -5,13 +5,12 @@ and optimizer update."""
 from __future__ import annotations
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from algorithms.graph import OpGraph  # noqa: E402
-from backends.torch import TorchBackend  # noqa: E402
-from backends.torch.capture import run_program, trace_program  # noqa: E402
-from backends.torch.config import load_model_cfg  # noqa: E402
+from algorithms.graph import OpGraph
+from backends.torch import TorchBackend
+from backends.torch.capture import run_program, trace_program
+from backends.torch.config import load_model_cfg
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("torch_one_thread")]
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch")
-
-from algorithms.cluster import Cluster, uniform_cluster  # noqa: E402
-from backends.torch import TorchBackend  # noqa: E402
-from backends.torch.comm import fit_linear  # noqa: E402
-from backends.torch.config import load_model_cfg  # noqa: E402
+from algorithms.cluster import Cluster, uniform_cluster
+from backends.torch import TorchBackend
+from backends.torch.comm import fit_linear
+from backends.torch.config import load_model_cfg
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("torch_one_thread")]
 
@@ -51,12 +49,12 @@ def test_profile_at_another_batch_size(mlp):
 def test_fit_linear_recovers_a_line():
     lat, bw = 3e-5, 2e9
     samples = [(b, lat + b / bw) for b in (1e3, 1e4, 1e5, 1e6, 1e7) for _ in range(3)]
-    l, w = fit_linear(samples)
-    assert l == pytest.approx(lat, rel=1e-6)
+    fit_lat, w = fit_linear(samples)
+    assert fit_lat == pytest.approx(lat, rel=1e-6)
     assert w == pytest.approx(bw, rel=1e-6)
     # a negative intercept is refitted through the origin
-    l, w = fit_linear([(1e3, 0.5e-6), (1e6, 1e-3)])
-    assert l == 0.0 and w > 0
+    fit_lat, w = fit_linear([(1e3, 0.5e-6), (1e6, 1e-3)])
+    assert fit_lat == 0.0 and w > 0
 
 
 def test_comm_benchmark_on_virtual_cpus():

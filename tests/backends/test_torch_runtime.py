@@ -5,29 +5,26 @@ memory caps are reported."""
 from __future__ import annotations
 
 import functools
-import glob
-import os
 import random
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from hydra.utils import instantiate  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
 
-from algorithms.cluster import Cluster, uniform_cluster  # noqa: E402
-from algorithms.errors import InvalidSchedule, LabError, OutOfMemory  # noqa: E402
+from algorithms.cluster import uniform_cluster  # noqa: E402
+from algorithms.errors import InfeasiblePlacement, InvalidSchedule, OutOfMemory  # noqa: E402
 from algorithms.placement import Placement, check_placement, topological_schedule  # noqa: E402
 from algorithms.placers.baseline import ExpertPlacer, SinglePlacer  # noqa: E402
 from algorithms.schedulers.baseline import PlacerOrderScheduler  # noqa: E402
 from algorithms.simulator import simulate  # noqa: E402
 from backends.torch import TorchBackend  # noqa: E402
-from backends.torch.config import CONF_DIR, load_model_cfg  # noqa: E402
+from backends.torch.config import load_model_cfg  # noqa: E402
+from orchestrator.context import build_cluster  # noqa: E402
+from orchestrator.registry import load_choice  # noqa: E402
+from tests.stage_configs import PLACERS, build_placer  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("torch_one_thread")]
-
-PLACER_FILES = sorted(glob.glob(os.path.join(CONF_DIR, "placer", "*.yaml")))
 
 
 @functools.cache
@@ -148,28 +145,20 @@ def test_gnmt_expert_placement():
     _run_and_check(backend, model, graph, pl, cluster)
 
 
-def _configured_placer(path, model_cfg):
-    """Instantiate conf/placer/<name>.yaml with `model` and `seed` available to its interpolations."""
-    root = OmegaConf.create({"seed": 0, "model": model_cfg, "placer": OmegaConf.load(path)})
-    return instantiate(root.placer)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("path", PLACER_FILES, ids=[os.path.basename(p)[:-5] for p in PLACER_FILES])
+@pytest.mark.parametrize("placer_name", PLACERS)
 @pytest.mark.parametrize("name", ["mlp_tiny", "gnmt_tiny"])
-def test_every_configured_placer(path, name):
-    """Whatever placers exist under conf/placer/ when this runs: place, schedule, run, compare."""
+def test_every_configured_placer(placer_name, name):
+    """Whatever placers the registry finds when this runs: place, schedule, run, compare. A placement that
+    does not fit the devices' memory is the one outcome that is not run."""
     cfg = load_model_cfg(name)
     backend, model, graph = _setup(name, "module")
-    cluster = Cluster.from_dict(OmegaConf.to_container(OmegaConf.load(os.path.join(CONF_DIR, "cluster", "cpu4.yaml"))))
-    try:
-        placer = _configured_placer(path, cfg)
-    except Exception as exc:  # a config this test cannot resolve on its own
-        pytest.skip(f"cannot instantiate {os.path.basename(path)}: {exc}")
+    cluster = build_cluster(load_choice("cluster", "cpu4"), "cpu4")
+    placer = build_placer(placer_name, cfg)
     try:
         pl = placer.place(graph, cluster)
-    except LabError as exc:
-        pytest.skip(f"{os.path.basename(path)} declines this graph: {exc}")
+    except InfeasiblePlacement as exc:
+        pytest.skip(f"{placer_name} finds no placement within the devices' memory: {exc}")
     sched = PlacerOrderScheduler().order(graph, cluster, pl)
     _run_and_check(backend, model, graph, pl, cluster, sched)
 

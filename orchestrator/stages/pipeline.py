@@ -1,9 +1,10 @@
-"""The pipeline half of a job (`pipeline` other than none): a micro-batch schedule for a block shape.
+"""Stage pipeline (`pipeline` other than none): a micro-batch schedule for a block shape.
 
 Built-in shapes (v, x, m, nn, k) need no graph; `pipeline.shape=from_placement` first places the model with the
 configured placer and derives the blocks from that placement. The schedule search is cached like any stage.
-Writes pipeline_schedule.json (docs/formats.md), its picture and a Chrome trace; with `runtime=real` the schedule
-is also executed by the PyTorch pipeline runner on a GPT-style model split into the schedule's stages.
+Writes pipeline_schedule.json (docs/formats.md), its picture and a Chrome trace; with a runtime (`runtime` other
+than none) the schedule is also executed by the PyTorch pipeline runner on a GPT-style model split into the
+schedule's stages (`runtime.steps` iterations, at least 2).
 """
 
 from __future__ import annotations
@@ -15,16 +16,18 @@ from typing import Any
 
 from algorithms.graph import atomic_write_json
 
-from .app import JobContext, _plain, place_graph
+from ..context import JobContext
+from ..registry import instantiate, is_none, plain
+from .place import place_graph
 
 log = logging.getLogger("orchestrator")
 
 
 def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any], artifacts: list[Path]) -> None:
-    from algorithms.pipeline.api import run_pipeline
+    from algorithms.pipeline.api import figures
     from algorithms.pipeline.schedule import PipelineSchedule
 
-    pipe = _plain(ctx.cfg.pipeline)
+    pipe = plain(ctx.cfg.pipeline)
     graph = placement = None
     upstream: list[str] = []
     if pipe.get("shape") == "from_placement":
@@ -32,8 +35,20 @@ def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[st
         artifacts.append(ctx.out / "placement.json")
         graph, placement, upstream = placed.graph, placed.assignment, [placed.key]
 
-    def compute():
-        sched, figs = run_pipeline(pipe, graph, placement)
+    def compute() -> dict[str, Any]:
+        scheduler = instantiate(ctx.cfg.pipeline, "pipeline")
+        sched = scheduler.run(graph, placement)
+        sched.validate()
+        figs = figures(sched)
+        log.info(
+            "pipeline %s on %s: N=%d makespan %d bubble %.3f (search %.2fs)",
+            scheduler.name,
+            sched.spec.name,
+            sched.n_micro,
+            sched.makespan,
+            sched.bubble_rate,
+            figs["search_time_s"],
+        )
         return {"schedule": sched.to_json(), "figures": figs}
 
     res = ctx.stage(
@@ -48,7 +63,7 @@ def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[st
     schedule.spec.name = f"{pipe.get('name') or ctx.choices.get('pipeline')} on shape {pipe.get('shape')}"
     figs = dict(res.value["figures"])
     schedule.validate(figs.get("memory_limit"))
-    from .pipeline_plots import write_pipeline_artifacts
+    from ..pipeline_plots import write_pipeline_artifacts
 
     paths = write_pipeline_artifacts(schedule, ctx.out)
     artifacts.extend(Path(p) for p in paths.values())
@@ -72,10 +87,10 @@ def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[st
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             metrics[f"pipeline.{k}" if k not in ("bubble_rate", "search_time_s") else k] = v
     result["status"] = "ok"
-    if ctx.cfg.runtime.get("kind", "none") == "real":
+    if not is_none(ctx.cfg.runtime):
         from backends.torch.pipeline import run_schedule
 
-        rt = _plain(ctx.cfg.runtime)
+        rt = plain(ctx.cfg.runtime)
         run = run_schedule(schedule, iterations=max(2, int(rt.get("steps", 3))), seed=int(ctx.cfg.get("seed", 0)))
         result["measured_step_s"] = run["measured_step_s"]
         result["predicted_step_s"] = run["predicted_step_s"]

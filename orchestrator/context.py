@@ -1,0 +1,117 @@
+"""What every stage of one job shares: its config, output folder, stage cache, and the lazily built backend
+and model (`JobContext`); the cluster built from its config (`build_cluster`); the job's failure (`JobFailed`).
+
+Imports nothing of the orchestrator but the cache and the registry, so that app.py and every module of
+orchestrator/stages/ can import it without a circle.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from algorithms.cluster import Cluster
+from algorithms.graph import atomic_write_json
+from backends.base import Backend
+
+from .cache import StageCache
+from .registry import build_backend, build_graph_model, check_framework_model, plain
+
+
+class JobFailed(RuntimeError):
+    """The job ended with status "error" (its result.json and MLflow run say why)."""
+
+
+def build_cluster(cluster_cfg: Any, name: str) -> Cluster:
+    """A Cluster from a conf/cluster YAML (a device list, or `generate:` for the thesis' device generator)."""
+    d = dict(plain(cluster_cfg))
+    if "generate" in d:
+        from algorithms.workloads.synthetic import thesis_devices
+
+        gen = dict(d.pop("generate"))
+        comm = dict(d.get("comm") or {})
+        gen.setdefault("latency_s", float(comm.get("latency_s", 0.0)))
+        gen.setdefault("mode", comm.get("mode", "parallel"))
+        cl = thesis_devices(name=name, **gen)
+        if comm.get("bytes_per_s") is not None:
+            cl = cl.with_comm(cl.latency_s, float(comm["bytes_per_s"]))
+        frac = d.get("memory_fraction")
+        return cl.scaled(float(frac)) if frac not in (None, 1, 1.0) else cl
+    return Cluster.from_dict(d, name=name)
+
+
+def save_json(name: str) -> Callable[[Any, Path], None]:
+    """A cache `save` that writes the stage's value as `name` in the entry's folder."""
+
+    def save(obj: Any, folder: Path) -> None:
+        atomic_write_json(folder / name, obj)
+
+    return save
+
+
+def load_json(name: str) -> Callable[[Path], Any]:
+    """The matching cache `load`."""
+
+    def load(folder: Path) -> Any:
+        with open(folder / name) as f:
+            return json.load(f)
+
+    return load
+
+
+@dataclass
+class JobContext:
+    """One job's shared state. `hits` records which stages came from the cache; `metrics` and `artifacts` are
+    what stages want logged beyond result.json's fields."""
+
+    cfg: DictConfig
+    out: Path
+    choices: dict[str, str]
+    cache: StageCache
+    hits: dict[str, bool] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    artifacts: list[Path] = field(default_factory=list)
+    backend: Backend | None = None
+    model: Any = None
+    _backend_built: bool = False
+
+    def stage(
+        self,
+        name: str,
+        config: Any,
+        upstream: list[str],
+        compute: Callable[[], Any],
+        save: Callable[[Any, Path], None],
+        load: Callable[[Path], Any],
+    ) -> Any:
+        """Run (or read from the cache) one stage; see orchestrator.cache.StageCache.run."""
+        res = self.cache.run(name, config, upstream, compute, save, load)
+        self.hits[name] = res.hit
+        return res
+
+    def get_backend(self) -> Backend | None:
+        """The configured backend, built once; None for `backend=none`."""
+        if not self._backend_built:
+            self.backend = build_backend(self.cfg.backend)
+            self._backend_built = True
+        return self.backend
+
+    def model_cfg(self) -> dict[str, Any]:
+        return dict(plain(self.cfg.model))
+
+    def get_model(self) -> Any:
+        """The model, built once: the GraphModel of a config with `_target_`, else the backend's zoo model."""
+        if self.model is None:
+            if "_target_" in self.cfg.model:
+                self.model = build_graph_model(self.cfg.model)
+            else:
+                backend = self.get_backend()
+                check_framework_model(self.model_cfg(), backend, self.choices.get("model"))
+                assert backend is not None  # checked above
+                self.model = backend.build(self.model_cfg())
+        return self.model

@@ -1,0 +1,112 @@
+"""Stage place, and `place_graph`: the placement half of a job (graph -> profile -> comm -> optimize -> place),
+shared by op-level runs and pipelines derived from a placement."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from algorithms.cluster import Cluster
+from algorithms.errors import ConfigError
+from algorithms.graph import OpGraph, atomic_write_json
+from algorithms.placement import CoarseMap, Placement, check_placement
+from algorithms.simulator import simulate
+
+from ..context import JobContext, build_cluster, load_json, save_json
+from ..registry import instantiate, plain
+from .graph import stage_comm, stage_graph, stage_profile
+from .optimize import stage_optimize
+
+log = logging.getLogger("orchestrator")
+
+
+def finite(x: float | None) -> float | None:
+    """`x`, or None for an infinite or NaN value (JSON has neither)."""
+    return None if x is None or (isinstance(x, float) and (math.isinf(x) or math.isnan(x))) else x
+
+
+def stage_place(ctx: JobContext, coarse: OpGraph, okey: str, cluster: Cluster) -> tuple[Placement, float, str]:
+    def compute() -> dict[str, Any]:
+        placer = instantiate(ctx.cfg.placer, "placer")
+        t0 = time.perf_counter()
+        pl = placer.place(coarse, cluster)
+        dt = time.perf_counter() - t0
+        return {"assignment": pl.assignment, "order": pl.order, "info": pl.info, "placement_time_s": dt}
+
+    cfg = {"placer": plain(ctx.cfg.placer), "cluster": cluster.to_dict(), "seed": ctx.cfg.get("seed")}
+    res = ctx.stage("place", cfg, [okey], compute, save_json("placement.json"), load_json("placement.json"))
+    v = res.value
+    return Placement(dict(v["assignment"]), v.get("order"), dict(v.get("info") or {})), v["placement_time_s"], res.key
+
+
+@dataclass
+class Placed:
+    """What the placement half of a job produced (inputs of scheduling, simulation and pipelines)."""
+
+    graph: OpGraph
+    cluster: Cluster
+    coarse: OpGraph
+    cmap: CoarseMap
+    coarse_placement: Placement
+    assignment: dict[str, str]
+    placement_time_s: float
+    key: str
+
+
+def memory_from_need(graph: OpGraph, cluster: Cluster, fraction: float, result: dict[str, Any]) -> Cluster:
+    """Give every device `fraction` of the model's need: the peak memory of the whole graph on one device of
+    the cluster, in topological order (Baechi Table 4 cuts memory to 30% of what the model needs). The need is
+    recorded as result.json's `memory_need_bytes`. O(simulation of the graph on one device)."""
+    from algorithms.placement import topological_schedule
+
+    if not fraction > 0:
+        raise ConfigError(f"cluster.need_fraction must be > 0, got {fraction}")
+    dev = cluster.devices[0].name
+    one = {op: dev for op in graph.ops}
+    need = simulate(
+        graph, cluster.with_memory(math.inf), one, topological_schedule(graph, one, [dev]), record_memory=False
+    ).peak_memory[dev]
+    result["memory_need_bytes"] = need
+    log.info(
+        "memory: the model needs %.4g bytes on one device; each device gets %.0f%% of it (%.4g bytes)",
+        need,
+        100 * fraction,
+        fraction * need,
+    )
+    return cluster.with_memory(fraction * need)
+
+
+def place_graph(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any]) -> Placed:
+    """Stages graph, profile, comm, optimize and place; fills the matching result.json fields."""
+    cfg = ctx.cfg
+    cluster = build_cluster(cfg.cluster, ctx.choices.get("cluster") or "cluster")
+    graph, gkey = stage_graph(ctx)
+    graph, pkey = stage_profile(ctx, graph, gkey, cluster)
+    cluster = stage_comm(ctx, cluster)
+    graph.validate(cluster)
+    need_fraction = cfg.cluster.get("need_fraction")
+    if need_fraction is not None:
+        cluster = memory_from_need(graph, cluster, float(need_fraction), result)
+    result["n_ops"] = len(graph)
+    result["devices"] = cluster.names
+    result["memory_limit_bytes"] = {d.name: finite(d.memory_bytes) for d in cluster.devices}
+    for d in cluster.devices:
+        if math.isfinite(d.memory_bytes):
+            metrics[f"memory_limit_bytes.{d.name}"] = d.memory_bytes
+    if result.get("memory_need_bytes") is not None:
+        metrics["memory_need_bytes"] = result["memory_need_bytes"]
+    coarse, cmap, okey = stage_optimize(ctx, graph, pkey, cluster)
+    result["n_ops_placed"] = len(coarse)
+    coarse_pl, ptime, plkey = stage_place(ctx, coarse, okey, cluster)
+    result["placement_time_s"] = ptime
+    result["placer_info"] = coarse_pl.info
+    for k, v in (coarse_pl.info or {}).items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            metrics[f"placer.{k}"] = v
+    assignment = cmap.expand_assignment(coarse_pl.assignment)
+    check_placement(graph, cluster, assignment)
+    atomic_write_json(ctx.out / "placement.json", assignment, indent=0)
+    return Placed(graph, cluster, coarse, cmap, coarse_pl, assignment, ptime, plkey)

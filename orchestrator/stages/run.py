@@ -1,0 +1,83 @@
+"""Stage run: execute the placed, scheduled step on real devices with the configured Runtime and record what it
+measured. The runtime comes from the registry (a `_target_`, or a name the backend provides, e.g. `threads`,
+`real`); it always gets the simulated step as `plan` and follows it where it was asked to (`runtime.order`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from algorithms.cluster import Cluster
+from algorithms.errors import ConfigError
+from algorithms.graph import OpGraph
+from algorithms.placement import Schedule
+from algorithms.simulator import SimResult
+from backends.base import Runtime
+
+from ..context import JobContext
+
+log = logging.getLogger("orchestrator")
+
+
+def sim_plan(sim: SimResult) -> tuple[dict[str, float], list[tuple[str, str, float]]]:
+    """The simulated step as a plan: (planned start per op, [(producer op, destination device, arrival)])."""
+    start = {name: sim.start[i] for i, name in enumerate(sim.names)}
+    return start, [(op, dst, arrive) for op, _, dst, _, arrive, _ in sim.transfers]
+
+
+def check_devices(ctx: JobContext, cluster: Cluster) -> None:
+    """The cluster's device types must be ones the backend declares."""
+    backend = ctx.get_backend()
+    if backend is None:
+        return
+    bad = [d for d in cluster.devices if d.type not in backend.capabilities.device_types]
+    if bad:
+        raise ConfigError(
+            f"device {bad[0].name!r} has type {bad[0].type!r}; backend {backend.name!r} runs on "
+            f"{list(backend.capabilities.device_types)}"
+        )
+
+
+def stage_run(
+    ctx: JobContext,
+    runtime: Runtime,
+    graph: OpGraph,
+    assignment: dict[str, str],
+    schedule: Schedule,
+    cluster: Cluster,
+    result: dict[str, Any],
+    metrics: dict[str, Any],
+    sim: SimResult | None = None,
+) -> None:
+    """Run the step and fill result.json's measured fields (docs/formats.md) and the run's metrics."""
+    check_devices(ctx, cluster)
+    # None (backend=none) reaches runtimes that need no framework; the ones that need one refuse it
+    backend: Any = ctx.get_backend()
+    rr = runtime.run(
+        backend,
+        ctx.get_model(),
+        graph,
+        assignment,
+        schedule,
+        cluster,
+        plan=sim_plan(sim) if sim is not None else None,
+    )
+    result["measured_step_s"] = rr.measured_step_s
+    result["measured_step_iqr_s"] = rr.step_iqr_s
+    result["measured_steps"] = len(rr.step_times_s)
+    result["measured_peak_memory_bytes"] = dict(rr.peak_memory_bytes)
+    result["measured_traffic_bytes"] = rr.traffic_bytes
+    result["runtime_workers"] = list(rr.workers)
+    result["loss"] = rr.loss
+    for d, v in rr.peak_memory_bytes.items():
+        metrics[f"measured_peak_memory_bytes.{d}"] = v
+    metrics["measured_traffic_bytes"] = rr.traffic_bytes
+    if rr.step_iqr_s is not None:
+        metrics["measured_step_iqr_s"] = rr.step_iqr_s
+    if rr.loss is not None:
+        metrics["loss"] = rr.loss
+    for k, v in (rr.extra or {}).items():
+        if isinstance(v, (int, float)):
+            metrics[f"run.{k}"] = v
+    if result.get("predicted_step_s"):
+        metrics["prediction_error"] = (result["predicted_step_s"] - rr.measured_step_s) / rr.measured_step_s

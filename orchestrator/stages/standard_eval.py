@@ -1,0 +1,177 @@
+"""Celeritas' Standard Evaluation as a profiler (seed 002, section 4.2.1; Table 5, Figure 5).
+
+Step 1 (rough estimation): the model is built and profiled at several small batch sizes that fit one device;
+per op, a least-squares line of each cost against the batch size is fitted and evaluated at the target batch
+size (`algorithms.placers.celeritas.standard_eval.fit_linear_profiles`).
+
+Step 2 (accurate measurement): the target-batch model is placed with the memory-constrained sequential
+DFS-TOPO placement computed on the step-1 estimates and run for a few real training steps on the cluster's
+devices with the backend's runtime; the per-op compute times of that placed run (where the backend declares
+`capabilities.times_ops`, as PyTorch does: `run(..., time_ops=True)`) become the profile's compute times.
+Per-op memory comes from the backend's profiler at the target batch size (sizes of real tensors). A backend whose
+runtime does not time ops (TensorFlow here) gives both from its profiler; `standard_evaluation.json` says which
+(`compute_from`).
+
+The per-op relative deviation of the step-1 estimates from the step-2 measurements (Table 5's mean, Figure 5's
+CDF), for memory and for compute time, is written to `standard_evaluation.json` and `standard_evaluation.png` in
+the run folder and logged as metrics by the job (`se.*`).
+
+Cost: len(batch_sizes) + 1 backend profiles, one placed run of run_warmup + run_steps steps, and the sequential
+DFS-TOPO placement (O(ops + edges)). Used as `profiler=standard_evaluation` (conf/profiler, `_target_` this class).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from algorithms.cluster import Cluster
+from algorithms.errors import ConfigError
+from algorithms.graph import OpGraph, atomic_write_json
+from backends.base import Backend, Profiler
+
+log = logging.getLogger("orchestrator")
+
+
+class StandardEvaluationProfiler(Profiler):
+    """Celeritas' Standard Evaluation (seed 002, 4.2.1): small-batch profiles, linear laws, a measured run.
+
+    `batch_sizes`: the small batch sizes of step 1 (two or more, below the model's batch size); `warmup`,
+    `steps`: the backend profiler's steps; `run_warmup`, `run_steps`: the placed run of step 2;
+    `memory_fraction`: of each device's memory the DFS-TOPO placement of step 2 may use."""
+
+    uses_cluster = True
+
+    def __init__(
+        self,
+        batch_sizes: Sequence[int] = (2, 4, 8),
+        warmup: int = 3,
+        steps: int = 5,
+        run_warmup: int = 1,
+        run_steps: int = 3,
+        memory_fraction: float = 1.0,
+        comm_benchmark: bool = True,
+        comm_sizes: Sequence[int] | None = None,
+        comm_repeats: int = 5,
+    ):
+        self.batch_sizes = sorted({int(b) for b in batch_sizes or []})
+        if len(self.batch_sizes) < 2:
+            raise ConfigError("profiler.batch_sizes needs two or more small batch sizes, e.g. [2, 4, 8]")
+        self.warmup, self.steps = int(warmup), int(steps)
+        self.run_warmup, self.run_steps = int(run_warmup), int(run_steps)
+        self.memory_fraction = float(memory_fraction)
+        self.comm_benchmark = bool(comm_benchmark)
+        self.comm_sizes = [int(s) for s in comm_sizes] if comm_sizes else None
+        self.comm_repeats = int(comm_repeats)
+
+    def profile(
+        self, backend: Backend | None, model: Any, graph: OpGraph, cluster: Cluster, *, model_cfg: Mapping[str, Any]
+    ) -> tuple[OpGraph, dict[str, Any]]:
+        """Steps 1 and 2; returns the measured target-batch graph and the deviation report."""
+        from algorithms.placement import topological_schedule
+        from algorithms.placers.celeritas.standard_eval import (
+            SequentialDfsTopoPlacer,
+            fit_linear_profiles,
+            relative_deviation,
+        )
+
+        if backend is None:
+            raise ConfigError("profiler=standard_evaluation needs a framework backend (backend=torch or tensorflow)")
+        target = int(model_cfg["batch_size"])  # the target is the model's own batch size (model.batch_size=...)
+        sizes = self.batch_sizes
+        if max(sizes) >= target:
+            log.warning("standard evaluation: batch sizes %s are not all below the target %d", sizes, target)
+        warmup, steps = self.warmup, self.steps
+        profiles: dict[float, OpGraph] = {}
+        for b in sizes:
+            model_b = backend.build({**model_cfg, "batch_size": b})
+            g_b = backend.capture(model_b)
+            profiles[b] = backend.profile(model_b, g_b, warmup=warmup, steps=steps)
+            log.info("standard evaluation step 1: profiled batch size %d (%d ops)", b, len(profiles[b]))
+        estimate = fit_linear_profiles(profiles).predict(target, name=f"{graph.name}-estimated-b{target}")
+        missing = [op for op in graph.ops if op not in estimate]
+        if missing:
+            raise ConfigError(
+                f"standard evaluation: op {missing[0]!r} of the target-batch graph is not in the "
+                f"small-batch profiles (the model's graph changes with the batch size)"
+            )
+
+        # step 2: place the target-batch model on the estimates, run it, then measure it op by op
+        placement = SequentialDfsTopoPlacer(self.memory_fraction).place(estimate, cluster)
+        sched = topological_schedule(graph, placement.assignment, cluster.names)
+        run = backend.run(
+            model,
+            estimate,
+            placement.assignment,
+            sched,
+            cluster,
+            warmup=self.run_warmup,
+            steps=self.run_steps,
+            time_ops=backend.capabilities.times_ops,
+        )
+        log.info(
+            "standard evaluation step 2: the DFS-TOPO placement ran (%.4g s per step, best effort: %s)",
+            run.measured_step_s,
+            bool(placement.info.get("best_effort")),
+        )
+        # memory per op from the backend's profiler at the target batch size (real tensors); compute time per op
+        # from the placed run itself when the backend times ops there, else from the profiler
+        measured = backend.profile(model, graph, warmup=warmup, steps=steps)
+        op_times = (run.extra or {}).get("op_times_s") or {}
+        for op, t in op_times.items():
+            if op in measured:
+                measured.op(op)["compute_s"] = float(t)
+        measured.invalidate()
+        mem = relative_deviation(estimate, measured, "memory")
+        tim = relative_deviation(estimate, measured, "time")
+        report = {
+            "target_batch_size": target,
+            "batch_sizes": sizes,
+            "compute_from": "placed run" if op_times else "profiler",
+            "memory": mem.to_dict(),
+            "time": tim.to_dict(),
+            "dfs_topo_step_s": run.measured_step_s,
+            "best_effort": bool(placement.info.get("best_effort")),
+        }
+        log.info(
+            "standard evaluation: mean relative deviation of the estimates: memory %.3f, time %.3f",
+            mem.mean,
+            tim.mean,
+        )
+        return measured, report
+
+    def publish(self, report: Mapping[str, Any], out: Path) -> tuple[dict[str, float], list[Path]]:
+        """Write the report and its CDF picture into the run folder; its numbers become metrics."""
+        atomic_write_json(out / "standard_evaluation.json", report)
+        cdf_png(report, out / "standard_evaluation.png")
+        metrics = {
+            "se.memory_mean_rel_dev": report["memory"]["mean"],
+            "se.time_mean_rel_dev": report["time"]["mean"],
+            "se.dfs_topo_step_s": report["dfs_topo_step_s"],
+        }
+        return metrics, [out / "standard_evaluation.json", out / "standard_evaluation.png"]
+
+
+def cdf_png(report: Mapping[str, Any], path: Any) -> None:
+    """Figure 5: the CDF of per-op relative deviations, memory and compute time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    for ax, key, label in ((axes[0], "memory", "memory"), (axes[1], "time", "compute time")):
+        rep = report[key]
+        xs = sorted(rep["per_op"].values())
+        ys = [(k + 1) / len(xs) for k in range(len(xs))]
+        ax.step(xs, ys, where="post")
+        ax.set_xlabel(f"relative deviation of the {label} estimate")
+        ax.set_ylabel("fraction of ops")
+        ax.set_xlim(left=0)
+        ax.set_title(f"{label}: mean {rep['mean']:.3f}")
+    fig.suptitle(f"Standard Evaluation at batch size {report['target_batch_size']} (Celeritas Figure 5)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
