@@ -10,18 +10,13 @@ from algorithms.errors import ConfigError, InvalidPlacement, InvalidSchedule
 from algorithms.graph import OpGraph
 from algorithms.pipeline.baselines import ChimeraScheduler, GPipeScheduler, OneFOneBPlusScheduler, OneFOneBScheduler
 from algorithms.pipeline.blocks import Block, MicroBatchSpec, blocks_from_placement, make_shape
+from algorithms.pipeline.completion import extend
+from algorithms.pipeline.repetend import dependency_period_ok, iter_repetend_assignments
+from algorithms.pipeline.repetend_solver import repetend_time, solve_repetend
 from algorithms.pipeline.runtime import build_actions, check_deadlock_free, chrome_trace, simulate_actions
 from algorithms.pipeline.schedule import PipelineSchedule, ScheduleViolation, validate
-from algorithms.pipeline.tessel import (
-    TesselScheduler,
-    TimeOptimalScheduler,
-    dependency_period_ok,
-    extend,
-    iter_repetend_assignments,
-    repetend_time,
-    solve_repetend,
-    solve_time_optimal,
-)
+from algorithms.pipeline.tessel import TesselScheduler
+from algorithms.pipeline.time_optimal import TimeOptimalScheduler, solve_time_optimal
 
 
 def _two_stage() -> MicroBatchSpec:
@@ -340,8 +335,8 @@ def test_action_lists_never_deadlock(make):
     check_deadlock_free(s, acts, blocking=False)
     sim = simulate_actions(s, acts)
     assert all(sim[it] <= s.start[it] for it in s.start)  # the plan never runs later than the schedule
-    n_send = sum(a.kind == "send" for l in acts.values() for a in l)
-    n_recv = sum(a.kind == "recv" for l in acts.values() for a in l)
+    n_send = sum(a.kind == "send" for lst in acts.values() for a in lst)
+    n_recv = sum(a.kind == "recv" for lst in acts.values() for a in lst)
     assert n_send == n_recv > 0
     trace = chrome_trace(s, actions=acts)
     xs = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] != "repetend"]

@@ -173,16 +173,16 @@ def one_f_one_b_orders(
     orders: dict[str, list[Item]] = {}
     for d in spec.devices:
         idx = [i for i in spec.on_device(d) if only is None or i in only]
-        F = lambda m: [(spec.blocks[i].name, ids[m]) for i in idx if spec.blocks[i].kind != "backward"]
-        B = lambda m: [(spec.blocks[i].name, ids[m]) for i in idx if spec.blocks[i].kind == "backward"]
+        fwd = [spec.blocks[i].name for i in idx if spec.blocks[i].kind != "backward"]
+        bwd = [spec.blocks[i].name for i in idx if spec.blocks[i].kind == "backward"]
         w = min(S - 1 - st[d], len(ids))
         out: list[Item] = []
         for m in range(w):
-            out += F(m)
+            out += [(b, ids[m]) for b in fwd]
         for m in range(len(ids)):
             if m + w < len(ids):
-                out += F(m + w)
-            out += B(m)
+                out += [(b, ids[m + w]) for b in fwd]
+            out += [(b, ids[m]) for b in bwd]
         orders[d] = out
     return orders
 

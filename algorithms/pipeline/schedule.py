@@ -76,7 +76,7 @@ class PipelineSchedule:
     def device_orders(self) -> dict[str, list[Item]]:
         """Per device, the (block, micro) pairs in start-time order."""
         out: dict[str, list[Item]] = {d: [] for d in self.spec.devices}
-        for it, s in sorted(self.start.items(), key=lambda kv: (kv[1], self.spec.index[kv[0][0]], kv[0][1])):
+        for it, _s in sorted(self.start.items(), key=lambda kv: (kv[1], self.spec.index[kv[0][0]], kv[0][1])):
             for d in self.spec.block(it[0]).devices:
                 out[d].append(it)
         return out
