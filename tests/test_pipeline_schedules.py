@@ -9,7 +9,7 @@ import pytest
 from algorithms.errors import ConfigError, InvalidPlacement, InvalidSchedule
 from algorithms.graph import OpGraph
 from algorithms.pipeline.baselines import ChimeraScheduler, GPipeScheduler, OneFOneBPlusScheduler, OneFOneBScheduler
-from algorithms.pipeline.blocks import Block, MicroBatchSpec, blocks_from_placement, make_shape
+from algorithms.pipeline.blocks import Block, MicroBatchSpec, blocks_from_placement, make_shape, reference_memory
 from algorithms.pipeline.completion import extend
 from algorithms.pipeline.repetend import dependency_period_ok, iter_repetend_assignments
 from algorithms.pipeline.repetend_solver import repetend_time, solve_repetend
@@ -75,10 +75,34 @@ def test_nn_shape_is_mt5_layout():
         ("dec2", ("d2",)),
         ("dec3", ("d3",)),
     ]
-    assert nn.block("dec2_b").time == 3 and nn.block("emb_dec_b").time == 2
-    assert nn.lower_bound() == 10
+    # the reference's full-device blocks: span 1 both ways, memory 0 (zhiqi-0/Tessel nnshape)
+    assert nn.block("dec2_b").time == 3 and nn.block("emb_dec_b").time == 1 and nn.block("emb_enc").memory == 0
+    assert nn.lower_bound() == 8
+    # our earlier reading is kept under its own name: embeddings keep activations, backward 2x forward
+    old = make_shape("nn_emb", 4, recompute=True)
+    assert old.block("emb_dec_b").time == 2 and old.block("emb_enc").memory == 1 and old.lower_bound() == 10
     with pytest.raises(ConfigError):
         make_shape("nn", 1)
+
+
+@pytest.mark.parametrize(
+    "shape, k, lb, cp",
+    [("v", 8, 4, 16), ("x", 16, 8, 16), ("m", 10, 6, 18), ("nn", 12, 8, 20), ("k", 10, 6, 10)],
+)
+def test_reference_shapes_at_4_devices(shape, k, lb, cp):
+    # block counts, per-device load (the repetend's lower bound) and one micro-batch's critical path of the
+    # authors' cases_tessel.py shapes, training with recompute (backward span 3)
+    spec = make_shape(shape, 4, recompute=True)
+    assert (spec.K, spec.lower_bound(), spec.critical_path()) == (k, lb, cp)
+    assert reference_memory(shape, 4) == (4 if shape in ("v", "x") else 6)
+
+
+def test_k_shape_branches_run_down_the_devices():
+    k = make_shape("k", 6, recompute=True)
+    assert [k.block(f"t{i}").devices for i in range(3)] == [("d0",), ("d1",), ("d2",)]
+    assert [k.block(f"v{i}").devices for i in range(3)] == [("d3",), ("d4",), ("d5",)]
+    assert set(k.block("cross").deps) == {"t2", "v2"} and k.block("cross_b").time == 1
+    assert make_shape("k_mid", 6, recompute=True).block("v0").devices == ("d5",)
 
 
 def test_cyclic_spec_rejected():

@@ -56,8 +56,9 @@ log = logging.getLogger(__name__)
 class ConfiguredPipelineScheduler(PipelineScheduler):
     """A PipelineScheduler that also carries its case (docs/design.md's ``pipeline.*`` keys).
 
-    The case keys ``shape`` (v, x, m, nn, k, from_placement), ``n_devices``, ``n_micro``, ``memory`` (per-device
-    cap in block memory units; null = unbounded) and ``recompute`` are accepted by every constructor, so the
+    The case keys ``shape`` (v, x, m, nn, k, .., from_placement), ``n_devices``, ``n_micro``, ``memory``
+    (per-device cap in block memory units; null = unbounded; ``reference`` = the Tessel authors' budget for a
+    built-in shape, ``blocks.reference_memory``) and ``recompute`` are accepted by every constructor, so the
     YAML with its ``_target_`` can be instantiated as is; ``run(graph, placement)`` builds the blocks from them
     and calls ``schedule``.
     """
@@ -67,10 +68,16 @@ class ConfiguredPipelineScheduler(PipelineScheduler):
         shape: str = "v",
         n_devices: int = 4,
         n_micro: int = 8,
-        memory: int | None = None,
+        memory: int | str | None = None,
         recompute: bool = False,
         name: str | None = None,
     ):
+        if isinstance(memory, str):
+            if memory != "reference":
+                raise ConfigError(f"pipeline.memory={memory!r}: an integer, null or 'reference'")
+            from .blocks import reference_memory
+
+            memory = reference_memory(shape, int(n_devices))
         self.case = {
             "shape": shape,
             "n_devices": int(n_devices),

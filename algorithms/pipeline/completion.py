@@ -8,6 +8,7 @@ memory level at each phase entry is exactly the one the search assumed). Every r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,3 +98,66 @@ def extend(result: TesselResult, n_micro: int) -> PipelineSchedule:
     )
     validate(sched, result.memory)
     return sched
+
+
+def periodic_phases(
+    spec: MicroBatchSpec, n: Sequence[int], starts: Sequence[int], period: int, n_r: int
+) -> tuple[dict[IItem, int], dict[IItem, int]]:
+    """Warm-up and cool-down cut out of the periodic schedule itself (our completion heuristic).
+
+    Copy r of the repetend (r = -1, -2, .. before it, 1, 2, .. after it) runs B_i^{n_i + r} at s_i + r P. The
+    warm-up blocks of equation 5 (m < n_i) are exactly the copies r < 0 cut to m >= 0, the cool-down blocks of
+    equation 6 (n_i < m < N_R) the copies r > 0 cut to m < N_R. Both keep the repetend's dependencies and
+    exclusive execution, and only lose blocks, i.e. whole micro-batches outside [0, N_R), so their memory stays
+    below the steady state's; ``phase_ok`` checks them against the completion's exact constraints before use.
+    Returned left-shifted (``left_shift``: same per-device orders, every block as early as possible).
+    O(K N_R log(K N_R)).
+    """
+    warm = {(i, m): starts[i] + (m - n[i]) * period for i in range(spec.K) for m in range(n[i])}
+    cool = {(i, m): starts[i] + (m - n[i]) * period for i in range(spec.K) for m in range(n[i] + 1, n_r)}
+    return left_shift(spec, warm), left_shift(spec, cool)
+
+
+def phase_ok(
+    spec: MicroBatchSpec, start: dict[IItem, int], memory: int | None, init: dict[str, int] | None = None
+) -> bool:
+    """Do the items of one phase keep dependencies (within the phase), exclusive execution and memory from
+    ``init``? The constraints of equation 1 as the completion's Z3 encoding states them. O(B log B)."""
+    for (i, m), st in start.items():
+        for p in spec.preds[i]:
+            if (p, m) in start and start[(p, m)] + spec.blocks[p].time > st:
+                return False
+    for d in spec.devices:
+        ev = sorted(
+            (st, spec.blocks[i].time, spec.blocks[i].memory)
+            for (i, _m), st in start.items()
+            if d in spec.blocks[i].devices
+        )
+        end = -(10**18)
+        level = (init or {}).get(d, 0)
+        for st, t, mem in ev:
+            if st < end:
+                return False
+            end = st + t
+            level += mem
+            if memory is not None and level > memory:
+                return False
+    return True
+
+
+def left_shift(spec: MicroBatchSpec, start: dict[IItem, int]) -> dict[IItem, int]:
+    """Every item as early as its predecessors and the previous items on its devices allow, in the order of
+    ``start``. Keeps each device's order, hence its memory sequence (the running sum depends on the order
+    only), dependencies and exclusive execution: a feasible phase stays feasible and never gets longer.
+    O(B log B)."""
+    free = {d: 0 for d in spec.devices}
+    out: dict[IItem, int] = {}
+    for (i, m), _st in sorted(start.items(), key=lambda kv: (kv[1], kv[0][0], kv[0][1])):
+        b = spec.blocks[i]
+        t = max(
+            [free[d] for d in b.devices] + [out[(p, m)] + spec.blocks[p].time for p in spec.preds[i] if (p, m) in out]
+        )
+        out[(i, m)] = t
+        for d in b.devices:
+            free[d] = t + b.time
+    return out

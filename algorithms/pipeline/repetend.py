@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import z3
+
 from .blocks import MicroBatchSpec
 
 
@@ -104,3 +106,64 @@ def dependency_period_bound(spec: MicroBatchSpec, n: Sequence[int], lo: int, hi:
         else:
             lo = mid + 1
     return lo
+
+
+def repetend_size_bound(spec: MicroBatchSpec, memory: int | None, period: int) -> int:
+    """The largest useful N_R for repetends of period >= ``period`` under ``memory``: 1 + max (n_max - n_min).
+
+    Derived from the memory model and the dependencies, not from a fixed device count: an assignment needs
+    n_i - n_j >= 0 on every dependency i -> j (IV.2), and a drop above u_ij = ceil((P - 1 + t_i) / P) only
+    adds slack, since with 0 <= s < P a drop of u_ij already satisfies s_i + t_i <= s_j + (n_i - n_j) P (the
+    assignment with every drop cut to what its starts need has smaller indices everywhere). The entry memory
+    sum_i n_i m_i (equation 5) must fit ``memory`` on every device. The maximum of n_max under these linear
+    constraints with n_min = 0 is found with ``z3.Optimize`` (K integer variables; deterministic). Grows with
+    the device count through the length of the dependency chains: V at D devices under memory D gives D + 1.
+    Each weakly connected component of the blocks (X has two) gets its own n_min = 0 (see ``components``).
+    Our derivation: the paper bounds N_R by CalMaxInflight (floor(M / peak)), which ignores that memory-free
+    blocks (full-device blocks with m = 0) let more micro-batches be in flight than any device holds.
+    """
+    K = spec.K
+    n = [z3.Int(f"nb_{b.name}") for b in spec.blocks]
+    top = z3.Int("nb_top")
+    opt = z3.Optimize()
+    for i in range(K):
+        opt.add(n[i] >= 0, top >= n[i])
+        for j in spec.succs[i]:
+            u = -(-(period - 1 + spec.blocks[i].time) // period)
+            opt.add(n[i] - n[j] >= 0, n[i] - n[j] <= u)
+    opt.add(z3.Or([top == x for x in n]))
+    for comp in components(spec):
+        opt.add(z3.Or([n[i] == 0 for i in comp]))
+    if memory is not None:
+        for d in spec.devices:
+            terms = [n[i] * spec.blocks[i].memory for i in spec.on_device(d) if spec.blocks[i].memory]
+            if terms:
+                opt.add(z3.Sum(terms) <= memory)
+    opt.maximize(top)
+    if opt.check() != z3.sat:
+        return 1
+    return int(opt.model().eval(top, model_completion=True).as_long()) + 1
+
+
+def components(spec: MicroBatchSpec) -> list[list[int]]:
+    """The weakly connected components of a micro-batch's blocks (block indices, in order). O(K + E).
+
+    Shifting every index of one component by a constant relabels micro-batches of that component only; when the
+    component leaves no memory behind (net delta 0 on every device) the entry memory and every constraint stay
+    the same, so the searches fix the smallest index of each component to 0.
+    """
+    parent = list(range(spec.K))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for j, ps in enumerate(spec.preds):
+        for i in ps:
+            parent[find(i)] = find(j)
+    out: dict[int, list[int]] = {}
+    for i in range(spec.K):
+        out.setdefault(find(i), []).append(i)
+    return list(out.values())

@@ -16,15 +16,14 @@ binary search covers every assignment of an N_R at once.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
 import z3
 
 from .blocks import MicroBatchSpec
-from .repetend import entry_memory
-from .smt import check_ms, new_solver
+from .repetend import components, entry_memory
+from .smt import Budget, new_solver
 
 
 def add_exclusive_modulo(
@@ -51,8 +50,7 @@ def solve_repetend(
     lo: int,
     hi: int,
     *,
-    check_timeout_s: float = 10.0,
-    deadline: float | None = None,
+    budget: Budget | None = None,
 ) -> tuple[list[int] | None, int | None, int, bool]:
     """RepetendSolver: smallest period P in [lo, hi] with a repetend schedule (module docstring, step 3).
 
@@ -82,13 +80,14 @@ def solve_repetend(
     best: list[int] | None = None
     best_p: int | None = None
 
+    bud = budget if budget is not None else Budget()
+
     def check(bound: int):
         nonlocal checks
         checks += 1
-        sol.set("timeout", check_ms(deadline, check_timeout_s))
         sol.push()
         sol.add(P <= bound)
-        r = sol.check()
+        r = bud.check(sol)
         res = None
         if r == z3.sat:
             m = sol.model()
@@ -103,7 +102,7 @@ def solve_repetend(
     best, best_p = res
     hi = best_p - 1
     while lo <= hi:
-        if deadline is not None and time.perf_counter() >= deadline:
+        if bud.exhausted():
             optimal = False
             break
         mid = lo if lo == spec.lower_bound() and best_p > lo else (lo + hi) // 2
@@ -174,9 +173,8 @@ def iter_smt_repetends(
     memory: int | None,
     lb: int,
     state: dict[str, Any],
-    deadline: float,
+    budget: Budget,
     stats: dict[str, Any],
-    check_timeout_s: float,
 ):
     """The same search with the index assignment folded into Z3 (our extension for large K x N_R).
 
@@ -209,7 +207,6 @@ def iter_smt_repetends(
 
     def check(p: int):
         stats["z3_repetend_checks"] += 1
-        sol.set("timeout", check_ms(deadline, check_timeout_s))
         sol.push()
         for i in range(K):
             sol.add(sv[i] <= p - 1)
@@ -217,7 +214,7 @@ def iter_smt_repetends(
                 sol.add(sv[i] + spec.blocks[i].time <= sv[j] + (nv[i] - nv[j]) * p)
         for d in spec.devices:
             add_exclusive_modulo(sol, spec, spec.on_device(d), sv, p)
-        r = sol.check()
+        r = budget.check(sol)
         res = None
         if r == z3.sat:
             m = sol.model()
@@ -231,7 +228,7 @@ def iter_smt_repetends(
         sol.pop()
         return res
 
-    while time.perf_counter() < deadline:
+    while not budget.exhausted():
         hi = state["best_t"] - 1
         if hi < lb:
             return
@@ -241,7 +238,7 @@ def iter_smt_repetends(
         best_p = hi
         lo = lb
         hi = hi - 1
-        while lo <= hi and time.perf_counter() < deadline:
+        while lo <= hi and not budget.exhausted():
             mid = lo if lo == lb else (lo + hi) // 2
             r = check(mid)
             if r is not None:
@@ -255,3 +252,94 @@ def iter_smt_repetends(
         yield n, starts, best_p
         sol.add(z3.Or([nv[i] != n[i] for i in range(K)]))
     stats["timed_out"] = True
+
+
+def find_repetend(
+    spec: MicroBatchSpec,
+    memory: int | None,
+    cap: int,
+    lo: int,
+    hi: int,
+    budget: Budget,
+    *,
+    minimise_budget: Budget | None = None,
+    exclude: Sequence[Sequence[int]] = (),
+) -> tuple[tuple[int, ...], list[int], int, bool] | None:
+    """Period-first repetend search (our reformulation of Algorithm 1's loop; same constraints as
+    ``solve_repetend``): the smallest window period P in [lo, hi], over every index assignment with
+    N_R <= ``cap`` at once, then the smallest N_R at that P.
+
+    The assignment n_i and the starts s_i are Z3 variables; for a fixed P every constraint is linear. Periods are
+    tried in increasing order, one check each, so the first satisfiable one is the minimum (a check that runs
+    out of budget is skipped and the result marked not proven). At that P a bisection on N_R (the cap
+    n_i <= k - 1) finds the smallest repetend (shorter warm-up and cool-down, as the paper's increasing scan
+    would). Symmetry breaking: the window starts at some s_i = 0 and each weakly connected component of the
+    blocks has some n_i = 0 (``repetend.components``). ``exclude``: assignments ruled out (blocking clauses).
+
+    Returns (n, starts, P, proven) or None when no P up to ``hi`` is shown feasible. Unlike scanning N_R = 1, 2, ..
+    it proves no per-N_R infeasibility, which is where the scan spends its time on 6 and 8 devices.
+    """
+    K = spec.K
+    nv = [z3.Int(f"n_{b.name}") for b in spec.blocks]
+    sv = [z3.Int(f"s_{b.name}") for b in spec.blocks]
+    sol = new_solver()
+    for i in range(K):
+        sol.add(nv[i] >= 0, nv[i] <= cap - 1, sv[i] >= 0)
+        for j in spec.succs[i]:
+            sol.add(nv[i] >= nv[j])
+    for comp in components(spec):
+        sol.add(z3.Or([nv[i] == 0 for i in comp]))
+    sol.add(z3.Or([x == 0 for x in sv]))
+    for n in exclude:
+        sol.add(z3.Or([nv[i] != n[i] for i in range(K)]))
+    if memory is not None:
+        for d in spec.devices:
+            idx = spec.on_device(d)
+            entry = z3.Sum([nv[i] * spec.blocks[i].memory for i in idx if spec.blocks[i].memory] or [z3.IntVal(0)])
+            sol.add(entry <= memory)
+            for b_ in idx:
+                terms = [z3.If(sv[a] <= sv[b_], spec.blocks[a].memory, 0) for a in idx if spec.blocks[a].memory]
+                if terms:
+                    sol.add(entry + z3.Sum(terms) <= memory)
+
+    def model() -> tuple[tuple[int, ...], list[int]]:
+        m = sol.model()
+        return (
+            tuple(m.eval(x, model_completion=True).as_long() for x in nv),
+            [m.eval(x, model_completion=True).as_long() for x in sv],
+        )
+
+    proven = True
+    for p in range(lo, hi + 1):
+        if budget.exhausted():
+            return None
+        sol.push()
+        for i in range(K):
+            sol.add(sv[i] <= p - 1)
+            for j in spec.succs[i]:
+                sol.add(sv[i] + spec.blocks[i].time <= sv[j] + (nv[i] - nv[j]) * p)
+        for d in spec.devices:
+            add_exclusive_modulo(sol, spec, spec.on_device(d), sv, p)
+        r = budget.check(sol)
+        if r == z3.unknown:
+            proven = False
+        if r != z3.sat:
+            sol.pop()
+            continue
+        n, starts = model()
+        mb = minimise_budget if minimise_budget is not None else budget
+        k_lo, k_hi = 1, max(n)  # N_R = max(n) + 1 now; try the caps N_R <= k below it
+        while k_lo <= k_hi and not mb.exhausted():
+            mid = (k_lo + k_hi) // 2
+            sol.push()
+            sol.add(*[x <= mid - 1 for x in nv])
+            r2 = mb.check(sol)
+            if r2 == z3.sat:
+                n, starts = model()
+                k_hi = max(n)
+            else:
+                k_lo = mid + 1
+            sol.pop()
+        sol.pop()
+        return n, starts, p, proven
+    return None

@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from tqdm import tqdm
@@ -81,11 +82,13 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from ..errors import ConfigError, InvalidSchedule
 from .baselines import ConfiguredPipelineScheduler, as_spec
-from .completion import TesselResult, extend
-from .repetend import dependency_period_bound, entry_memory, iter_repetend_assignments
-from .repetend_solver import iter_smt_repetends, repetend_time, solve_repetend
+from .blocks import MicroBatchSpec
+from .completion import TesselResult, extend, periodic_phases, phase_ok
+from .repetend import dependency_period_bound, entry_memory, iter_repetend_assignments, repetend_size_bound
+from .repetend_solver import find_repetend, iter_smt_repetends, repetend_time, solve_repetend
 from .schedule import PipelineSchedule
-from .time_optimal import TimeOptimalScheduler, solve_time_optimal
+from .smt import Budget, budget_from
+from .time_optimal import SolveResult, TimeOptimalScheduler, greedy_schedule, solve_time_optimal
 
 __all__ = ["TesselScheduler", "TimeOptimalScheduler"]  # TO re-exported: configs name it by this module too
 
@@ -99,53 +102,125 @@ class TesselScheduler(ConfiguredPipelineScheduler):
 
     def __init__(
         self,
+        search: str = "period",
         max_repetend_micro: int | None = None,
         lazy: bool = True,
-        time_limit_s: float = 120.0,
-        check_timeout_s: float = 10.0,
-        completion_timeout_s: float = 60.0,
-        fallback_time_limit_s: float = 60.0,
+        check_rlimit: int = 20_000_000,
+        rlimit_budget: int = 300_000_000,
+        completion_rlimit: int = 20_000_000,
+        fallback_rlimit: int = 100_000_000,
+        time_limit_s: float | None = None,
         assignments: str = "auto",
         enumerate_limit: int = 300,
         **case: Any,
     ):
         super().__init__(**case)
+        if search not in ("period", "scan"):
+            raise ConfigError(f"tessel: search={search!r}; choose period or scan")
         if assignments not in ("auto", "enumerate", "smt"):
             raise ConfigError(f"tessel: assignments={assignments!r}; choose auto, enumerate or smt")
+        self.search_mode = search
         self.assignments = assignments
         self.enumerate_limit = enumerate_limit
         self.max_repetend_micro = max_repetend_micro
         self.lazy = lazy
+        self.check_rlimit = int(check_rlimit)
+        self.rlimit_budget = int(rlimit_budget)
+        self.completion_rlimit = int(completion_rlimit)
+        self.fallback_rlimit = int(fallback_rlimit)
         self.time_limit_s = time_limit_s
-        self.check_timeout_s = check_timeout_s
-        self.completion_timeout_s = completion_timeout_s
-        self.fallback_time_limit_s = fallback_time_limit_s
         self._cache: dict[tuple, TesselResult] = {}
+
+    def _completion(
+        self,
+        spec: MicroBatchSpec,
+        n: Sequence[int],
+        n_r: int,
+        memory: int | None,
+        budget: Budget,
+        *,
+        sat_only: bool,
+        stats: dict[str, Any],
+        periodic: tuple[Sequence[int], int] | None = None,
+    ) -> tuple[SolveResult, SolveResult, dict[str, int]]:
+        """Warm-up (eq. 5) and cool-down (eq. 6) of a repetend, each time-optimal within ``budget`` (IV-C).
+
+        Each phase starts from a feasible schedule, so that a budget that runs out still leaves one: the phase
+        cut out of the periodic schedule (``periodic_phases``, given the repetend's starts and period) when it
+        passes ``phase_ok``, else a list schedule.
+        """
+        warm = [(i, m) for i in range(spec.K) for m in range(n[i])]
+        cool = [(i, m) for i in range(spec.K) for m in range(n[i] + 1, n_r)]
+        cool_init = {d: sum((n[i] + 1) * spec.blocks[i].memory for i in spec.on_device(d)) for d in spec.devices}
+        seeds: list[dict | None] = [None, None]
+        if periodic is not None:
+            pw, pc = periodic_phases(spec, n, periodic[0], periodic[1], n_r)
+            seeds = [pw if phase_ok(spec, pw, memory) else None, pc if phase_ok(spec, pc, memory, cool_init) else None]
+        tw = time.perf_counter()
+        w = solve_time_optimal(
+            spec,
+            warm,
+            memory,
+            None,
+            symmetry=True,
+            sat_only=sat_only,
+            budget=budget,
+            upper=seeds[0] if seeds[0] is not None else greedy_schedule(spec, warm, memory),
+        )
+        stats["time_warmup_s"] += time.perf_counter() - tw
+        tc = time.perf_counter()
+        c = solve_time_optimal(
+            spec,
+            cool,
+            memory,
+            cool_init,
+            symmetry=True,
+            sat_only=sat_only,
+            budget=budget,
+            upper=seeds[1] if seeds[1] is not None else greedy_schedule(spec, cool, memory, cool_init),
+        )
+        stats["time_cooldown_s"] += time.perf_counter() - tc
+        stats["completion_checks"] += w.checks + c.checks
+        return w, c, cool_init
 
     # ------------------------------------------------------------------ Algorithm 1
     def search(self, blocks: Any, memory: int | None = None, devices: Any = None) -> TesselResult:
-        """Algorithm 1 with the lazy search of section V. Cached per (spec, memory)."""
+        """The repetend search (``period`` or Algorithm 1's ``scan``) and the completion. Cached per case.
+
+        Deterministic: every Z3 check runs within resource units (``check_rlimit`` each, ``rlimit_budget`` for
+        the repetend search, ``completion_rlimit`` for the completion), never a wall-clock timeout, unless the
+        optional ``time_limit_s`` safety net is set and hit (``stats["wall_clock_limit_hit"]``).
+        """
         spec = as_spec(blocks, devices)
-        ck = (spec.key(), memory, self.max_repetend_micro, self.lazy, self.assignments, self.enumerate_limit)
+        ck = (
+            spec.key(),
+            memory,
+            self.search_mode,
+            self.max_repetend_micro,
+            self.lazy,
+            self.assignments,
+            self.enumerate_limit,
+            self.check_rlimit,
+            self.rlimit_budget,
+            self.completion_rlimit,
+        )
         if ck in self._cache:
             return self._cache[ck]
         t0 = time.perf_counter()
-        deadline = t0 + self.time_limit_s
-        D = len(spec.devices)
+        budget = budget_from(self.check_rlimit, self.rlimit_budget, self.time_limit_s)
         lb = spec.lower_bound()
         optimal_t = sum(b.time for b in spec.blocks) + 1  # upper bound of Algorithm 1, line 1-4
-        cap = self.max_repetend_micro or (D + 2)
-        inflight = spec.max_inflight(memory, cap)
-        if inflight < 1:
+        if memory is not None and any(spec.peak_memory_one(d) > memory for d in spec.devices):
             raise ConfigError(
                 f"pipeline.memory={memory} cannot hold even one micro-batch of {spec.name} "
                 f"(peak per device {[spec.peak_memory_one(d) for d in spec.devices]})"
             )
+        inflight = self.max_repetend_micro or repetend_size_bound(spec, memory, lb)
         if any(spec.net_memory(d) > 0 for d in spec.devices):
             log.warning("tessel: a micro-batch of %s leaves memory behind; repetends limited to N_R = 1", spec.name)
             inflight = 1
         best: tuple | None = None  # (t_R, n, starts, N_R, warm, cool, cool_init, E_R, W_R)
-        stats = {
+        stats: dict[str, Any] = {
             "candidates": 0,
             "z3_repetend_checks": 0,
             "repetends_solved": 0,
@@ -157,124 +232,33 @@ class TesselScheduler(ConfiguredPipelineScheduler):
             "timed_out": False,
             "optimal_repetend": True,
             "assignment_search": {},
+            "search": self.search_mode,
+            "max_n_r": inflight,
         }
-        state = {"best_t": optimal_t}
-        done = False
-        scan = tqdm(range(1, inflight + 1), desc="tessel: repetend scan (N_R)", unit="N_R", disable=None, leave=False)
-        with scan, logging_redirect_tqdm():
-            for n_r in scan:
-                if done:
-                    break
-                mode = self.assignments
-                if mode == "auto":
-                    cnt = 0
-                    for _ in iter_repetend_assignments(spec, n_r):
-                        cnt += 1
-                        if cnt > self.enumerate_limit:
-                            break
-                    mode = "enumerate" if cnt <= self.enumerate_limit else "smt"
-                stats["assignment_search"][n_r] = mode
-                source = (
-                    self._enumerated(spec, n_r, memory, lb, state, deadline, stats)
-                    if mode == "enumerate"
-                    else iter_smt_repetends(spec, n_r, memory, lb, state, deadline, stats, self.check_timeout_s)
-                )
-                while True:
-                    tr0 = time.perf_counter()
-                    try:
-                        n, starts, p = next(source)
-                    except StopIteration:
-                        stats["time_repetend_s"] += time.perf_counter() - tr0
-                        if mode == "smt" and stats.get("smt_unknown") == n_r and self.assignments == "auto":
-                            # a Z3 check over all assignments timed out: fall back to visiting them one by one
-                            log.info("tessel: N_R=%d assignment SMT undecided, enumerating instead", n_r)
-                            mode = "enumerate"
-                            stats["assignment_search"][n_r] = "smt+enumerate"
-                            source = self._enumerated(spec, n_r, memory, lb, state, deadline, stats)
-                            continue
-                        break
-                    t_r, E_R, W_R = repetend_time(spec, n, starts, memory, p)
-                    stats["time_repetend_s"] += time.perf_counter() - tr0
-                    if t_r >= state["best_t"]:
-                        continue
-                    warm_items = [(i, m) for i in range(spec.K) for m in range(n[i])]
-                    cool_items = [(i, m) for i in range(spec.K) for m in range(n[i] + 1, n_r)]
-                    cool_init = {
-                        d: sum((n[i] + 1) * spec.blocks[i].memory for i in spec.on_device(d)) for d in spec.devices
-                    }
-                    tw = time.perf_counter()
-                    w = solve_time_optimal(
-                        spec,
-                        warm_items,
-                        memory,
-                        None,
-                        sat_only=self.lazy,
-                        symmetry=True,
-                        check_timeout_s=self.check_timeout_s,
-                        deadline=deadline,
-                    )
-                    stats["time_warmup_s"] += time.perf_counter() - tw
-                    tc = time.perf_counter()
-                    c = solve_time_optimal(
-                        spec,
-                        cool_items,
-                        memory,
-                        cool_init,
-                        sat_only=self.lazy,
-                        symmetry=True,
-                        check_timeout_s=self.check_timeout_s,
-                        deadline=deadline,
-                    )
-                    stats["time_cooldown_s"] += time.perf_counter() - tc
-                    stats["completion_checks"] += w.checks + c.checks
-                    if w.start is None or c.start is None:
-                        log.info("tessel: repetend %s (t_R=%d) has no feasible warm-up/cool-down", n, t_r)
-                        continue
-                    state["best_t"] = t_r
-                    best = (t_r, n, starts, n_r, w.start, c.start, cool_init, E_R, W_R)
-                    log.info("tessel: N_R=%d repetend %s t_R=%d (lower bound %d)", n_r, n, t_r, lb)
-                    if t_r == lb:
-                        stats["early_exit"] = True
-                        done = True
-                        break
-                if time.perf_counter() >= deadline:
-                    stats["timed_out"] = True
-                    break
+        if self.search_mode == "period":
+            best = self._period(spec, memory, inflight, lb, optimal_t, budget, stats)
+        else:
+            best = self._scan(spec, memory, inflight, lb, optimal_t, budget, stats)
         if best is None:
             raise InvalidSchedule(
-                f"tessel found no schedule for {spec.name} under memory {memory} within {self.time_limit_s}s"
+                f"tessel found no schedule for {spec.name} under memory {memory} within {self.rlimit_budget} Z3 "
+                f"resource units (rlimit_budget)"
             )
         t_r, n, starts, n_r, warm, cool, cool_init, E_R, W_R = best
         if self.lazy:  # time-optimal completion, once, for the best repetend
-            comp_deadline = time.perf_counter() + self.completion_timeout_s
-            tw = time.perf_counter()
-            w = solve_time_optimal(
-                spec,
-                list(warm),
-                memory,
-                None,
-                symmetry=True,
-                check_timeout_s=self.check_timeout_s,
-                deadline=comp_deadline,
+            cbud = budget_from(self.check_rlimit, self.completion_rlimit, self.time_limit_s)
+            w, c, _ = self._completion(
+                spec, n, n_r, memory, cbud, sat_only=False, stats=stats, periodic=(starts, stats.get("window", t_r))
             )
-            stats["time_warmup_s"] += time.perf_counter() - tw
-            tc = time.perf_counter()
-            c = solve_time_optimal(
-                spec,
-                list(cool),
-                memory,
-                cool_init,
-                symmetry=True,
-                check_timeout_s=self.check_timeout_s,
-                deadline=comp_deadline,
-            )
-            stats["time_cooldown_s"] += time.perf_counter() - tc
-            stats["completion_checks"] += w.checks + c.checks
             stats["optimal_completion"] = bool(w.optimal and c.optimal)
+            stats["completion_rlimit_used"] = cbud.used
+            stats["wall_clock_limit_hit"] = budget.wall_clock_hit or cbud.wall_clock_hit
             if w.start is not None:
                 warm = w.start
             if c.start is not None:
                 cool = c.start
+        stats["z3_rlimit_used"] = budget.used
+        stats["timed_out"] = stats["timed_out"] or budget.exhausted()
         stats["search_time_s"] = time.perf_counter() - t0
         stats["E_R"] = E_R
         stats["W_R"] = W_R
@@ -292,8 +276,99 @@ class TesselScheduler(ConfiguredPipelineScheduler):
         self._cache[ck] = res
         return res
 
+    # ------------------------------------------------------------------ repetend searches
+    def _period(self, spec, memory, inflight, lb, optimal_t, budget, stats) -> tuple | None:
+        """Period-first search (``find_repetend``): smallest period over all assignments with N_R <= the
+        derived bound, then the smallest N_R; an assignment whose completion is infeasible is excluded."""
+        excluded: list[tuple[int, ...]] = []
+        mini = budget_from(self.check_rlimit // 10, self.check_rlimit // 4, self.time_limit_s)
+        while True:
+            tr0 = time.perf_counter()
+            found = find_repetend(
+                spec, memory, inflight, lb, optimal_t - 1, budget, minimise_budget=mini, exclude=excluded
+            )
+            stats["time_repetend_s"] += time.perf_counter() - tr0
+            if found is None:
+                return None
+            n, starts, p, proven = found
+            n_r = max(n) + 1
+            stats["candidates"] += 1
+            stats["repetends_solved"] += 1
+            stats["optimal_repetend"] = proven
+            stats["assignment_search"][n_r] = "period"
+            t_r, E_R, W_R = repetend_time(spec, n, starts, memory, p)
+            stats["window"] = p
+            w, c, cool_init = self._completion(
+                spec, n, n_r, memory, budget, sat_only=self.lazy, stats=stats, periodic=(starts, p)
+            )
+            if w.start is None or c.start is None:
+                log.info("tessel: repetend %s (t_R=%d) has no feasible warm-up/cool-down; excluded", n, t_r)
+                excluded.append(n)
+                continue
+            stats["early_exit"] = t_r == lb
+            log.info("tessel: N_R=%d repetend %s t_R=%d (lower bound %d)", n_r, n, t_r, lb)
+            return (t_r, n, starts, n_r, w.start, c.start, cool_init, E_R, W_R)
+
+    def _scan(self, spec, memory, inflight, lb, optimal_t, budget, stats) -> tuple | None:
+        """Algorithm 1 as written: N_R = 1, 2, .. with every candidate assignment (or ``assignments: smt``)."""
+        best: tuple | None = None
+        state = {"best_t": optimal_t}
+        done = False
+        scan = tqdm(range(1, inflight + 1), desc="tessel: repetend scan (N_R)", unit="N_R", disable=None, leave=False)
+        with scan, logging_redirect_tqdm():
+            for n_r in scan:
+                if done:
+                    break
+                mode = self.assignments
+                if mode == "auto":
+                    cnt = 0
+                    for _ in iter_repetend_assignments(spec, n_r):
+                        cnt += 1
+                        if cnt > self.enumerate_limit:
+                            break
+                    mode = "enumerate" if cnt <= self.enumerate_limit else "smt"
+                stats["assignment_search"][n_r] = mode
+                source = (
+                    self._enumerated(spec, n_r, memory, lb, state, budget, stats)
+                    if mode == "enumerate"
+                    else iter_smt_repetends(spec, n_r, memory, lb, state, budget, stats)
+                )
+                while True:
+                    tr0 = time.perf_counter()
+                    try:
+                        n, starts, p = next(source)
+                    except StopIteration:
+                        stats["time_repetend_s"] += time.perf_counter() - tr0
+                        if mode == "smt" and stats.get("smt_unknown") == n_r and self.assignments == "auto":
+                            # a Z3 check over all assignments timed out: fall back to visiting them one by one
+                            log.info("tessel: N_R=%d assignment SMT undecided, enumerating instead", n_r)
+                            mode = "enumerate"
+                            stats["assignment_search"][n_r] = "smt+enumerate"
+                            source = self._enumerated(spec, n_r, memory, lb, state, budget, stats)
+                            continue
+                        break
+                    t_r, E_R, W_R = repetend_time(spec, n, starts, memory, p)
+                    stats["time_repetend_s"] += time.perf_counter() - tr0
+                    if t_r >= state["best_t"]:
+                        continue
+                    w, c, cool_init = self._completion(spec, n, n_r, memory, budget, sat_only=self.lazy, stats=stats)
+                    if w.start is None or c.start is None:
+                        log.info("tessel: repetend %s (t_R=%d) has no feasible warm-up/cool-down", n, t_r)
+                        continue
+                    state["best_t"] = t_r
+                    best = (t_r, n, starts, n_r, w.start, c.start, cool_init, E_R, W_R)
+                    log.info("tessel: N_R=%d repetend %s t_R=%d (lower bound %d)", n_r, n, t_r, lb)
+                    if t_r == lb:
+                        stats["early_exit"] = True
+                        done = True
+                        break
+                if budget.exhausted():
+                    stats["timed_out"] = True
+                    break
+        return best
+
     # ------------------------------------------------------------------ candidate sources
-    def _enumerated(self, spec, n_r, memory, lb, state, deadline, stats):
+    def _enumerated(self, spec, n_r, memory, lb, state, budget, stats):
         """IterRepetendBlocks + RepetendSolver per candidate (Algorithm 1, lines 7-10).
 
         Yields (n, starts, P) for every candidate that beats the best t_R so far. Candidates are ranked by
@@ -312,7 +387,7 @@ class TesselScheduler(ConfiguredPipelineScheduler):
         stats["candidates"] += len(cands)
         log.info("tessel: N_R=%d, %d candidate repetends", n_r, len(cands))
         for pb, _, n in cands:
-            if time.perf_counter() >= deadline:
+            if budget.exhausted():
                 stats["timed_out"] = True
                 return
             if pb >= state["best_t"]:
@@ -323,8 +398,7 @@ class TesselScheduler(ConfiguredPipelineScheduler):
                 memory,
                 max(pb, lb),
                 state["best_t"] - 1,
-                check_timeout_s=self.check_timeout_s,
-                deadline=deadline,
+                budget=budget,
             )
             stats["z3_repetend_checks"] += checks
             stats["repetends_solved"] += 1
@@ -342,7 +416,9 @@ class TesselScheduler(ConfiguredPipelineScheduler):
             sched.info["search_time_s"] = res.stats["search_time_s"]
             return sched
         log.info("tessel: N=%d < N_R=%d, using the time-optimal search on all blocks", n_micro, res.n_r)
-        sched = TimeOptimalScheduler(time_limit_s=self.fallback_time_limit_s).schedule(spec, None, memory, n_micro)
+        sched = TimeOptimalScheduler(rlimit_budget=self.fallback_rlimit, time_limit_s=self.time_limit_s).schedule(
+            spec, None, memory, n_micro
+        )
         sched.info.update(
             {
                 "scheduler": "tessel",

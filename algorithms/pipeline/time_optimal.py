@@ -24,7 +24,7 @@ from ..errors import InvalidSchedule
 from .baselines import ConfiguredPipelineScheduler, as_spec
 from .blocks import MicroBatchSpec
 from .schedule import PipelineSchedule, validate
-from .smt import check_ms, new_solver
+from .smt import Budget, budget_from, new_solver
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,8 @@ def solve_time_optimal(
     *,
     symmetry: bool = False,
     sat_only: bool = False,
-    check_timeout_s: float = 30.0,
-    deadline: float | None = None,
+    budget: Budget | None = None,
+    upper: dict[IItem, int] | None = None,
 ) -> SolveResult:
     """Minimise max(s_B + t_B) over ``items`` under constraints 1-3 of equation 1 (Z3, plain Solver).
 
@@ -64,7 +64,11 @@ def solve_time_optimal(
     p are already in order, and the k-th earliest instance of i starts after at least k + 1 (warm-up), or
     k + 1 - (n_p - n_i) (cool-down: the n_p - n_i oldest instances of i have their p done before the
     phase), instances of p have ended. ``sat_only`` stops at the first feasible schedule (the lazy search's
-    existence check). Returns the best schedule found (``optimal`` False if a check timed out).
+    existence check). ``upper``: a feasible schedule of the items (e.g. ``greedy_schedule``'s); the search then
+    only looks below its makespan. Every item also gets the implied bounds head_i <= s_i and
+    s_i + t_i + tail_i <= T (the longest chains of its micro-batch before and after it among the items).
+    Checks run within ``budget`` (Z3 resource units, deterministic; unlimited when None). Returns the best
+    schedule found (``optimal`` False if a check ran out of budget).
     """
     t0 = time.perf_counter()
     items = list(items)
@@ -111,6 +115,18 @@ def solve_time_optimal(
             ns.sort()
             for m, n in zip(ns, ns[1:]):
                 sol.add(s[(i, m)] + spec.blocks[i].time <= s[(i, n)])
+    head: dict[IItem, int] = {}
+    for it in sorted(items, key=lambda x: (x[1], x[0])):  # block indices are topological
+        head[it] = max(
+            (head[(p, it[1])] + spec.blocks[p].time for p in spec.preds[it[0]] if (p, it[1]) in sset), default=0
+        )
+    tail: dict[IItem, int] = {}
+    for it in sorted(items, key=lambda x: (x[1], -x[0])):
+        tail[it] = max(
+            (tail[(c, it[1])] + spec.blocks[c].time for c in spec.succs[it[0]] if (c, it[1]) in sset), default=0
+        )
+    for it in items:
+        sol.add(s[it] >= head[it], s[it] + spec.blocks[it[0]].time + tail[it] <= T)
     loads = {d: sum(spec.blocks[i].time for i, _ in lst) for d, lst in on.items()}
     fin: dict[IItem, int] = {}
     for it in sorted(items, key=lambda x: (x[1], x[0])):
@@ -123,14 +139,18 @@ def solve_time_optimal(
     best_T: int | None = None
     optimal = True
     checks = 0
+    bud = budget if budget is not None else Budget()
+    if upper is not None:
+        best = dict(upper)
+        best_T = max(best[it] + spec.blocks[it[0]].time for it in items)
+        hi = best_T - 1
 
     def check(bound: int):
         nonlocal checks
         checks += 1
-        sol.set("timeout", check_ms(deadline, check_timeout_s))
         sol.push()
         sol.add(T <= bound)
-        r = sol.check()
+        r = bud.check(sol)
         model = sol.model() if r == z3.sat else None
         sol.pop()
         return r, model
@@ -140,11 +160,15 @@ def solve_time_optimal(
         return st, max(st[it] + spec.blocks[it[0]].time for it in items)
 
     if sat_only:
+        if best is not None:
+            return SolveResult(best, best_T, False, checks, time.perf_counter() - t0)
         r, model = check(hi)
         if r == z3.sat:
             best, best_T = take(model)
             return SolveResult(best, best_T, False, checks, time.perf_counter() - t0)
         return SolveResult(None, None, r == z3.unsat, checks, time.perf_counter() - t0)
+    if best_T is not None and best_T <= lo:
+        return SolveResult(best, best_T, True, checks, time.perf_counter() - t0)
     r, model = check(lo)
     if r == z3.sat:
         best, best_T = take(model)
@@ -153,7 +177,7 @@ def solve_time_optimal(
         optimal = False
     lo += 1
     while lo <= hi:
-        if deadline is not None and time.perf_counter() >= deadline:
+        if bud.exhausted():
             optimal = False
             break
         mid = hi if best is None else (lo + hi) // 2
@@ -170,17 +194,67 @@ def solve_time_optimal(
     return SolveResult(best, best_T, optimal, checks, time.perf_counter() - t0)
 
 
+def greedy_schedule(
+    spec: MicroBatchSpec, items: Sequence[IItem], memory: int | None, init_memory: dict[str, int] | None = None
+) -> dict[IItem, int] | None:
+    """A feasible schedule of ``items`` by list scheduling, or None when it gets stuck on memory.
+
+    Time steps forward; at each step every free device set starts, in (micro-batch, block index) order, the
+    ready items (predecessors among the items finished) whose memory delta fits on all their devices. Used as the
+    first upper bound of the time-optimal searches (not optimal). O(T x |items|) for makespan T.
+    """
+    items = sorted(items, key=lambda x: (x[1], x[0]))
+    if not items:
+        return {}
+    sset = set(items)
+    mem = {d: (init_memory or {}).get(d, 0) for d in spec.devices}
+    busy_until = {d: 0 for d in spec.devices}
+    finish: dict[IItem, int] = {}
+    start: dict[IItem, int] = {}
+    todo = list(items)
+    t = 0
+    horizon = sum(spec.blocks[i].time for i, _ in items) + 1
+    while todo:
+        if t > horizon:
+            return None
+        rest = []
+        for it in todo:
+            b = spec.blocks[it[0]]
+            ok = all(
+                (p, it[1]) not in sset or ((p, it[1]) in finish and finish[(p, it[1])] <= t) for p in spec.preds[it[0]]
+            )
+            ok = ok and all(busy_until[d] <= t for d in b.devices)
+            ok = ok and (memory is None or b.memory <= 0 or all(mem[d] + b.memory <= memory for d in b.devices))
+            if ok:
+                start[it] = t
+                finish[it] = t + b.time
+                for d in b.devices:
+                    busy_until[d] = t + b.time
+                    mem[d] += b.memory
+            else:
+                rest.append(it)
+        todo = rest
+        t += 1
+    return start
+
+
 class TimeOptimalScheduler(ConfiguredPipelineScheduler):
     """TO: Z3 on all blocks of N micro-batches, minimising the makespan (Tessel sections II-B and VI-B)."""
 
     name = "to"
 
     def __init__(
-        self, time_limit_s: float = 300.0, check_timeout_s: float = 300.0, symmetry: bool = False, **case: Any
+        self,
+        check_rlimit: int = 0,
+        rlimit_budget: int | None = 400_000_000,
+        time_limit_s: float | None = None,
+        symmetry: bool = True,
+        **case: Any,
     ):
         super().__init__(**{"n_micro": 4, **case})
+        self.check_rlimit = int(check_rlimit)
+        self.rlimit_budget = rlimit_budget
         self.time_limit_s = time_limit_s
-        self.check_timeout_s = check_timeout_s
         self.symmetry = symmetry
 
     def schedule(
@@ -189,20 +263,21 @@ class TimeOptimalScheduler(ConfiguredPipelineScheduler):
         spec = as_spec(blocks, devices)
         t0 = time.perf_counter()
         items = [(i, m) for m in range(n_micro) for i in range(spec.K)]
+        budget = budget_from(self.check_rlimit, self.rlimit_budget, self.time_limit_s)
         r = solve_time_optimal(
             spec,
             items,
             memory,
             None,
             symmetry=self.symmetry,
-            check_timeout_s=self.check_timeout_s,
-            deadline=t0 + self.time_limit_s,
+            budget=budget,
+            upper=greedy_schedule(spec, items, memory),
         )
         dt = time.perf_counter() - t0
         if r.start is None:
             raise InvalidSchedule(
                 f"TO found no schedule for {spec.name} with N={n_micro} under memory {memory} "
-                f"within {self.time_limit_s}s"
+                f"within a budget of {self.rlimit_budget} Z3 resource units"
             )
         start = {(spec.blocks[i].name, m): st for (i, m), st in r.start.items()}
         sched = PipelineSchedule(
@@ -217,6 +292,8 @@ class TimeOptimalScheduler(ConfiguredPipelineScheduler):
                 "optimal": r.optimal,
                 "timed_out": not r.optimal,
                 "z3_checks": r.checks,
+                "z3_rlimit_used": budget.used,
+                "wall_clock_limit_hit": budget.wall_clock_hit,
             },
         )
         validate(sched, memory)
