@@ -238,18 +238,20 @@ def _chain(blocks: list[Block]) -> list[Block]:
 def reference_memory(shape: str, n_devices: int) -> int:
     """The per-device memory budget (in block memory units) the Tessel authors use for a built-in shape.
 
-    At 4 devices these are the budgets of their released search scripts (``evaluation/search_tessel.sh`` of
-    zhiqi-0/Tessel): V 4, X 4, M 6, NN 6, K 6, i.e. D for V and X and D + 2 for the shapes with full-device
-    blocks. Their scaling runs of V use memory = D at 5 .. 8 devices; we keep both offsets at every D (our
-    choice for M, NN and K beyond 4 devices, where the authors use 20, effectively unbounded). The ``*_emb`` /
-    ``k_mid`` variants get the budget of the shape they vary. O(1).
+    At 4 devices, the budgets of their released search script (``evaluation/search_tessel.sh`` in
+    zhiqi-0/Tessel): V 4, X 4, M 6, NN 6, K 6. At other device counts, those of their scaling scripts
+    (``evaluation/simu_lazy_scale.sh``, ``simu_fast_scale.sh``): V gets memory = D, M, NN and K get 20. The
+    authors do not scale X; we give it D like V (our choice). The ``*_emb`` / ``k_mid`` variants get the budget
+    of the shape they vary. O(1).
     """
     s = str(shape).lower()
     base = s.split("_")[0]
     if base not in ("v", "x", "m", "nn", "k"):
         raise ConfigError(f"pipeline.memory=reference: no reference budget for shape {shape!r}")
     D = int(n_devices)
-    return D if base in ("v", "x") else D + 2
+    if base in ("v", "x"):
+        return D
+    return 6 if D == 4 else 20
 
 
 def make_shape(

@@ -123,9 +123,10 @@ def repetend_size_bound(spec: MicroBatchSpec, memory: int | None, period: int) -
     blocks (full-device blocks with m = 0) let more micro-batches be in flight than any device holds.
     """
     K = spec.K
-    n = [z3.Int(f"nb_{b.name}") for b in spec.blocks]
-    top = z3.Int("nb_top")
-    opt = z3.Optimize()
+    ctx = z3.Context()  # a fresh context per call: Z3 answers do not depend on earlier calls
+    n = [z3.Int(f"nb_{b.name}", ctx) for b in spec.blocks]
+    top = z3.Int("nb_top", ctx)
+    opt = z3.Optimize(ctx=ctx)
     for i in range(K):
         opt.add(n[i] >= 0, top >= n[i])
         for j in spec.succs[i]:

@@ -16,6 +16,7 @@ binary search covers every assignment of an N_R at once.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +25,8 @@ import z3
 from .blocks import MicroBatchSpec
 from .repetend import components, entry_memory
 from .smt import Budget, new_solver
+
+log = logging.getLogger(__name__)
 
 
 def add_exclusive_modulo(
@@ -57,9 +60,10 @@ def solve_repetend(
     Returns (starts, P, number of checks, proven optimal).
     """
     K = spec.K
-    s = [z3.Int(f"r_{b.name}") for b in spec.blocks]
-    P = z3.Int("P")
-    sol = new_solver()
+    ctx = z3.Context()  # a fresh context per call: Z3 answers do not depend on earlier calls
+    sol = new_solver(ctx)
+    s = [z3.Int(f"r_{b.name}", ctx) for b in spec.blocks]
+    P = z3.Int("P", ctx)
     for i in range(K):
         sol.add(s[i] >= 0, s[i] <= P - 1)
     sol.add(z3.Or([si == 0 for si in s]))
@@ -186,9 +190,10 @@ def iter_smt_repetends(
     by one.
     """
     K = spec.K
-    nv = [z3.Int(f"n_{b.name}") for b in spec.blocks]
-    sv = [z3.Int(f"s_{b.name}") for b in spec.blocks]
-    sol = new_solver()
+    ctx = z3.Context()  # a fresh context per call: Z3 answers do not depend on earlier calls
+    sol = new_solver(ctx)
+    nv = [z3.Int(f"n_{b.name}", ctx) for b in spec.blocks]
+    sv = [z3.Int(f"s_{b.name}", ctx) for b in spec.blocks]
     for i in range(K):
         sol.add(nv[i] >= 0, nv[i] <= n_r - 1, sv[i] >= 0)
         for j in spec.succs[i]:
@@ -198,7 +203,7 @@ def iter_smt_repetends(
     if memory is not None:
         for d in spec.devices:
             idx = spec.on_device(d)
-            entry = z3.Sum([nv[i] * spec.blocks[i].memory for i in idx if spec.blocks[i].memory] or [z3.IntVal(0)])
+            entry = z3.Sum([nv[i] * spec.blocks[i].memory for i in idx if spec.blocks[i].memory] or [z3.IntVal(0, ctx)])
             sol.add(entry <= memory)
             for b_ in idx:
                 terms = [z3.If(sv[a] <= sv[b_], spec.blocks[a].memory, 0) for a in idx if spec.blocks[a].memory]
@@ -280,9 +285,10 @@ def find_repetend(
     it proves no per-N_R infeasibility, which is where the scan spends its time on 6 and 8 devices.
     """
     K = spec.K
-    nv = [z3.Int(f"n_{b.name}") for b in spec.blocks]
-    sv = [z3.Int(f"s_{b.name}") for b in spec.blocks]
-    sol = new_solver()
+    ctx = z3.Context()  # a fresh context per call: Z3 answers do not depend on earlier calls
+    sol = new_solver(ctx)
+    nv = [z3.Int(f"n_{b.name}", ctx) for b in spec.blocks]
+    sv = [z3.Int(f"s_{b.name}", ctx) for b in spec.blocks]
     for i in range(K):
         sol.add(nv[i] >= 0, nv[i] <= cap - 1, sv[i] >= 0)
         for j in spec.succs[i]:
@@ -295,7 +301,7 @@ def find_repetend(
     if memory is not None:
         for d in spec.devices:
             idx = spec.on_device(d)
-            entry = z3.Sum([nv[i] * spec.blocks[i].memory for i in idx if spec.blocks[i].memory] or [z3.IntVal(0)])
+            entry = z3.Sum([nv[i] * spec.blocks[i].memory for i in idx if spec.blocks[i].memory] or [z3.IntVal(0, ctx)])
             sol.add(entry <= memory)
             for b_ in idx:
                 terms = [z3.If(sv[a] <= sv[b_], spec.blocks[a].memory, 0) for a in idx if spec.blocks[a].memory]
@@ -320,7 +326,9 @@ def find_repetend(
                 sol.add(sv[i] + spec.blocks[i].time <= sv[j] + (nv[i] - nv[j]) * p)
         for d in spec.devices:
             add_exclusive_modulo(sol, spec, spec.on_device(d), sv, p)
+        used = budget.used
         r = budget.check(sol)
+        log.info("tessel: period %d, N_R <= %d: %s (%d Z3 units)", p, cap, r, budget.used - used)
         if r == z3.unknown:
             proven = False
         if r != z3.sat:
@@ -334,6 +342,7 @@ def find_repetend(
             sol.push()
             sol.add(*[x <= mid - 1 for x in nv])
             r2 = mb.check(sol)
+            log.info("tessel: period %d, N_R <= %d: %s", p, mid, r2)
             if r2 == z3.sat:
                 n, starts = model()
                 k_hi = max(n)

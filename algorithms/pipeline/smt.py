@@ -5,11 +5,11 @@ start times and ``z3.If`` memory terms, and answers "is there a schedule with ob
 the optimisers around it bisect on T. All of them build their solver with ``new_solver`` and run every check
 through a ``Budget``.
 
-Determinism: a budget counts Z3's resource units (the ``rlimit`` parameter and the ``rlimit count`` statistic),
-not seconds, so the same input on the same Z3 version gives the same answers, the same schedule, on any machine
-and under any load. On this machine one million units take roughly 0.5 to 1 s. A wall-clock ``deadline`` can be
-added as a safety net; it is off by default, and a search that hits it says so (``Budget.wall_clock_hit``),
-since its result may then differ from run to run.
+Determinism: each search uses a fresh ``z3.Context``, and a budget counts Z3's resource units (the ``rlimit``
+parameter and the ``rlimit count`` statistic), not seconds, so the same input on the same Z3 version gives the
+same answers, hence the same schedule, on any machine and under any load. On this machine one million units
+take roughly 0.2 to 0.5 s. A wall-clock ``deadline`` can be added as a safety net; it is off by default, and a
+search that hits it says so (``Budget.wall_clock_hit``), since its result may then differ from run to run.
 """
 
 from __future__ import annotations
@@ -22,9 +22,13 @@ import z3
 SOLVER_LOGIC: str | None = None  # None: z3.Solver(); e.g. "QF_LIA": z3.SolverFor(logic), also a plain solver
 
 
-def new_solver() -> z3.Solver:
-    """A plain Z3 solver (or one for ``SOLVER_LOGIC``)."""
-    return z3.Solver() if SOLVER_LOGIC is None else z3.SolverFor(SOLVER_LOGIC)
+def new_solver(ctx: z3.Context | None = None) -> z3.Solver:
+    """A plain Z3 solver (or one for ``SOLVER_LOGIC``) in ``ctx``.
+
+    Every search builds its terms in a fresh ``z3.Context``: Z3's internal term numbering, and with it some of
+    its choices, depends on what the context saw before, so a shared context would make a search's answer
+    depend on the searches run earlier in the same process."""
+    return z3.Solver(ctx=ctx) if SOLVER_LOGIC is None else z3.SolverFor(SOLVER_LOGIC, ctx=ctx)
 
 
 def _rlimit_count(sol: z3.Solver) -> int:

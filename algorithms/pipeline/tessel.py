@@ -107,8 +107,9 @@ class TesselScheduler(ConfiguredPipelineScheduler):
         lazy: bool = True,
         check_rlimit: int = 20_000_000,
         rlimit_budget: int = 300_000_000,
-        completion_rlimit: int = 20_000_000,
+        completion_rlimit: int = 5_000_000,
         fallback_rlimit: int = 100_000_000,
+        completion_max_items: int = 100,
         time_limit_s: float | None = None,
         assignments: str = "auto",
         enumerate_limit: int = 300,
@@ -128,6 +129,7 @@ class TesselScheduler(ConfiguredPipelineScheduler):
         self.rlimit_budget = int(rlimit_budget)
         self.completion_rlimit = int(completion_rlimit)
         self.fallback_rlimit = int(fallback_rlimit)
+        self.completion_max_items = int(completion_max_items)
         self.time_limit_s = time_limit_s
         self._cache: dict[tuple, TesselResult] = {}
 
@@ -147,11 +149,13 @@ class TesselScheduler(ConfiguredPipelineScheduler):
 
         Each phase starts from a feasible schedule, so that a budget that runs out still leaves one: the phase
         cut out of the periodic schedule (``periodic_phases``, given the repetend's starts and period) when it
-        passes ``phase_ok``, else a list schedule.
+        passes ``phase_ok``, else a list schedule. A phase of more than ``completion_max_items`` blocks keeps
+        that seed (building its O(B^2) encoding alone would take longer than the rest of the search).
         """
         warm = [(i, m) for i in range(spec.K) for m in range(n[i])]
         cool = [(i, m) for i in range(spec.K) for m in range(n[i] + 1, n_r)]
         cool_init = {d: sum((n[i] + 1) * spec.blocks[i].memory for i in spec.on_device(d)) for d in spec.devices}
+        big = max(len(warm), len(cool)) > self.completion_max_items
         seeds: list[dict | None] = [None, None]
         if periodic is not None:
             pw, pc = periodic_phases(spec, n, periodic[0], periodic[1], n_r)
@@ -163,7 +167,7 @@ class TesselScheduler(ConfiguredPipelineScheduler):
             memory,
             None,
             symmetry=True,
-            sat_only=sat_only,
+            sat_only=sat_only or (big and seeds[0] is not None),
             budget=budget,
             upper=seeds[0] if seeds[0] is not None else greedy_schedule(spec, warm, memory),
         )
@@ -175,7 +179,7 @@ class TesselScheduler(ConfiguredPipelineScheduler):
             memory,
             cool_init,
             symmetry=True,
-            sat_only=sat_only,
+            sat_only=sat_only or (big and seeds[1] is not None),
             budget=budget,
             upper=seeds[1] if seeds[1] is not None else greedy_schedule(spec, cool, memory, cool_init),
         )

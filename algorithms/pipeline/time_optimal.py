@@ -74,11 +74,15 @@ def solve_time_optimal(
     items = list(items)
     if not items:
         return SolveResult({}, 0, True, 0, 0.0)
+    if sat_only and upper is not None:  # a feasible schedule is all that was asked for: no encoding needed
+        mk = max(upper[it] + spec.blocks[it[0]].time for it in items)
+        return SolveResult(dict(upper), mk, False, 0, time.perf_counter() - t0)
     init = init_memory or {}
     sset = set(items)
-    s = {it: z3.Int(f"s_{spec.blocks[it[0]].name}_{it[1]}") for it in items}
-    T = z3.Int("T")
-    sol = new_solver()
+    ctx = z3.Context()  # a fresh context per call: Z3 answers do not depend on earlier calls
+    sol = new_solver(ctx)
+    s = {it: z3.Int(f"s_{spec.blocks[it[0]].name}_{it[1]}", ctx) for it in items}
+    T = z3.Int("T", ctx)
     for it in items:
         b = spec.blocks[it[0]]
         sol.add(s[it] >= 0, s[it] + b.time <= T)
