@@ -35,6 +35,7 @@ def tessel_rows(shapes: list[str], devices: list[int], n_micro: int) -> list[str
         "| shape | D | memory | K | search s | Z3 units | N_R | t_R | LB | t_R = LB | idle @128 | reference idle |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    print("\n".join(rows), flush=True)
     for shape in shapes:
         for D in devices:
             spec = make_shape(shape, D, recompute=True)
@@ -59,6 +60,7 @@ def tessel_rows(shapes: list[str], devices: list[int], n_micro: int) -> list[str
 
 def to_rows(shapes: list[str], max_n: int) -> list[str]:
     rows = ["| shape | N | TO makespan | proven | reference optimum | search s |", "|---|---|---|---|---|---|"]
+    print("\n".join(rows), flush=True)
     for shape in shapes:
         spec = make_shape(shape, 4, recompute=True)
         for n in range(1, max_n + 1):

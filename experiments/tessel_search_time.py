@@ -22,7 +22,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from algorithms.pipeline.blocks import make_shape  # noqa: E402
-from algorithms.pipeline.tessel import TesselScheduler, TimeOptimalScheduler  # noqa: E402
+from algorithms.pipeline.tessel import TesselScheduler  # noqa: E402
+from algorithms.pipeline.time_optimal import TimeOptimalScheduler  # noqa: E402
 from orchestrator.pipeline_plots import plot_search_times  # noqa: E402
 
 
@@ -50,9 +51,9 @@ def main() -> None:
     )
     for shape in args.shapes.split(","):
         spec = make_shape(shape, args.devices, args.recompute)
-        ts = TesselScheduler(time_limit_s=args.tessel_limit, fallback_time_limit_s=args.to_timeout)
+        ts = TesselScheduler(time_limit_s=args.tessel_limit)
         t0 = time.perf_counter()
-        res = ts.search(spec, args.memory)
+        ts.search(spec, args.memory)
         t_search = time.perf_counter() - t0
         to_dead = False
         for n in range(1, args.max_n + 1):
@@ -63,9 +64,7 @@ def main() -> None:
             if not to_dead:
                 t2 = time.perf_counter()
                 try:
-                    s = TimeOptimalScheduler(time_limit_s=args.to_timeout, check_timeout_s=args.to_timeout).schedule(
-                        spec, None, args.memory, n
-                    )
+                    s = TimeOptimalScheduler(time_limit_s=args.to_timeout).schedule(spec, None, args.memory, n)
                     to_t, to_ms = time.perf_counter() - t2, s.makespan
                     timeout = not s.info["optimal"]
                 except Exception as exc:  # no schedule proven within the limit

@@ -68,7 +68,10 @@ def main() -> None:
             ts.schedule(spec, None, M, max(12, res.n_r)), os.path.join(args.out, f"tessel_{shape.upper()}")
         )
         rows.append((model, shape.upper(), one, chim, plus, tess, res, dt))
-    pct = lambda r: "x" if r is None else f"{100 * r:.0f}%"
+
+    def pct(r):
+        return "x" if r is None else f"{100 * r:.0f}%"
+
     print(f"Table II (D={D}, recompute, memory={'unbounded' if M is None else M}); paper's values in brackets")
     print(
         f"{'model':6} {'shape':5} | {'1F1B':>10} {'Chimera-direct':>16} {'1F1B+':>10} {'Tessel':>10} | "

@@ -6,33 +6,28 @@ backward block), the device or devices it occupies (several devices = tensor par
 of them for its whole span and its memory delta applies to each), and the blocks of the same micro-batch it
 waits for. Blocks of different micro-batches never depend on each other (equation 2).
 
-Built-in shapes on D devices ``d0 .. d{D-1}`` (forward time 1; backward time 2, or 3 with ``recompute``, the
-paper's assumption for recomputed transformer layers in section VI-B; memory +1 per forward block and -1 per
-backward block on each device it runs on). The paper shows the shapes only as pictures; the block lists below
-are our reading of Figure 8, recorded here:
+Built-in shapes on D devices ``d0 .. d{D-1}``, as the Tessel authors define them in their public code
+(``examples/simulator/cases_tessel.py`` of zhiqi-0/Tessel, class ``Placement``) and the paper's Figures 1 and 8:
+forward time 1; the backward of a transformer stage 3 with ``recompute`` (the paper's training setting,
+section VI-B), 2 without; a stage's forward +1 memory, its backward -1. docs/tessel.md tabulates them.
 
 - ``V`` (1F1B's placement, Figure 1a): f0..f{D-1} on d0..d{D-1}, then b{D-1}..b0 back.
 - ``X`` (Chimera, Figure 1b): two V pipelines in opposite directions; one X micro-batch holds one micro-batch
   of each direction (down: fd_i on d_i; up: fu_i on d_{D-1-i}), so K = 4D.
-- ``M`` (GPT with a large embedding distributed over all devices, Figure 1c / 8a): ``emb`` on all devices,
-  the transformer stages down the devices and back, ``emb_b`` on all devices: |\\/| . The embedding is not
-  recomputed, so its backward is 2x its forward whatever ``recompute`` says.
-- ``NN`` (mT5, Figure 8d): the shared embedding table is looked up twice, once for the encoder and once for
-  the decoder, each lookup distributed over all devices; the encoder stages run on the first floor(D/2)
-  devices and the decoder stages on the others: ``emb_enc`` (all) -> ``enc0..`` down d0..d{D/2-1} ->
-  ``emb_dec`` (all) -> ``dec..`` down d{D/2}..d{D-1}, |\\|\\ , then the mirror image in backward
-  (``dec.._b`` up, ``emb_dec_b`` (all), ``enc.._b`` up, ``emb_enc_b`` (all)). Figure 8d is only a picture; the
-  layout above is the one the paper's authors give for their NN case in their released Tessel code (the
-  ``nnshape`` placement of ``cases_tessel.py``: two full-device blocks in forward, one before the first stage
-  and one in the middle of the device chain, mirrored in backward; one transformer stage per device). An
-  earlier reading of ours ran the encoder *and* the decoder down all D devices with a third full-device block
-  (an LM head): 2 stages per device, 6 full-device blocks, lower bound 17 instead of 10; Tessel found no
-  repetend better than 20 on it (15% bubble) where the paper reports 0%. Block times and memory follow this
-  module's conventions (as in ``M``): embedding blocks +1/-1 memory, not recomputed (backward 2x forward);
-  the authors' code uses span 1 and memory 0 for the full-device blocks, on which Tessel reaches its lower
-  bound (8) too.
-- ``K`` (Flava, Figure 1d / 8g): a text branch on the first ceil(D/2) devices and a vision branch on the others
-  (running towards the middle), joined by a cross encoder on all devices; backward mirrors it.
+- ``M`` (GPT with a large embedding over all devices, Figure 1c / 8a): ``emb`` (all devices) -> the stages
+  down -> back up -> ``emb_b`` (all devices). The full-device blocks take 1 unit both ways and hold no memory
+  (the reference's ``mshape``).
+- ``NN`` (mT5, Figure 8d): ``emb_enc`` (all) -> encoder stages on the first floor(D/2) devices -> ``emb_dec``
+  (all) -> decoder stages on the others, then the mirror image in backward (``dec.._b`` up, ``emb_dec_b``,
+  ``enc.._b`` up, ``emb_enc_b``); full-device blocks as in M (the reference's ``nnshape``).
+- ``K`` (Flava, Figure 1d / 8g): text stages on the first floor(D/2) devices and vision stages on the others,
+  both down the device order, joined by ``cross`` on all devices (1 unit, +1) and ``cross_b`` (1 unit, -1);
+  then each branch's backward (the reference's ``kshape``).
+
+Our earlier readings are kept under their own names: ``m_emb`` and ``nn_emb`` (the embedding blocks keep
+activations, +1/-1, and their backward takes 2 units: lower bounds 7 and 10 on 4 devices instead of 6 and 8) and
+``k_mid`` (text on the first ceil(D/2) devices, vision from the last device towards the middle, ``cross_b`` a
+stage's backward time: lower bound 8 instead of 6).
 
 ``blocks_from_placement`` derives a stage-block model from any placer's op -> device assignment.
 """
@@ -114,7 +109,7 @@ class MicroBatchSpec:
         for b in self.blocks:
             for p in set(b.deps):
                 succ[p].append(b.name)
-        ready = sorted((n for n, k in indeg.items() if k == 0), key=pos.get)
+        ready = sorted((n for n, k in indeg.items() if k == 0), key=lambda n: pos[n])
         order: list[str] = []
         import heapq
 

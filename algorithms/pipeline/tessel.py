@@ -1,73 +1,46 @@
 """Tessel's schedule search (Lin et al., "Tessel: Boosting Distributed Execution of Large DNN Models via Flexible
-Schedule Search", sections IV-B, IV-C and V) and the time-optimal (TO) baseline it is compared with.
+Schedule Search", sections IV-B, IV-C and V): ``TesselScheduler``. docs/tessel.md has the overview and figures.
 
-Search (Algorithm 1):
+The search, given a micro-batch's blocks (``blocks.MicroBatchSpec``) and a per-device memory budget M:
 
-1. Lower bound (GetLowerBound): the largest per-device sum of one micro-batch's block times. In-flight limit
-   (CalMaxInflight): floor(M / peak memory of one micro-batch) on the tightest device, capped by
-   ``max_repetend_micro`` (default D + 2, the paper's schedules use up to 6 micro-batches on 4 devices).
-2. For N_R = 1 .. limit, every index assignment n_0..n_{K-1} in [0, N_R) (equation 3) that
-   - satisfies Property IV.2 (n_i >= n_j whenever B_i -> B_j inside a micro-batch),
-   - is canonical under Property IV.1's micro-batch symmetry (smallest index 0) and new at this N_R (largest
-     index N_R - 1; smaller ones were seen with a smaller N_R),
-   - fits the memory at repetend entry: the warm-up executed before it (equation 5) leaves
-     E_d = sum_i n_i m_i on device d, which must be <= M,
-   is a candidate repetend. Candidates are ranked by a cheap dependency-only bound on their period (a longest
-   path pass over the difference constraints below), and examined in that order while that bound is below the
-   best t_R found so far.
-3. RepetendSolver (Z3, section V): one ``z3.Int`` start s_i per block and one ``z3.Int`` period P; the
-   repetend repeats every P with every micro-batch index one higher. Constraints: 0 <= s_i < P and some
-   s_i = 0 (a rotation of the window that keeps the assignment); dependencies s_i + t_i <= s_j + (n_i - n_j) P
-   (the same micro-batch sits n_i - n_j repetends earlier for B_i than for B_j); exclusive execution on every
-   device modulo P (two blocks do not overlap, nor does either overlap the other's copy one period later —
-   the compaction of Figure 6: a frontier block of the next repetend may use idle time at the end of this
-   one); memory as a running sum with ``z3.If(s_a <= s_b, m_a, 0)`` from the entry level E_d (constraint 2).
-   The minimal P is found by binary search with a plain ``z3.Solver`` (check at the lower bound first).
-4. RepetendTime: t_R = max_d (E_R^d + W_R^d) (equation 4), computed from the solved repetend by compaction:
-   the smallest shift at which copies of the repetend, each one micro-batch later, keep dependencies,
-   exclusive execution and memory (checked on a few consecutive copies). E_R^d is the span of the repetend's
-   blocks on d and W_R^d = t_R - E_R^d (negative when the next repetend starts inside this one's tail).
-5. Schedule completion (IV-C): warm-up blocks {B_i^n : n < n_i} (eq. 5) and cool-down blocks
-   {B_i^n : n_i < n < N_R} (eq. 6) are each scheduled time-optimally (Z3, binary search on the makespan,
-   equation 1) under M, the cool-down starting from the memory the warm-up and repetend leave. With ``lazy``
-   (section V's lazy search) only their satisfiability is checked while repetends are scanned, and the
-   time-optimal searches run once, for the best repetend. Both phases get Property IV.1's symmetry constraints (same
-   block, older micro-batch first; our addition, proven not to change the optimum in ``solve_time_optimal``):
-   on NN it cut the cool-down search from over 60 s to 3 s and M's whole search from ~18 s to ~2.5 s. A phase
-   whose optimality is not proven within ``check_timeout_s`` per check keeps its best schedule found and
-   records ``optimal_completion`` False (NN's 34-block warm-up: makespan 27 found, 25 refuted, 26 undecided).
-6. Early exit when t_R reaches the lower bound.
+1. Lower bound (GetLowerBound): the largest per-device sum of one micro-batch's block times. Bound on the
+   repetend's micro-batches N_R: ``repetend.repetend_size_bound``, derived from the memory model and the
+   dependencies (Algorithm 1's CalMaxInflight, floor(M / peak), is too tight when full-device blocks hold no
+   memory); ``max_repetend_micro`` overrides it.
+2. Repetend (``search``):
+   - ``period`` (default, our reformulation): ``repetend_solver.find_repetend`` asks Z3, period by period from
+     the lower bound up, for any assignment n_0..n_{K-1} with N_R <= the bound and any starts meeting the
+     repetend constraints of section V (dependencies s_i + t_i <= s_j + (n_i - n_j) P, exclusive execution
+     modulo P, memory from the entry level sum_i n_i m_i, equation 5); the first satisfiable period is the
+     minimum; a bisection then shrinks N_R. Algorithm 1's scan proves, for each N_R, that no better repetend
+     exists, which is where its time went on 6 and 8 devices.
+   - ``scan``: Algorithm 1 as written: N_R = 1, 2, .. with every candidate assignment pruned by Properties IV.1
+     and IV.2 (``repetend.iter_repetend_assignments``), ranked by a dependency bound, each solved by
+     ``repetend_solver.solve_repetend`` (``assignments``: enumerate, smt, or auto by count), early exit at the
+     lower bound.
+3. RepetendTime: t_R = max_d (E_R^d + W_R^d) (equation 4) by compaction (``repetend_solver.repetend_time``).
+4. Completion (IV-C): warm-up {B_i^n : n < n_i} (eq. 5) and cool-down {B_i^n : n_i < n < N_R} (eq. 6), each
+   time-optimal (``time_optimal.solve_time_optimal``) within ``completion_rlimit``, starting from the phase cut
+   out of the periodic schedule (``completion.periodic_phases``), so a budget that runs out still leaves a
+   feasible phase. With ``lazy`` (section V) only feasibility is checked while repetends are examined; the
+   time-optimal searches run once, for the best one. A repetend without a feasible completion is excluded.
+5. ``completion.extend`` concatenates warm-up, N - N_R + 1 repetends and cool-down; every result is validated.
+   For N < N_R the TO search runs on the N micro-batches instead.
 
-Concatenation and extension to N micro-batches: the warm-up, R = N - N_R + 1 copies of the repetend (copy r
-holds B_i^{n_i + r}) and the cool-down (its micro-batch indices shifted by R - 1) are placed one after the
-other, each phase shifted as early as its dependencies and the devices allow, with every device finishing a
-phase before starting the next (so the memory level at each phase entry is exactly the one the search
-assumed). For N < N_R the TO search is used on the N micro-batches instead. Every result is validated.
+Determinism: every Z3 check runs in a fresh context within Z3 resource units (``smt.Budget``: ``check_rlimit``
+per check, ``rlimit_budget`` for the repetend search), never a wall-clock timeout, so the same input gives the
+same schedule; ``time_limit_s`` is an optional wall-clock safety net (off by default; a search that hits it
+records ``wall_clock_limit_hit``). A check that runs out counts as "not shown feasible": the search keeps the best
+proven result and records ``optimal_repetend``/``optimal_completion`` False.
 
-Choices where the paper is vague:
+Choices where the paper is vague: the window origin is fixed by some s_i = 0; each weakly connected component
+of the blocks has some n_i = 0 (relabelling, valid when it leaves no memory behind); a spec whose micro-batch
+leaves memory behind on a device cannot repeat, so N_R = 1; concatenation keeps phases apart per device, so every
+phase starts from exactly the memory level the search assumed.
 
-- The repetend's blocks start inside its window [0, P) and the Z3 objective is that window period with the
-  wrap-around of step 3, i.e. compaction between neighbouring repetends is inside the encoding. RepetendTime
-  then compacts the solved repetend once more: copies may interleave further than with the neighbour only
-  (e.g. on the V shape the N_R = 1 repetend, solved with a long window, compacts to 1F1B's period). t_R is
-  that compacted shift; so a candidate may end up better than its window period, and the ranking/pruning of
-  candidates by the window bound is a heuristic order, not an exact bound on t_R.
-- The window origin is fixed by requiring some block to start at 0.
-- A Z3 check that times out counts as "not shown feasible": the search keeps the best proven schedule and
-  records ``optimal_repetend``/``optimal_completion`` False and ``timed_out`` when the scan limit was hit.
-- A spec whose micro-batch leaves memory behind on a device (net delta > 0) cannot be repeated indefinitely;
-  the search then refuses N_R > 1.
-- ``assignments``: "enumerate" is Algorithm 1 as written (every pruned assignment, one RepetendSolver call
-  each); "smt" (our extension) folds the assignment into Z3 as integer variables with Property IV.2 as
-  constraints, which finds the same best repetend per N_R without visiting candidates one by one; "auto" (the
-  default) enumerates while an N_R has at most ``enumerate_limit`` candidates and uses "smt" above that,
-  falling back to the enumeration for that N_R when a Z3 check over all assignments times out.
-- Concatenation keeps phases apart per device (a device finishes its warm-up blocks before its first repetend
-  block), so every phase starts from exactly the memory level the search assumed.
-
-Complexity: the number of candidate repetends is at most C(K + N_R - 1, N_R - 1) per N_R (far fewer with
-IV.2 on chains), each solved by O(log t) satisfiability checks of an SMT problem with K integer variables,
-O(K^2) disjunctions and O(K^2) ``If`` terms; the completion solves O(log T) checks on N_R K variables.
+Complexity: ``period`` makes O(t_R - LB + log N_R) checks of one SMT problem with 2K integer variables, O(K^2)
+disjunctions and If terms per device; ``scan`` makes O(log t) checks per candidate, at most
+C(K + N_R - 1, N_R - 1) candidates per N_R; the completion O(log T) checks on at most N_R K variables.
 """
 
 from __future__ import annotations
