@@ -275,8 +275,9 @@ def find_repetend(
     N_R <= ``cap`` at once, then the smallest N_R at that P.
 
     The assignment n_i and the starts s_i are Z3 variables; for a fixed P every constraint is linear. Periods are
-    tried in increasing order, one check each, so the first satisfiable one is the minimum (a check that runs
-    out of budget is skipped and the result marked not proven). At that P a bisection on N_R (the cap
+    probed from ``lo`` up by doubling steps, then bisected below the first satisfiable one, so the result is the
+    minimum when every check below it was refuted (a check that runs out of budget counts as refuted and the
+    result is marked not proven). At that P a bisection on N_R (the cap
     n_i <= k - 1) finds the smallest repetend (shorter warm-up and cool-down, as the paper's increasing scan
     would). Symmetry breaking: the window starts at some s_i = 0 and each weakly connected component of the
     blocks has some n_i = 0 (``repetend.components``). ``exclude``: assignments ruled out (blocking clauses).
@@ -315,10 +316,7 @@ def find_repetend(
             [m.eval(x, model_completion=True).as_long() for x in sv],
         )
 
-    proven = True
-    for p in range(lo, hi + 1):
-        if budget.exhausted():
-            return None
+    def at_period(p: int, extra: Sequence[Any] = ()) -> Any:
         sol.push()
         for i in range(K):
             sol.add(sv[i] <= p - 1)
@@ -326,29 +324,57 @@ def find_repetend(
                 sol.add(sv[i] + spec.blocks[i].time <= sv[j] + (nv[i] - nv[j]) * p)
         for d in spec.devices:
             add_exclusive_modulo(sol, spec, spec.on_device(d), sv, p)
+        sol.add(*extra)
+        return sol
+
+    proven = True
+    # gallop up from the lower bound (lo, lo + 1, lo + 2, lo + 4, ..; hi last), then bisect below the first
+    # satisfiable period: far-off periods are easy to satisfy, and only the ones near the optimum are hard
+    probes = [lo]
+    step = 1
+    while probes[-1] < hi:
+        probes.append(min(hi, lo + step))
+        step *= 2
+    best: tuple[tuple[int, ...], list[int], int] | None = None
+    failed = lo - 1
+    for p in probes:
+        if budget.exhausted():
+            break
         used = budget.used
-        r = budget.check(sol)
+        r = budget.check(at_period(p))
         log.info("tessel: period %d, N_R <= %d: %s (%d Z3 units)", p, cap, r, budget.used - used)
-        if r == z3.unknown:
-            proven = False
-        if r != z3.sat:
+        if r == z3.sat:
+            best = (*model(), p)
             sol.pop()
-            continue
-        n, starts = model()
-        mb = minimise_budget if minimise_budget is not None else budget
-        k_lo, k_hi = 1, max(n)  # N_R = max(n) + 1 now; try the caps N_R <= k below it
-        while k_lo <= k_hi and not mb.exhausted():
-            mid = (k_lo + k_hi) // 2
-            sol.push()
-            sol.add(*[x <= mid - 1 for x in nv])
-            r2 = mb.check(sol)
-            log.info("tessel: period %d, N_R <= %d: %s", p, mid, r2)
-            if r2 == z3.sat:
-                n, starts = model()
-                k_hi = max(n)
-            else:
-                k_lo = mid + 1
-            sol.pop()
+            break
+        proven &= r == z3.unsat
+        failed = p
         sol.pop()
-        return n, starts, p, proven
-    return None
+    if best is None:
+        return None
+    while failed + 1 < best[2] and not budget.exhausted():
+        mid = (failed + 1 + best[2]) // 2
+        r = budget.check(at_period(mid))
+        log.info("tessel: period %d, N_R <= %d: %s", mid, cap, r)
+        if r == z3.sat:
+            best = (*model(), mid)
+        else:
+            proven &= r == z3.unsat
+            failed = mid
+        sol.pop()
+    if failed + 1 < best[2]:
+        proven = False
+    n, starts, p = best
+    mb = minimise_budget if minimise_budget is not None else budget
+    k_lo, k_hi = 1, max(n)  # N_R = max(n) + 1 now; try the caps N_R <= k below it
+    while k_lo <= k_hi and not mb.exhausted():
+        mid = (k_lo + k_hi) // 2
+        r2 = mb.check(at_period(p, [x <= mid - 1 for x in nv]))
+        log.info("tessel: period %d, N_R <= %d: %s", p, mid, r2)
+        if r2 == z3.sat:
+            n, starts = model()
+            k_hi = max(n)
+        else:
+            k_lo = mid + 1
+        sol.pop()
+    return n, starts, p, proven
