@@ -19,7 +19,8 @@ import os
 import time
 
 from algorithms.pipeline.blocks import make_shape
-from algorithms.pipeline.tessel import TesselScheduler, TimeOptimalScheduler
+from algorithms.pipeline.tessel import TesselScheduler
+from algorithms.pipeline.time_optimal import TimeOptimalScheduler
 from orchestrator.pipeline_plots import plot_search_times
 
 
@@ -47,7 +48,7 @@ def main() -> None:
     )
     for shape in args.shapes.split(","):
         spec = make_shape(shape, args.devices, args.recompute)
-        ts = TesselScheduler(time_limit_s=args.tessel_limit, fallback_time_limit_s=args.to_timeout)
+        ts = TesselScheduler(time_limit_s=args.tessel_limit)
         t0 = time.perf_counter()
         ts.search(spec, args.memory)
         t_search = time.perf_counter() - t0
@@ -60,9 +61,7 @@ def main() -> None:
             if not to_dead:
                 t2 = time.perf_counter()
                 try:
-                    s = TimeOptimalScheduler(time_limit_s=args.to_timeout, check_timeout_s=args.to_timeout).schedule(
-                        spec, None, args.memory, n
-                    )
+                    s = TimeOptimalScheduler(time_limit_s=args.to_timeout).schedule(spec, None, args.memory, n)
                     to_t, to_ms = time.perf_counter() - t2, s.makespan
                     timeout = not s.info["optimal"]
                 except Exception as exc:  # no schedule proven within the limit

@@ -56,8 +56,9 @@ log = logging.getLogger(__name__)
 class ConfiguredPipelineScheduler(PipelineScheduler):
     """A PipelineScheduler that also carries its case (docs/design.md's ``pipeline.*`` keys).
 
-    The case keys ``shape`` (v, x, m, nn, k, from_placement), ``n_devices``, ``n_micro``, ``memory`` (per-device
-    cap in block memory units; null = unbounded) and ``recompute`` are accepted by every constructor, so the
+    The case keys ``shape`` (v, x, m, nn, k, .., from_placement), ``n_devices``, ``n_micro``, ``memory``
+    (per-device cap in block memory units; null = unbounded; ``reference`` = the Tessel authors' budget for a
+    built-in shape, ``blocks.reference_memory``) and ``recompute`` are accepted by every constructor, so the
     YAML with its ``_target_`` can be instantiated as is; ``run(graph, placement)`` builds the blocks from them
     and calls ``schedule``.
     """
@@ -67,11 +68,17 @@ class ConfiguredPipelineScheduler(PipelineScheduler):
         shape: str = "v",
         n_devices: int = 4,
         n_micro: int = 8,
-        memory: int | None = None,
+        memory: int | str | None = None,
         recompute: bool = False,
         name: str | None = None,
     ):
-        self.case = {
+        if isinstance(memory, str):
+            if memory != "reference":
+                raise ConfigError(f"pipeline.memory={memory!r}: an integer, null or 'reference'")
+            from .blocks import reference_memory
+
+            memory = reference_memory(shape, int(n_devices))
+        self.case: dict[str, Any] = {
             "shape": shape,
             "n_devices": int(n_devices),
             "n_micro": int(n_micro),
@@ -112,7 +119,7 @@ def _stages(spec: MicroBatchSpec, blocks: Sequence[int] | None = None) -> dict[s
             continue
         if b.kind == "forward" and len(b.devices) == 1 and b.devices[0] not in first:
             first[b.devices[0]] = i
-    ranked = sorted(first, key=first.get)
+    ranked = sorted(first, key=lambda d: first[d])
     st = {d: r for r, d in enumerate(ranked)}
     for d in spec.devices:
         st.setdefault(d, len(ranked) - 1 if ranked else 0)
@@ -173,16 +180,16 @@ def one_f_one_b_orders(
     orders: dict[str, list[Item]] = {}
     for d in spec.devices:
         idx = [i for i in spec.on_device(d) if only is None or i in only]
-        F = lambda m: [(spec.blocks[i].name, ids[m]) for i in idx if spec.blocks[i].kind != "backward"]
-        B = lambda m: [(spec.blocks[i].name, ids[m]) for i in idx if spec.blocks[i].kind == "backward"]
+        fwd = [spec.blocks[i].name for i in idx if spec.blocks[i].kind != "backward"]
+        bwd = [spec.blocks[i].name for i in idx if spec.blocks[i].kind == "backward"]
         w = min(S - 1 - st[d], len(ids))
         out: list[Item] = []
         for m in range(w):
-            out += F(m)
+            out += [(b, ids[m]) for b in fwd]
         for m in range(len(ids)):
             if m + w < len(ids):
-                out += F(m + w)
-            out += B(m)
+                out += [(b, ids[m + w]) for b in fwd]
+            out += [(b, ids[m]) for b in bwd]
         orders[d] = out
     return orders
 
@@ -254,7 +261,7 @@ class ChimeraScheduler(ConfiguredPipelineScheduler):
             ids = list(range(u0, min(n_micro, u0 + unit)))
             tl = _priority_list_schedule(spec, ids)
             for d in spec.devices:
-                orders[d] += sorted((it for it in tl if d in spec.block(it[0]).devices), key=tl.get)
+                orders[d] += sorted((it for it in tl if d in spec.block(it[0]).devices), key=lambda it: tl[it])
         start = timeline_from_orders(spec, n_micro, orders)
         return _finish(self.name, spec, n_micro, start, memory, t0, unit=unit)
 
@@ -277,6 +284,7 @@ def _priority_list_schedule(spec: MicroBatchSpec, ids: Sequence[int]) -> dict[It
             k = (t, b.kind != "backward", it[1], -spec.index[it[0]])
             if best is None or k < best[0]:
                 best = (k, it)
+        assert best is not None  # the loop runs while items are left, and the earliest one is always chosen
         (t, *_), it = best
         b = spec.block(it[0])
         start[it] = t
@@ -324,7 +332,7 @@ def one_f_one_b_list_schedule(spec: MicroBatchSpec, n_micro: int) -> dict[Item, 
     limit = {d: max(1, S - st[d]) for d in spec.devices}
     on = {d: [i for i in spec.on_device(d)] for d in spec.devices}
     left_on = {d: {m: len(on[d]) for m in range(n_micro)} for d in spec.devices}
-    inflight = {d: set() for d in spec.devices}
+    inflight: dict[str, set[int]] = {d: set() for d in spec.devices}
     free = {d: 0 for d in spec.devices}
     start: dict[Item, int] = {}
     end: dict[Item, int] = {}

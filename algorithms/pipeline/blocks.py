@@ -6,33 +6,28 @@ backward block), the device or devices it occupies (several devices = tensor par
 of them for its whole span and its memory delta applies to each), and the blocks of the same micro-batch it
 waits for. Blocks of different micro-batches never depend on each other (equation 2).
 
-Built-in shapes on D devices ``d0 .. d{D-1}`` (forward time 1; backward time 2, or 3 with ``recompute``, the
-paper's assumption for recomputed transformer layers in section VI-B; memory +1 per forward block and -1 per
-backward block on each device it runs on). The paper shows the shapes only as pictures; the block lists below
-are our reading of Figure 8, recorded here:
+Built-in shapes on D devices ``d0 .. d{D-1}``, as the Tessel authors define them in their public code
+(``examples/simulator/cases_tessel.py`` of zhiqi-0/Tessel, class ``Placement``) and the paper's Figures 1 and 8:
+forward time 1; the backward of a transformer stage 3 with ``recompute`` (the paper's training setting,
+section VI-B), 2 without; a stage's forward +1 memory, its backward -1. docs/tessel.md tabulates them.
 
 - ``V`` (1F1B's placement, Figure 1a): f0..f{D-1} on d0..d{D-1}, then b{D-1}..b0 back.
 - ``X`` (Chimera, Figure 1b): two V pipelines in opposite directions; one X micro-batch holds one micro-batch
   of each direction (down: fd_i on d_i; up: fu_i on d_{D-1-i}), so K = 4D.
-- ``M`` (GPT with a large embedding distributed over all devices, Figure 1c / 8a): ``emb`` on all devices,
-  the transformer stages down the devices and back, ``emb_b`` on all devices: |\\/| . The embedding is not
-  recomputed, so its backward is 2x its forward whatever ``recompute`` says.
-- ``NN`` (mT5, Figure 8d): the shared embedding table is looked up twice, once for the encoder and once for
-  the decoder, each lookup distributed over all devices; the encoder stages run on the first floor(D/2)
-  devices and the decoder stages on the others: ``emb_enc`` (all) -> ``enc0..`` down d0..d{D/2-1} ->
-  ``emb_dec`` (all) -> ``dec..`` down d{D/2}..d{D-1}, |\\|\\ , then the mirror image in backward
-  (``dec.._b`` up, ``emb_dec_b`` (all), ``enc.._b`` up, ``emb_enc_b`` (all)). Figure 8d is only a picture; the
-  layout above is the one the paper's authors give for their NN case in their released Tessel code (the
-  ``nnshape`` placement of ``cases_tessel.py``: two full-device blocks in forward, one before the first stage
-  and one in the middle of the device chain, mirrored in backward; one transformer stage per device). An
-  earlier reading of ours ran the encoder *and* the decoder down all D devices with a third full-device block
-  (an LM head): 2 stages per device, 6 full-device blocks, lower bound 17 instead of 10; Tessel found no
-  repetend better than 20 on it (15% bubble) where the paper reports 0%. Block times and memory follow this
-  module's conventions (as in ``M``): embedding blocks +1/-1 memory, not recomputed (backward 2x forward);
-  the authors' code uses span 1 and memory 0 for the full-device blocks, on which Tessel reaches its lower
-  bound (8) too.
-- ``K`` (Flava, Figure 1d / 8g): a text branch on the first ceil(D/2) devices and a vision branch on the others
-  (running towards the middle), joined by a cross encoder on all devices; backward mirrors it.
+- ``M`` (GPT with a large embedding over all devices, Figure 1c / 8a): ``emb`` (all devices) -> the stages
+  down -> back up -> ``emb_b`` (all devices). The full-device blocks take 1 unit both ways and hold no memory
+  (the reference's ``mshape``).
+- ``NN`` (mT5, Figure 8d): ``emb_enc`` (all) -> encoder stages on the first floor(D/2) devices -> ``emb_dec``
+  (all) -> decoder stages on the others, then the mirror image in backward (``dec.._b`` up, ``emb_dec_b``,
+  ``enc.._b`` up, ``emb_enc_b``); full-device blocks as in M (the reference's ``nnshape``).
+- ``K`` (Flava, Figure 1d / 8g): text stages on the first floor(D/2) devices and vision stages on the others,
+  both down the device order, joined by ``cross`` on all devices (1 unit, +1) and ``cross_b`` (1 unit, -1);
+  then each branch's backward (the reference's ``kshape``).
+
+Our earlier readings are kept under their own names: ``m_emb`` and ``nn_emb`` (the embedding blocks keep
+activations, +1/-1, and their backward takes 2 units: lower bounds 7 and 10 on 4 devices instead of 6 and 8) and
+``k_mid`` (text on the first ceil(D/2) devices, vision from the last device towards the middle, ``cross_b`` a
+stage's backward time: lower bound 8 instead of 6).
 
 ``blocks_from_placement`` derives a stage-block model from any placer's op -> device assignment.
 """
@@ -49,7 +44,7 @@ from ..errors import ConfigError, InvalidPlacement
 
 log = logging.getLogger(__name__)
 
-SHAPES = ("v", "x", "m", "nn", "k")
+SHAPES = ("v", "x", "m", "nn", "k", "m_emb", "nn_emb", "k_mid")
 
 
 @dataclass(frozen=True)
@@ -114,7 +109,7 @@ class MicroBatchSpec:
         for b in self.blocks:
             for p in set(b.deps):
                 succ[p].append(b.name)
-        ready = sorted((n for n, k in indeg.items() if k == 0), key=pos.get)
+        ready = sorted((n for n, k in indeg.items() if k == 0), key=lambda n: pos[n])
         order: list[str] = []
         import heapq
 
@@ -235,29 +230,49 @@ def _chain(blocks: list[Block]) -> list[Block]:
     return out
 
 
+def reference_memory(shape: str, n_devices: int) -> int:
+    """The per-device memory budget (in block memory units) the Tessel authors use for a built-in shape.
+
+    At 4 devices, the budgets of their released search script (``evaluation/search_tessel.sh`` in
+    zhiqi-0/Tessel): V 4, X 4, M 6, NN 6, K 6. At other device counts, those of their scaling scripts
+    (``evaluation/simu_lazy_scale.sh``, ``simu_fast_scale.sh``): V gets memory = D, M, NN and K get 20. The
+    authors do not scale X; we give it D like V (our choice). The ``*_emb`` / ``k_mid`` variants get the budget
+    of the shape they vary. O(1).
+    """
+    s = str(shape).lower()
+    base = s.split("_")[0]
+    if base not in ("v", "x", "m", "nn", "k"):
+        raise ConfigError(f"pipeline.memory=reference: no reference budget for shape {shape!r}")
+    D = int(n_devices)
+    if base in ("v", "x"):
+        return D
+    return 6 if D == 4 else 20
+
+
 def make_shape(
     shape: str, n_devices: int = 4, recompute: bool = False, forward_time: int = 1, memory_per_block: int = 1
 ) -> MicroBatchSpec:
-    """The built-in placement shapes V, X, M, NN and K of Figure 8 (see the module docstring). O(D)."""
+    """The built-in placement shapes (see the module docstring and docs/tessel.md). O(D)."""
     s = str(shape).lower()
     D = n_devices
     devs = _devs(D)
     tf = int(forward_time)
     tb_layer = (3 if recompute else 2) * tf  # recomputed transformer layers (section VI-B)
-    tb_plain = 2 * tf  # embeddings / heads are not recomputed
+    tb_plain = 2 * tf  # embeddings / heads are not recomputed (the *_emb variants)
     mem = int(memory_per_block)
     all_d = tuple(devs)
+    suffix = "r" if recompute else ""
 
-    def F(name, devices):
-        return Block(name, tf, mem, tuple(devices), (), "forward")
+    def F(name, devices, m=mem, t=tf):
+        return Block(name, t, m, tuple(devices), (), "forward")
 
-    def Bk(name, devices, t):
-        return Block(name, t, -mem, tuple(devices), (), "backward")
+    def Bk(name, devices, t, m=mem):
+        return Block(name, t, -m, tuple(devices), (), "backward")
 
     if s == "v":
         fw = [F(f"f{i}", [devs[i]]) for i in range(D)]
         bw = [Bk(f"b{i}", [devs[i]], tb_layer) for i in reversed(range(D))]
-        return MicroBatchSpec(_chain(fw + bw), devs, name=f"V{D}" + ("r" if recompute else ""))
+        return MicroBatchSpec(_chain(fw + bw), devs, name=f"V{D}{suffix}")
     if s == "x":
         down = _chain(
             [F(f"fd{i}", [devs[i]]) for i in range(D)] + [Bk(f"bd{i}", [devs[i]], tb_layer) for i in reversed(range(D))]
@@ -266,45 +281,52 @@ def make_shape(
             [F(f"fu{i}", [devs[D - 1 - i]]) for i in range(D)]
             + [Bk(f"bu{i}", [devs[D - 1 - i]], tb_layer) for i in reversed(range(D))]
         )
-        return MicroBatchSpec(down + up, devs, name=f"X{D}" + ("r" if recompute else ""))
-    if s == "m":
+        return MicroBatchSpec(down + up, devs, name=f"X{D}{suffix}")
+    if s in ("m", "m_emb"):
+        emb = s == "m"  # the reference: the embedding is a span-1, memory-free block both ways
         seq = (
-            [F("emb", all_d)]
+            [F("emb", all_d, 0 if emb else mem)]
             + [F(f"f{i}", [devs[i]]) for i in range(D)]
             + [Bk(f"b{i}", [devs[i]], tb_layer) for i in reversed(range(D))]
-            + [Bk("emb_b", all_d, tb_plain)]
+            + [Bk("emb_b", all_d, tf if emb else tb_plain, 0 if emb else mem)]
         )
-        return MicroBatchSpec(_chain(seq), devs, name=f"M{D}" + ("r" if recompute else ""))
-    if s == "nn":
+        return MicroBatchSpec(_chain(seq), devs, name=f"{s.upper()}{D}{suffix}")
+    if s in ("nn", "nn_emb"):
         if D < 2:
-            raise ConfigError("the NN shape needs at least 2 devices (encoder and decoder stages)")
+            raise ConfigError(f"the {s.upper()} shape needs at least 2 devices (encoder and decoder stages)")
+        ref = s == "nn"
+        me, tbe = (0, tf) if ref else (mem, tb_plain)
         h = D // 2  # encoder on d0..d{h-1}, decoder on d{h}..d{D-1}
         seq = (
-            [F("emb_enc", all_d)]
+            [F("emb_enc", all_d, me)]
             + [F(f"enc{i}", [devs[i]]) for i in range(h)]
-            + [F("emb_dec", all_d)]
+            + [F("emb_dec", all_d, me)]
             + [F(f"dec{i}", [devs[i]]) for i in range(h, D)]
             + [Bk(f"dec{i}_b", [devs[i]], tb_layer) for i in reversed(range(h, D))]
-            + [Bk("emb_dec_b", all_d, tb_plain)]
+            + [Bk("emb_dec_b", all_d, tbe, me)]
             + [Bk(f"enc{i}_b", [devs[i]], tb_layer) for i in reversed(range(h))]
-            + [Bk("emb_enc_b", all_d, tb_plain)]
+            + [Bk("emb_enc_b", all_d, tbe, me)]
         )
-        return MicroBatchSpec(_chain(seq), devs, name=f"NN{D}" + ("r" if recompute else ""))
-    if s == "k":
+        return MicroBatchSpec(_chain(seq), devs, name=f"{s.upper()}{D}{suffix}")
+    if s in ("k", "k_mid"):
         if D < 2:
-            raise ConfigError("the K shape needs at least 2 devices (one per branch)")
-        nt = math.ceil(D / 2)
-        text = [devs[i] for i in range(nt)]
-        vision = [devs[i] for i in reversed(range(nt, D))]
+            raise ConfigError(f"the {s.upper()} shape needs at least 2 devices (one per branch)")
+        ref = s == "k"
+        if ref:  # text on the first floor(D/2) devices, vision on the rest, both down the device order
+            nt = D // 2
+            text, vision = devs[:nt], devs[nt:]
+        else:  # text on the first ceil(D/2) devices, vision from the last device back towards the middle
+            nt = math.ceil(D / 2)
+            text, vision = devs[:nt], list(reversed(devs[nt:]))
         tf_ = _chain([F(f"t{i}", [d]) for i, d in enumerate(text)])
         vf_ = _chain([F(f"v{i}", [d]) for i, d in enumerate(vision)])
         cross = Block("cross", tf, mem, all_d, (tf_[-1].name, vf_[-1].name), "forward")
-        cross_b = Block("cross_b", tb_layer, -mem, all_d, ("cross",), "backward")
+        cross_b = Block("cross_b", tf if ref else tb_layer, -mem, all_d, ("cross",), "backward")
         tb_ = _chain([Bk(f"t{i}_b", [text[i]], tb_layer) for i in reversed(range(len(text)))])
         vb_ = _chain([Bk(f"v{i}_b", [vision[i]], tb_layer) for i in reversed(range(len(vision)))])
         tb_[0] = Block(tb_[0].name, tb_[0].time, tb_[0].memory, tb_[0].devices, ("cross_b",), "backward")
         vb_[0] = Block(vb_[0].name, vb_[0].time, vb_[0].memory, vb_[0].devices, ("cross_b",), "backward")
-        return MicroBatchSpec(tf_ + vf_ + [cross, cross_b] + tb_ + vb_, devs, name=f"K{D}" + ("r" if recompute else ""))
+        return MicroBatchSpec(tf_ + vf_ + [cross, cross_b] + tb_ + vb_, devs, name=f"{s.upper()}{D}{suffix}")
     raise ConfigError(f"pipeline.shape={shape!r} is unknown; choose one of {list(SHAPES)} or from_placement")
 
 

@@ -46,8 +46,14 @@ class Action:
     block: str
     micro: int
     device: str
-    peer: str | None = None
-    tag: Tag | None = None
+    peer: str | None = None  # the other device of a send / recv
+    tag: Tag | None = None  # the tensor a send / recv moves
+
+    def link(self) -> tuple[str, Tag]:
+        """(peer, tag) of a send or receive (a compute action has none: InvalidSchedule)."""
+        if self.peer is None or self.tag is None:
+            raise InvalidSchedule(f"action {self.kind} {self.block}#{self.micro} on {self.device} has no peer/tag")
+        return self.peer, self.tag
 
     def __str__(self) -> str:
         if self.kind == "compute":
@@ -142,19 +148,20 @@ def check_deadlock_free(
             elif blocking:
                 if a.kind != "send" or (a.block, a.micro) not in done:
                     continue
-                other = head(a.peer)
-                if other is not None and other.kind == "recv" and other.tag == a.tag:
-                    received.add(a.tag)
+                peer, tag = a.link()
+                other = head(peer)
+                if other is not None and other.kind == "recv" and other.tag == tag:
+                    received.add(tag)
                     pos[d] += 1
-                    pos[a.peer] += 1
+                    pos[peer] += 1
                     moved = True
             else:
                 if a.kind == "send":
                     if (a.block, a.micro) not in done:
                         continue
-                    sent.add(a.tag)
+                    sent.add(a.link()[1])
                 else:
-                    posted.add(a.tag)
+                    posted.add(a.link()[1])
                 pos[d] += 1
                 moved = True
         if not moved:
@@ -204,10 +211,11 @@ def simulate_actions(
             while pos[d] < len(acts[d]) and acts[d][pos[d]].kind != "compute":
                 a = acts[d][pos[d]]
                 if a.kind == "send":
-                    arrive[a.tag] = clock[d] + comm_time
+                    peer, tag = a.link()
+                    arrive[tag] = clock[d] + comm_time
                     if blocking:
                         clock[d] += comm_time
-                        clock[a.peer] = max(clock[a.peer], clock[d])
+                        clock[peer] = max(clock[peer], clock[d])
                 pos[d] += 1
     return start
 
@@ -264,7 +272,7 @@ def chrome_trace(
     if schedule.repetend:
         rid = len(spec.devices)
         ev.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": rid, "args": {"name": "repetend"}})
-        a, b = schedule.repetend
+        r0, r1 = schedule.repetend
         ev.append(
             {
                 "name": "repetend",
@@ -272,13 +280,13 @@ def chrome_trace(
                 "ph": "X",
                 "pid": 0,
                 "tid": rid,
-                "ts": a * time_unit_us,
-                "dur": (b - a) * time_unit_us,
+                "ts": r0 * time_unit_us,
+                "dur": (r1 - r0) * time_unit_us,
             }
         )
     if measured is not None:
         ev.append({"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "measured"}})
-        names = {}
+        names: dict[str, int] = {}
         for r in measured:
             dev = r["device"]
             if dev not in names:

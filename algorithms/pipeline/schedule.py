@@ -76,7 +76,7 @@ class PipelineSchedule:
     def device_orders(self) -> dict[str, list[Item]]:
         """Per device, the (block, micro) pairs in start-time order."""
         out: dict[str, list[Item]] = {d: [] for d in self.spec.devices}
-        for it, s in sorted(self.start.items(), key=lambda kv: (kv[1], self.spec.index[kv[0][0]], kv[0][1])):
+        for it, _s in sorted(self.start.items(), key=lambda kv: (kv[1], self.spec.index[kv[0][0]], kv[0][1])):
             for d in self.spec.block(it[0]).devices:
                 out[d].append(it)
         return out
@@ -94,7 +94,7 @@ class PipelineSchedule:
 
     def validate(self, memory_limit: int | None | str = "own") -> PipelineSchedule:
         """Check exclusive execution, dependencies and the memory cap; raise ScheduleViolation. O(B log B)."""
-        validate(self, self.memory_limit if memory_limit == "own" else memory_limit)
+        validate(self, self.memory_limit if isinstance(memory_limit, str) else memory_limit)
         return self
 
     def summary(self) -> dict[str, Any]:
@@ -136,11 +136,10 @@ class PipelineSchedule:
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> PipelineSchedule:
         """Read the pipeline_schedule.json format back (kind: backward when the memory delta is negative)."""
-        if isinstance(data, str):
-            data = json.loads(data)
+        doc: Mapping[str, Any] = json.loads(data) if isinstance(data, str) else data
         spec_blocks: dict[str, Block] = {}
         start: dict[Item, int] = {}
-        for e in data["blocks"]:
+        for e in doc["blocks"]:
             name, n = e["name"], int(e["micro"])
             if name not in spec_blocks:
                 deps = tuple(p for p, m in e.get("after", []) if int(m) == n)
@@ -155,13 +154,13 @@ class PipelineSchedule:
             if (name, n) in start:
                 raise InvalidSchedule(f"block {name!r} micro-batch {n} appears twice in the schedule file")
             start[(name, n)] = int(e["start"])
-        spec = MicroBatchSpec(list(spec_blocks.values()), list(data["devices"]), name="from_json")
-        rep = data.get("repetend")
+        spec = MicroBatchSpec(list(spec_blocks.values()), list(doc["devices"]), name="from_json")
+        rep = doc.get("repetend")
         return cls(
             spec,
-            int(data["n_micro"]),
+            int(doc["n_micro"]),
             start,
-            data.get("memory_limit"),
+            doc.get("memory_limit"),
             (int(rep["start"]), int(rep["end"])) if rep else None,
             {},
         )
@@ -201,12 +200,12 @@ def validate(schedule: PipelineSchedule, memory_limit: int | None = None) -> Non
                 )
     extra = [it for it in start if it[0] not in spec.index or not 0 <= it[1] < N]
     if extra:
-        b, n = extra[0]
+        xname, xn = extra[0]
         raise ScheduleViolation(
-            f"block {b!r} micro-batch {n} is not part of a {N}-micro-batch schedule of {spec.name}",
+            f"block {xname!r} micro-batch {xn} is not part of a {N}-micro-batch schedule of {spec.name}",
             kind="missing",
-            block=b,
-            micro=n,
+            block=xname,
+            micro=xn,
         )
     # 3. data dependencies
     for n in range(N):
@@ -227,27 +226,27 @@ def validate(schedule: PipelineSchedule, memory_limit: int | None = None) -> Non
     for d, items in schedule.device_orders().items():
         prev_end, prev = -1, None
         run = 0
-        for b, n in items:
-            blk = spec.block(b)
-            s = start[(b, n)]
+        for bname, n in items:
+            blk = spec.block(bname)
+            s = start[(bname, n)]
             if prev is not None and s < prev_end:
                 raise ScheduleViolation(
-                    f"exclusive execution broken on device {d}: block {b!r} of micro-batch {n} starts at {s} "
+                    f"exclusive execution broken on device {d}: block {bname!r} of micro-batch {n} starts at {s} "
                     f"while block {prev[0]!r} of micro-batch {prev[1]} runs until {prev_end}",
                     kind="exclusive",
-                    block=b,
+                    block=bname,
                     micro=n,
                     device=d,
                 )
             if s + blk.time > prev_end:
-                prev_end, prev = s + blk.time, (b, n)
+                prev_end, prev = s + blk.time, (bname, n)
             run += blk.memory
             if memory_limit is not None and run > memory_limit:
                 raise ScheduleViolation(
-                    f"memory cap broken on device {d}: after block {b!r} of micro-batch {n} starts at {s} the "
+                    f"memory cap broken on device {d}: after block {bname!r} of micro-batch {n} starts at {s} the "
                     f"device holds {run} > M = {memory_limit}",
                     kind="memory",
-                    block=b,
+                    block=bname,
                     micro=n,
                     device=d,
                 )
