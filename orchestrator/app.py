@@ -33,7 +33,8 @@ from .stages.place import Placed, place_graph, stage_place
 from .stages.run import stage_run
 from .stages.schedule import stage_schedule
 from .stages.simulate import plots, stage_simulate
-from .tracking import RunTracker, flatten, read_parent_run_id
+from .trace import write_trace
+from .tracking import announce, start_job_run
 
 # the job's public names, and the stages' for code that imported them from here before they had modules
 __all__ = [
@@ -88,27 +89,12 @@ def run_job(cfg: DictConfig, out: Path, choices: dict[str, str], sweep_dir: str 
     if pipeline_only:  # a built-in block shape: no placer or op scheduler takes part
         choices = {k: v for k, v in choices.items() if k not in ("placer", "scheduler")}
         result["placer"] = result["scheduler"] = None
-    tracking = cfg.get("tracking") or {}
-    tags = {k: str(v) for k, v in choices.items() if v is not None}
-    tags.update({"model_name": str(cfg.model.get("name"))})
-    tracker = RunTracker(
-        str(tracking.get("uri")),
-        str(tracking.get("experiment", "lab")),
-        enabled=bool(tracking.get("enabled", True)),
-        run_name=(
-            f"pipeline/{choices.get('pipeline')}/{cfg.pipeline.get('shape')}"
-            if pipeline_only
-            else f"{choices.get('model')}/{choices.get('placer')}/{choices.get('scheduler')}"
-        ),
-        parent_run_id=read_parent_run_id(sweep_dir),
-        tags=tags,
-    )
+    tracker = start_job_run(resolved, choices, sweep_dir)
     result["mlflow_run_id"] = tracker.run_id
     artifacts: list[Path] = [out / "config.yaml"]
     metrics: dict[str, Any] = {}
     ctx = JobContext(cfg, out, choices, StageCache(cfg.cache.dir, bool(cfg.cache.enabled)))
     try:
-        tracker.log_params(flatten({k: v for k, v in resolved.items() if k != "hydra"}))
         if choices.get("pipeline") not in (None, "none"):
             run_pipeline_stage(ctx, result, metrics, artifacts)
         else:
@@ -152,6 +138,7 @@ def run_job(cfg: DictConfig, out: Path, choices: dict[str, str], sweep_dir: str 
             tracker.log_artifacts(artifacts)
         finally:
             tracker.end(ok=result["status"] != "error")
+            announce(tracker)
     hits = ", ".join(f"{k}={'hit' if v else 'computed'}" for k, v in ctx.hits.items())
     log.info("stages: %s", hits or "none")
     if result["status"] == "error":
@@ -178,6 +165,7 @@ def _run_placement(ctx: JobContext, result: dict[str, Any], metrics: dict[str, A
     sim = stage_simulate(ctx, p.graph, p.cluster, p.assignment, schedule, skey)
     atomic_write_json(out / "timeline.json", sim.timeline(), indent=0)
     artifacts.append(out / "timeline.json")
+    artifacts.append(write_trace(out / "trace.json", sim, p.graph, p.cluster))
     result["predicted_step_s"] = sim.makespan
     result["peak_memory_bytes"] = dict(sim.peak_memory)
     result["traffic_bytes"] = sim.traffic_bytes

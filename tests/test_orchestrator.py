@@ -48,14 +48,15 @@ def test_default_run_writes_the_four_files_and_an_mlflow_run(lab):
     assert res["peak_memory_bytes"]["cpu0"] > 0 and res["peak_memory_bytes"]["cpu1"] == 0
     (run,) = lab.runs()
     assert run.info.status == "FINISHED" and run.info.run_id == res["mlflow_run_id"]
-    assert run.data.params["placer._target_"] == "algorithms.placers.baseline.SinglePlacer"
-    assert run.data.params["model.generator.levels"] == "40"
+    assert run.data.params["placer"] == "single" and "placer._target_" not in run.data.params
+    assert run.info.run_name == "single · synthetic · cpu4"
+    assert "model.generator.levels" not in run.data.params  # the full config is the config.yaml artifact
     assert run.data.metrics["predicted_step_s"] == pytest.approx(res["predicted_step_s"])
     assert run.data.tags["placer"] == "single" and run.data.tags["status"] == "ok"
     import mlflow
 
     names = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
-    assert {"result.json", "placement.json", "schedule.json", "timeline.json", "config.yaml"} <= names
+    assert {"result.json", "placement.json", "schedule.json", "timeline.json", "trace.json", "config.yaml"} <= names
 
     lab.run("placer=single")
     second = [o for o in lab.outputs() if o != out][0]

@@ -3,6 +3,7 @@ m-ETF and m-SCT, run for real (planned order), then the report."""
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -60,7 +61,7 @@ def test_gnmt_mem_limited_sweep_has_table_4s_shape(lab):
         timeout=300,
     )
     assert rep.returncode == 0, rep.stderr[-2000:]
-    md = (lab.cwd / "report" / "report.md").read_text()
-    rows = {line.split("|")[4].strip(): line for line in md.splitlines() if line.startswith("| gnmt")}
-    assert "OOM" in rows["single"]
-    assert not any("OOM" in rows[name] for name in fits)
+    with open(lab.cwd / "report" / "report.csv") as f:
+        recs = {r["placer"]: r for r in csv.DictReader(f)}
+    assert recs["single"]["status"] == "oom"
+    assert not any(recs[n]["status"] == "oom" for n in fits)

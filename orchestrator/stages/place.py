@@ -13,7 +13,6 @@ from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph, atomic_write_json
 from algorithms.placement import CoarseMap, Placement, check_placement
-from algorithms.simulator import simulate
 
 from ..context import JobContext, build_cluster, load_json, save_json
 from ..registry import instantiate, plain
@@ -60,15 +59,11 @@ def memory_from_need(graph: OpGraph, cluster: Cluster, fraction: float, result: 
     """Give every device `fraction` of the model's need: the peak memory of the whole graph on one device of
     the cluster, in topological order (Baechi Table 4 cuts memory to 30% of what the model needs). The need is
     recorded as result.json's `memory_need_bytes`. O(simulation of the graph on one device)."""
-    from algorithms.placement import topological_schedule
+    from algorithms.memory import single_device_need
 
     if not fraction > 0:
         raise ConfigError(f"cluster.need_fraction must be > 0, got {fraction}")
-    dev = cluster.devices[0].name
-    one = {op: dev for op in graph.ops}
-    need = simulate(
-        graph, cluster.with_memory(math.inf), one, topological_schedule(graph, one, [dev]), record_memory=False
-    ).peak_memory[dev]
+    need = single_device_need(graph)
     result["memory_need_bytes"] = need
     log.info(
         "memory: the model needs %.4g bytes on one device; each device gets %.0f%% of it (%.4g bytes)",
