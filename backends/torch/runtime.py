@@ -185,6 +185,8 @@ class PlacedExecutor:
         params: Sequence[torch.Tensor],
         states: Sequence[torch.Tensor],
         batch: Sequence[torch.Tensor],
+        *,
+        start_threads: bool = True,
     ):
         self.prog = prog
         self.devices = list(devices)
@@ -279,8 +281,11 @@ class PlacedExecutor:
         for r in nodes:
             if r.kind == "placeholder":
                 self.store[r.nid] = flat[r.index].detach().to(self.devices[self.node_dev[r.nid]].torch_device)
-        self.engines = [CopyEngine(d) for d in self.devices]
-        self.pool = ThreadPoolExecutor(max_workers=len(self.devices), thread_name_prefix="worker")
+        # `start_threads=False`: only the analysis above (the process-per-device runtime reuses it)
+        self.engines = [CopyEngine(d) for d in self.devices] if start_threads else []
+        self.pool = (
+            ThreadPoolExecutor(max_workers=len(self.devices), thread_name_prefix="worker") if start_threads else None
+        )
         self.peak = [0.0] * len(self.devices)
         self.traffic = 0.0
         #: per device, seconds of the last step spent running ops (including Python dispatch; on CUDA the time
@@ -732,7 +737,8 @@ class PlacedExecutor:
     def close(self) -> None:
         for e in self.engines:
             e.close()
-        self.pool.shutdown(wait=True)
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
 
 
 def set_threads(n_cpu_workers: int, threads: int | None) -> tuple[int, int]:

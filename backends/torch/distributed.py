@@ -1,0 +1,704 @@
+"""Placed execution with one OS process per device on torch.distributed (issue 16; DESIGN.md's runtime).
+
+Processes
+---------
+`TorchDistributedRuntime.run` starts one worker per cluster device with ``torch.multiprocessing`` (spawn) and
+joins them into a process group on a free local TCP port (parallel sweeps do not collide): gloo for CPU
+devices, NCCL when every device is a GPU and CUDA is present. A CPU worker is pinned with
+``os.sched_setaffinity`` to the host cores `algorithms.cluster.worker_cores` gives its device and sets its
+intra-op threads to that core count. When the devices ask for more cores than the host has, several workers
+share a core: the run logs a warning and records ``extra["oversubscribed"]`` (cores asked / host cores);
+`algorithms.simulator.simulate(..., host_cores=...)` models that sharing.
+
+Execution (one training step)
+-----------------------------
+Every worker holds the captured program (`capture.Program`, shipped pickled with its aten targets by name) and
+the analysis of `runtime.PlacedExecutor` (which values go where, when each is freed, the in-place parameter
+updates), and runs its device's ops in the order of ``schedule[device]``, node by node, exactly as the thread
+runtime and the profiler do (``target(*resolve(args))``). A value consumed on another device is sent once per
+destination with ``isend`` right after it is computed (parameters and inputs at the start of the step); the
+receiver posts every ``irecv`` at the start of the step into buffers of the value's known shape, in the
+sender's send order (NCCL matches point-to-point operations in order; gloo also by tag), and waits for one
+only when an op needs it. The step starts at a barrier; a worker's step ends when its last op has run, its
+sends are done and its new parameters are in place; the step time is the slowest worker's. Forward, loss,
+backward and the optimizer update all run; parameters stay on their Variable op's device between steps.
+
+Measured
+--------
+Warm-up steps, then `steps` measured ones: median and inter-quartile range of the step time; per worker the
+peak of live tensor bytes (the simulator's accounting: parameters, outputs until their last local use or their
+last send, received copies until their last local use; on CUDA the allocator's peak instead) and the growth of
+the process's peak RSS; bytes sent per step. With `check_correctness`, the loss and gradients of the first step
+are compared with a single-device execution (`runtime.compare_outputs`).
+
+Cost: per step, the ops plus O(N + U) Python work per worker and one message per (value, destination).
+Start-up: one process spawn (a Python and torch import) per device and one pickled program per worker.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import pickle
+import socket
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from algorithms.cluster import Cluster, oversubscription, worker_cores
+from algorithms.errors import ConfigError, InvalidGraph, LabError
+
+from ..base import RunResult, Runtime
+from .capture import Program, resolve, run_program, tensors_of, trace_program
+from .runtime import PhysDevice, PlacedExecutor, compare_outputs
+
+log = logging.getLogger(__name__)
+
+
+class WorkerError(LabError):
+    """A worker process of the distributed runtime failed (the message carries its traceback)."""
+
+
+# ---------------------------------------------------------------------------- shipping the program
+class _ProgramPickler(pickle.Pickler):
+    """Pickles aten OpOverloads by name (they are not picklable themselves)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, torch._ops.OpOverload):
+            return _load_op, (str(obj),)
+        return NotImplemented
+
+
+def _load_op(name: str) -> Any:
+    ns, op, overload = name.split(".")
+    return getattr(getattr(getattr(torch.ops, ns), op), overload)
+
+
+def dump_program(prog: Program) -> bytes:
+    """The program as bytes a spawned worker can load (without its fx GraphModule)."""
+    gm, prog.gm = prog.gm, None
+    try:
+        buf = io.BytesIO()
+        _ProgramPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(prog)
+        return buf.getvalue()
+    finally:
+        prog.gm = gm
+
+
+# ---------------------------------------------------------------------------- value layouts
+def value_spec(v: Any) -> Any:
+    """The layout of a value: ("t", shape, dtype) for a tensor, ("l"/"u", [...]) for a list/tuple, ("c", v)
+    for anything else (sent as nothing: the receiver rebuilds the constant)."""
+    if isinstance(v, torch.Tensor):
+        return ("t", tuple(v.shape), v.dtype)
+    if isinstance(v, (list, tuple)):
+        return ("l" if isinstance(v, list) else "u", [value_spec(x) for x in v])
+    return ("c", v)
+
+
+def _alloc(spec: Any, device: torch.device) -> tuple[Any, list[torch.Tensor]]:
+    kind = spec[0]
+    if kind == "t":
+        t = torch.empty(spec[1], dtype=spec[2], device=device)
+        return t, [t]
+    if kind == "c":
+        return spec[1], []
+    parts, bufs = [], []
+    for s in spec[1]:
+        v, b = _alloc(s, device)
+        parts.append(v)
+        bufs.extend(b)
+    return (parts if kind == "l" else tuple(parts)), bufs
+
+
+def value_specs(prog: Program, flat: Sequence[torch.Tensor], nids: set[int]) -> dict[int, Any]:
+    """Layouts of the values `nids` from one execution of the program (no freeing). O(N)."""
+    env: dict[int, Any] = {}
+    for r in prog.nodes:
+        if r.kind == "placeholder":
+            env[r.nid] = flat[r.index]
+        elif r.kind == "const":
+            env[r.nid] = prog.consts[r.nid]
+    get = env.__getitem__
+    for r in prog.nodes:
+        if r.kind == "call":
+            env[r.nid] = r.target(*resolve(r.args, get), **resolve(r.kwargs, get))
+    return {i: value_spec(env[i]) for i in nids}
+
+
+# ---------------------------------------------------------------------------- the job a worker gets
+@dataclass
+class WorkerJob:
+    """Everything a worker process needs (picklable)."""
+
+    program: bytes
+    flat: list[torch.Tensor]
+    placement: dict[str, str]
+    schedule: dict[str, list[str]]
+    devices: list[str]
+    cores: list[list[int]]
+    cuda: bool
+    port: int
+    warmup: int
+    steps: int
+    retain_first: bool = False
+    time_ops: bool = False
+    specs: dict[int, Any] = field(default_factory=dict)
+    threads: int | None = None  # intra-op threads (default: the worker's core count)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pin_worker(cores: Sequence[int], threads: int | None = None) -> int:
+    """Pin this process to `cores` and set its intra-op threads (default: one per core). Returns the threads."""
+    if cores and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, set(cores))
+    n = int(threads or max(1, len(cores)))
+    torch.set_num_threads(n)
+    return n
+
+
+def _rss_bytes() -> float:
+    with open("/proc/self/statm") as f:
+        return float(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class _Worker:
+    """One device's side of the step (see the module docstring)."""
+
+    def __init__(self, rank: int, job: WorkerJob):
+        self.rank, self.job = rank, job
+        self.world = len(job.devices)
+        prog: Program = pickle.loads(job.program)
+        self.prog = prog
+        if job.cuda:
+            self.dev = torch.device("cuda", rank % torch.cuda.device_count())
+            torch.cuda.set_device(self.dev)
+        else:
+            self.dev = torch.device("cpu")
+        phys = [PhysDevice(name, self.dev) for name in job.devices]
+        P, S = prog.n_params, prog.n_params * prog.n_state
+        flat = job.flat
+        self.ex = PlacedExecutor(
+            prog, job.placement, job.schedule, phys, flat[:P], flat[P : P + S], flat[P + S :], start_threads=False
+        )
+        ex, d = self.ex, rank
+        self.order = ex.order[d]
+        # what this worker sends, in its send order, and what it receives from each source in that source's order
+        self.my_ph = [i for i, dd in ex.placeholder_dev.items() if dd == d]
+        seq: list[list[int]] = [[] for _ in range(self.world)]  # per source: nids it sends, in order
+        for src in range(self.world):
+            seq[src] = [i for i, dd in ex.placeholder_dev.items() if dd == src and ex.sends.get(i)]
+            for op in ex.order[src]:
+                seq[src].extend(
+                    nid for nid in prog.op_nodes[op] if ex.sends.get(nid) and prog.nodes[nid].kind == "call"
+                )
+        self.recv_plan = [(src, i) for src in range(self.world) if src != d for i in seq[src] if d in ex.sends[i]]
+        ph_of_index = {r.index: r.nid for r in prog.nodes if r.kind == "placeholder"}
+        self.updates = []  # (placeholder nid, new-value nid) of every parameter and state
+        for k in range(P + S):
+            self.updates.append((ph_of_index[k], prog.outputs[1 + P + k]))
+        self.tag_base = len(prog.nodes)
+        self.sent = {i for i, dests in ex.sends.items() if dests}
+        self.peak = 0.0
+        self.traffic = 0.0
+
+    # ------------------------------------------------------------------ one step
+    def step(self, retain: bool, time_ops: bool) -> dict[str, Any]:
+        prog, ex, d = self.prog, self.ex, self.rank
+        nodes, specs, sent = prog.nodes, self.job.specs, self.sent
+        cuda, dev = self.job.cuda, self.dev
+        env: dict[int, Any] = {}
+        live = [0.0]
+        retained: dict[int, Any] = {}
+        op_times: dict[str, float] = {}
+        sends: list[tuple[int, list[Any]]] = []  # (nid held for the send or -1, works)
+        held: dict[int, float] = {}  # home values freed locally, still being sent: nid -> bytes
+        half_done: set[int] = set()
+        traffic = 0.0
+
+        def account(delta: float) -> None:
+            live[0] += delta
+            if live[0] > self.peak:
+                self.peak = live[0]
+
+        def isend(i: int, v: Any, dst: int, tag: int) -> list[Any]:
+            nonlocal traffic
+            works = []
+            for k, t in enumerate(tensors_of(v)):
+                works.append(dist.isend(t.contiguous(), dst, tag=tag * 16 + k))
+                traffic += t.numel() * t.element_size()
+            return works
+
+        def send_value(i: int, v: Any) -> None:
+            for dst in ex.sends[i]:
+                sends.append((i, isend(i, v, dst, i)))
+
+        def reap() -> None:
+            if not held:
+                return
+            pending = {i for i, w in sends if i in held and not all(x.is_completed() for x in w)}
+            for i in [i for i in held if i not in pending]:
+                account(-held.pop(i))
+
+        def free_home(i: int, nbytes: float) -> None:
+            v = env.pop(i, None)
+            if retain and i in ex.grad_nids and v is not None:
+                retained[i] = v
+            if i in sent:
+                held[i] = nbytes
+            else:
+                account(-nbytes)
+
+        def release_old(ph: int) -> None:
+            if ph in half_done:
+                env.pop(ph, None)
+                account(-nodes[ph].nbytes)
+            else:
+                half_done.add(ph)
+
+        if self.world > 1:
+            dist.barrier()
+        if cuda:
+            torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        for i in self.my_ph:
+            env[i] = ex.store[i]
+            account(nodes[i].nbytes)
+        recvs: dict[int, tuple[Any, list[Any]]] = {}
+        for src, i in self.recv_plan:
+            val, bufs = _alloc(specs[i], dev)
+            recvs[i] = (val, [dist.irecv(b, src, tag=i * 16 + k) for k, b in enumerate(bufs)])
+        for i in self.my_ph:
+            if i in sent:
+                send_value(i, ex.store[i])
+        consts, frees, kw_over = ex.consts[d], ex.frees[d], ex.kwargs[d]
+
+        def get(i: int) -> Any:
+            v = env.get(i)
+            if v is not None:
+                return v
+            if i in consts:
+                return consts[i]
+            val, works = recvs.pop(i)
+            for w in works:
+                w.wait()
+            env[i] = val
+            account(nodes[i].nbytes)
+            return val
+
+        t_last = t0  # the first op is also charged the step's set-up (placeholders, posted receives)
+        for op in self.order:
+            for nid in prog.op_nodes[op]:
+                r = nodes[nid]
+                if r.kind != "call":
+                    continue
+                val = r.target(*resolve(r.args, get), **resolve(kw_over.get(nid, r.kwargs), get))
+                env[nid] = val
+                account(r.alloc_bytes)
+                if retain and nid in ex.grad_nids:
+                    retained[nid] = val
+                ph = ex.replaces.get(nid)
+                if ph is not None:
+                    if ph not in ex.local_read:
+                        half_done.add(ph)
+                    release_old(ph)
+                if nid in sent:
+                    send_value(nid, val)
+                if nid in ex.drop_now:
+                    free_home(nid, r.alloc_bytes)
+                for i in frees.get(nid, ()):
+                    if ex.node_dev[i] == d and nodes[i].kind == "placeholder":
+                        if i in ex.replaced_ph:
+                            release_old(i)
+                        continue
+                    if ex.node_dev[i] != d:
+                        if env.pop(i, None) is not None:
+                            account(-nodes[i].nbytes)
+                    elif i in env:
+                        free_home(i, nodes[i].alloc_bytes)
+            reap()
+            if time_ops:
+                if cuda:
+                    torch.cuda.synchronize(dev)
+                now = time.perf_counter()
+                op_times[op] = now - t_last  # back to back: the loop's own per-op work is charged too
+                t_last = now
+        # new parameters and optimizer state replace the old ones on their Variable's device
+        moves = []
+        for ph, out in self.updates:
+            src, dst = ex.node_dev[out], ex.placeholder_dev[ph]
+            if src == dst == d:
+                ex.store[ph] = env.get(out, ex.store.get(out))
+            elif src == d:
+                v = env.get(out, ex.store.get(out))
+                sends.append((-1, isend(out, v, dst, self.tag_base + ph)))
+            elif dst == d:
+                val, bufs = _alloc(value_spec(ex.store[ph]), dev)
+                moves.append(
+                    (ph, val, [dist.irecv(b, src, tag=(self.tag_base + ph) * 16 + k) for k, b in enumerate(bufs)])
+                )
+        for ph, val, works in moves:
+            for w in works:
+                w.wait()
+            ex.store[ph] = val
+        for _, works in sends:
+            for w in works:
+                w.wait()
+        if cuda:
+            torch.cuda.synchronize(dev)
+        elapsed = time.perf_counter() - t0
+        for b in held.values():
+            account(-b)
+        self.traffic = traffic
+        loss_nid = prog.outputs[0]
+        out: dict[str, Any] = {"elapsed": elapsed, "op_times": op_times}
+        if ex.node_dev[loss_nid] == d:
+            out["loss"] = float(env[loss_nid])
+        if retain:
+            out["grads"] = {i: v.detach().cpu().clone() for i, v in retained.items() if ex.node_dev[i] == d}
+        return out
+
+
+def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
+    """Entry point of a spawned worker: pin, join the group, run the steps, report to `results`."""
+    try:
+        threads = 1
+        if not job.cuda:
+            threads = pin_worker(job.cores[rank], job.threads)
+        world = len(job.devices)
+        if world > 1:
+            dist.init_process_group(
+                "nccl" if job.cuda else "gloo",
+                init_method=f"tcp://127.0.0.1:{job.port}",
+                rank=rank,
+                world_size=world,
+            )
+        w = _Worker(rank, job)
+        rss0 = _rss_bytes()
+        if job.cuda:
+            torch.cuda.reset_peak_memory_stats(w.dev)
+        times, losses, op_samples = [], [], {}
+        grads = None
+        rss_peak = rss0
+        for k in range(job.warmup + job.steps):
+            o = w.step(retain=(k == 0 and job.retain_first), time_ops=job.time_ops and k >= job.warmup)
+            if "grads" in o:
+                grads = o["grads"]
+            if "loss" in o:
+                losses.append(o["loss"])
+            rss_peak = max(rss_peak, _rss_bytes())
+            if k >= job.warmup:
+                times.append(o["elapsed"])
+                for op, t in o["op_times"].items():
+                    op_samples.setdefault(op, []).append(t)
+        peak = float(torch.cuda.max_memory_allocated(w.dev)) if job.cuda else w.peak
+        rss_growth = rss_peak - rss0  # sampled after every step
+        results.put(
+            (
+                rank,
+                {
+                    "pid": os.getpid(),
+                    "times": times,
+                    "losses": losses,
+                    "grads": grads,
+                    "peak": peak,
+                    "tensor_peak": w.peak,
+                    "rss_growth": rss_growth,
+                    "traffic": w.traffic,
+                    "threads": threads,
+                    "op_times": op_samples,
+                    "cores": list(job.cores[rank]) if not job.cuda else [],
+                },
+            )
+        )
+        if world > 1:
+            dist.barrier()
+            dist.destroy_process_group()
+    except BaseException as exc:
+        import traceback
+
+        results.put((rank, {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}))
+        raise
+
+
+def launch(job: WorkerJob, timeout_s: float = 600.0) -> list[dict[str, Any]]:
+    """Run `job` on one spawned process per device; return each worker's report, in device order."""
+    n = len(job.devices)
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    pc = mp.start_processes(_worker_main, args=(job, results), nprocs=n, join=False, start_method="spawn")
+    reports: dict[int, dict[str, Any]] = {}
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(reports) < n:
+            try:
+                rank, rep = results.get(timeout=1.0)
+            except Exception:  # queue.Empty: check the processes are alive
+                if any(p.exitcode not in (None, 0) for p in pc.processes):
+                    bad = [(k, p.exitcode) for k, p in enumerate(pc.processes) if p.exitcode not in (None, 0)]
+                    raise WorkerError(f"worker(s) {bad} of {job.devices} exited with an error") from None
+                if time.monotonic() > deadline:
+                    raise WorkerError(f"workers {job.devices} did not finish in {timeout_s:.0f} s") from None
+                continue
+            if "error" in rep:
+                raise WorkerError(f"worker for device {job.devices[rank]!r} failed: {rep['error']}")
+            reports[rank] = rep
+        pc.join(timeout=60)
+    finally:
+        for p in pc.processes:
+            if p.is_alive():
+                p.terminate()
+        for p in pc.processes:
+            p.join(timeout=10)
+    return [reports[k] for k in range(n)]
+
+
+def _pingpong_main(rank: int, port: int, cores: list[list[int]], sizes: list[int], repeats: int, results: Any) -> None:
+    """Two pinned workers bounce a tensor of every size with isend/irecv (the runtime's own path); rank 0
+    reports half the round-trip time of each bounce."""
+    try:
+        pin_worker(cores[rank])
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+        other = 1 - rank
+        samples = []
+        for size in sizes:
+            buf = torch.ones(max(1, size // 4), dtype=torch.float32)
+            for k in range(repeats + 1):  # the first bounce of each size is a warm-up
+                dist.barrier()
+                t0 = time.perf_counter()
+                if rank == 0:
+                    dist.isend(buf, other, tag=k).wait()
+                    dist.irecv(buf, other, tag=k).wait()
+                else:
+                    dist.irecv(buf, other, tag=k).wait()
+                    dist.isend(buf, other, tag=k).wait()
+                dt = time.perf_counter() - t0
+                if k > 0:
+                    samples.append((float(buf.numel() * 4), dt / 2.0))
+        results.put((rank, {"samples": samples}))
+        dist.barrier()
+        dist.destroy_process_group()
+    except BaseException as exc:
+        import traceback
+
+        results.put((rank, {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}))
+        raise
+
+
+def pingpong(cores: list[list[int]], sizes: Sequence[int], repeats: int, timeout_s: float = 600.0) -> list[tuple]:
+    """(bytes, one-way seconds) samples between two worker processes pinned to `cores[0]` and `cores[1]`."""
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    args = (free_port(), cores, [int(s) for s in sizes], int(repeats), results)
+    pc = mp.start_processes(_pingpong_main, args=args, nprocs=2, join=False, start_method="spawn")
+    try:
+        while True:
+            rank, rep = results.get(timeout=timeout_s)
+            if "error" in rep:
+                raise WorkerError(f"comm benchmark worker {rank} failed: {rep['error']}")
+            if rank == 0:
+                samples = rep["samples"]
+                break
+        pc.join(timeout=60)
+    finally:
+        for p in pc.processes:
+            if p.is_alive():
+                p.terminate()
+    return samples
+
+
+def iqr(xs: Sequence[float]) -> float:
+    """Inter-quartile range (0 for fewer than two samples)."""
+    if len(xs) < 2:
+        return 0.0
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return float(q[2] - q[0])
+
+
+# ---------------------------------------------------------------------------- the runtime plugin
+class TorchDistributedRuntime(Runtime):
+    """One OS process per device on torch.distributed (gloo on CPU, NCCL on CUDA); see the module docstring.
+
+    warmup/steps: unmeasured and measured steps (steps >= 1; 10 by default); check_correctness: compare the
+    first step's loss and gradients with a single-device step within rtol/atol; threads: intra-op threads per
+    CPU worker (None: the worker's core count); device: "auto" (CUDA when every device is a GPU and CUDA is
+    present), "cpu" or "cuda"; timeout_s: how long the workers may take in all.
+    """
+
+    name = "torch_distributed"
+
+    def __init__(
+        self,
+        warmup: int = 3,
+        steps: int = 10,
+        check_correctness: bool = True,
+        rtol: float = 1e-4,
+        atol: float = 1e-5,
+        threads: int | None = None,
+        device: str = "auto",
+        timeout_s: float = 600.0,
+        granularity: str | None = None,
+    ):
+        if int(steps) < 1:
+            raise ConfigError(f"runtime.steps must be >= 1, got {steps}")
+        if int(warmup) < 0:
+            raise ConfigError(f"runtime.warmup must be >= 0, got {warmup}")
+        if device not in ("auto", "cpu", "cuda"):
+            raise ConfigError(f"runtime.device {device!r} is not one of ['auto', 'cpu', 'cuda']")
+        self.warmup, self.steps = int(warmup), int(steps)
+        self.check_correctness = bool(check_correctness)
+        self.rtol, self.atol = float(rtol), float(atol)
+        self.threads = int(threads) if threads else None
+        self.device = device
+        self.timeout_s = float(timeout_s)
+        self.granularity = granularity
+
+    def use_cuda(self, cluster: Cluster) -> bool:
+        have = torch.cuda.is_available() and torch.cuda.device_count() > 0
+        if self.device == "cuda":
+            if not have:
+                raise ConfigError("runtime.device=cuda but no CUDA device is available")
+            return True
+        return self.device == "auto" and have and all(d.type == "GPU" for d in cluster.devices)
+
+    def run(
+        self,
+        backend: Any,
+        model: Any,
+        graph: Any,
+        placement: Mapping[str, str],
+        schedule: Mapping[str, list[str]],
+        cluster: Cluster,
+        *,
+        plan: Any = None,
+    ) -> RunResult:
+        assign = dict(getattr(placement, "assignment", placement))
+        granularity = self.granularity or getattr(backend, "granularity", "operator")
+        cuda = self.use_cuda(cluster)
+        prog = trace_program(model, granularity, model.batch_size, device="cpu")
+        extra_ops = [op for op in graph.ops if op not in prog.op_nodes]
+        if extra_ops or len(graph) != len(prog.op_nodes):
+            raise InvalidGraph(
+                f"graph {graph.name!r} does not match the {granularity}-level capture of {model.name!r} "
+                f"(e.g. {extra_ops[:3]}); run with the backend that captured it"
+            )
+        if schedule is None:
+            schedule = {d.name: [] for d in cluster.devices}
+            for op in prog.op_nodes:
+                schedule[assign[op]].append(op)
+        sched = {d.name: list(schedule.get(d.name, [])) for d in cluster.devices}
+        params = [p.detach().cpu() for p in model.module.parameters()]
+        flat = [t.cpu() for t in prog.flat_inputs(model, params=params)]
+        # check the placement and schedule here (clear errors before any process starts)
+        phys = [PhysDevice(d.name, torch.device("cpu")) for d in cluster.devices]
+        P, S = prog.n_params, prog.n_params * prog.n_state
+        probe = PlacedExecutor(prog, assign, sched, phys, flat[:P], flat[P : P + S], flat[P + S :], start_threads=False)
+        sent = {i for i, dests in probe.sends.items() if dests}
+        host = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+        cores = worker_cores(cluster, host)
+        ratio = oversubscription(cluster, len(host))
+        extra: dict[str, Any] = {"host_cores": len(host), "backend": "nccl" if cuda else "gloo"}
+        if ratio > 1 and not cuda:
+            log.warning(
+                "cluster %r asks for %d cores but this host gives %d: %.2g workers share each core "
+                "(the simulator models the sharing with host_cores=%d)",
+                cluster.name,
+                sum(d.cores for d in cluster.devices),
+                len(host),
+                ratio,
+                len(host),
+            )
+            extra["oversubscribed"] = ratio
+        job = WorkerJob(
+            program=dump_program(prog),
+            flat=flat,
+            placement=assign,
+            schedule=sched,
+            devices=cluster.names,
+            cores=cores,
+            cuda=cuda,
+            port=free_port(),
+            warmup=self.warmup,
+            steps=self.steps,
+            retain_first=self.check_correctness,
+            specs=value_specs(prog, flat, sent),
+            threads=self.threads,
+        )
+        reports = launch(job, self.timeout_s)
+        n_steps = len(reports[0]["times"])
+        times = [max(r["times"][k] for r in reports) for k in range(n_steps)]
+        losses = next((r["losses"] for r in reports if r["losses"]), [])
+        if self.check_correctness:
+            ref = run_program(prog, flat)
+            outs: list[Any] = [torch.tensor(losses[0]) if losses else ref[0]]
+            grads: dict[int, Any] = {}
+            for r in reports:
+                grads.update(r["grads"] or {})
+            outs.extend(grads.get(i) for i in prog.outputs[1 : 1 + P])
+            outs.extend([None] * (len(prog.outputs) - len(outs)))
+            if any(g is None for g in outs[1 : 1 + P]):
+                missing = [prog.param_names[k] for k, g in enumerate(outs[1 : 1 + P]) if g is None]
+                raise WorkerError(f"the workers returned no gradient for {missing[:3]}")
+            info = compare_outputs(outs, ref, prog, self.rtol, self.atol)
+            if not info["correct"]:
+                log.warning("placed step differs from the single-device step: %s", info)
+            extra.update(info)
+        measured = statistics.median(times)
+        names = cluster.names
+        extra.update(
+            {
+                "losses": losses,
+                "rss_growth_bytes": {names[k]: r["rss_growth"] for k, r in enumerate(reports)},
+                "tensor_peak_bytes": {names[k]: r["tensor_peak"] for k, r in enumerate(reports)},
+                "threads_per_worker": {names[k]: r["threads"] for k, r in enumerate(reports)},
+                "worker_step_s": {names[k]: statistics.median(r["times"]) for k, r in enumerate(reports)},
+            }
+        )
+        traffic = sum(r["traffic"] for r in reports)
+        log.info(
+            "ran %s on %s (%d processes, %s): median step %.4g s, IQR %.3g s over %d steps, traffic %.3g B/step",
+            model.name,
+            cluster.name,
+            len(reports),
+            extra["backend"],
+            measured,
+            iqr(times),
+            len(times),
+            traffic,
+        )
+        return RunResult(
+            measured_step_s=measured,
+            step_times_s=times,
+            peak_memory_bytes={names[k]: float(r["peak"]) for k, r in enumerate(reports)},
+            traffic_bytes=float(traffic),
+            loss=losses[0] if losses else None,
+            extra=extra,
+            step_iqr_s=iqr(times),
+            workers=[{"device": names[k], "pid": r["pid"], "cores": r["cores"]} for k, r in enumerate(reports)],
+        )
+
+
+__all__ = [
+    "TorchDistributedRuntime",
+    "WorkerJob",
+    "WorkerError",
+    "launch",
+    "dump_program",
+    "value_specs",
+    "pin_worker",
+    "free_port",
+    "iqr",
+    "pingpong",
+]
