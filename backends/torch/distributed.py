@@ -145,7 +145,7 @@ class WorkerJob:
     devices: list[str]
     cores: list[list[int]]
     cuda: bool
-    port: int
+    port: int  # 0: rendezvous from the environment (torchrun)
     warmup: int
     steps: int
     retain_first: bool = False
@@ -183,7 +183,8 @@ class _Worker:
         prog: Program = pickle.loads(job.program)
         self.prog = prog
         if job.cuda:
-            self.dev = torch.device("cuda", rank % torch.cuda.device_count())
+            local = int(os.environ.get("LOCAL_RANK", rank))  # torchrun: one GPU per local rank
+            self.dev = torch.device("cuda", local % torch.cuda.device_count())
             torch.cuda.set_device(self.dev)
         else:
             self.dev = torch.device("cpu")
@@ -367,7 +368,9 @@ class _Worker:
         if ex.node_dev[loss_nid] == d:
             out["loss"] = float(env[loss_nid])
         if retain:
-            out["grads"] = {i: v.detach().cpu().clone() for i, v in retained.items() if ex.node_dev[i] == d}
+            # as numpy arrays: pickled by value (a torch tensor would go through shared memory, which the
+            # parent cannot open once this process has exited)
+            out["grads"] = {i: v.detach().cpu().numpy().copy() for i, v in retained.items() if ex.node_dev[i] == d}
         return out
 
 
@@ -376,12 +379,14 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
     try:
         threads = 1
         if not job.cuda:
-            threads = pin_worker(job.cores[rank], job.threads)
+            # under torchrun on another host only the cores this host has count (none: threads set, no pinning)
+            mine = [c for c in job.cores[rank] if c in os.sched_getaffinity(0)]
+            threads = pin_worker(mine, job.threads or len(job.cores[rank]))
         world = len(job.devices)
         if world > 1:
             dist.init_process_group(
                 "nccl" if job.cuda else "gloo",
-                init_method=f"tcp://127.0.0.1:{job.port}",
+                init_method=f"tcp://127.0.0.1:{job.port}" if job.port else "env://",  # env://: torchrun
                 rank=rank,
                 world_size=world,
             )
@@ -446,6 +451,10 @@ def launch(job: WorkerJob, timeout_s: float = 600.0) -> list[dict[str, Any]]:
             try:
                 rank, rep = results.get(timeout=1.0)
             except Exception:  # queue.Empty: check the processes are alive
+                if all(p.exitcode == 0 for p in pc.processes) and results.empty():
+                    time.sleep(2.0)  # the last reports may still be in flight
+                    if results.empty():
+                        raise WorkerError(f"workers {job.devices} exited without reporting") from None
                 if any(p.exitcode not in (None, 0) for p in pc.processes):
                     bad = [(k, p.exitcode) for k, p in enumerate(pc.processes) if p.exitcode not in (None, 0)]
                     raise WorkerError(f"worker(s) {bad} of {job.devices} exited with an error") from None
@@ -527,6 +536,19 @@ def iqr(xs: Sequence[float]) -> float:
     return float(q[2] - q[0])
 
 
+@dataclass
+class Prepared:
+    """A job ready to launch and what `TorchDistributedRuntime.finish` needs to judge its reports."""
+
+    job: WorkerJob
+    prog: Program
+    flat: list[torch.Tensor]
+    extra: dict[str, Any]
+    names: list[str]
+    model_name: str
+    cluster_name: str
+
+
 # ---------------------------------------------------------------------------- the runtime plugin
 class TorchDistributedRuntime(Runtime):
     """One OS process per device on torch.distributed (gloo on CPU, NCCL on CUDA); see the module docstring.
@@ -584,6 +606,21 @@ class TorchDistributedRuntime(Runtime):
         *,
         plan: Any = None,
     ) -> RunResult:
+        """Prepare the job, run it on one spawned process per device, and collect the result. `plan` is not
+        used: each worker follows its device's order and receives as soon as a value is needed."""
+        prepared = self.prepare(backend, model, graph, placement, schedule, cluster)
+        return self.finish(prepared, launch(prepared.job, self.timeout_s))
+
+    def prepare(
+        self,
+        backend: Any,
+        model: Any,
+        graph: Any,
+        placement: Mapping[str, str],
+        schedule: Mapping[str, list[str]] | None,
+        cluster: Cluster,
+    ) -> Prepared:
+        """Check the placement and schedule (errors before any process starts) and build the workers' job."""
         assign = dict(getattr(placement, "assignment", placement))
         granularity = self.granularity or getattr(backend, "granularity", "operator")
         cuda = self.use_cuda(cluster)
@@ -636,7 +673,12 @@ class TorchDistributedRuntime(Runtime):
             specs=value_specs(prog, flat, sent),
             threads=self.threads,
         )
-        reports = launch(job, self.timeout_s)
+        return Prepared(job, prog, flat, extra, cluster.names, model.name, cluster.name)
+
+    def finish(self, prepared: Prepared, reports: list[dict[str, Any]]) -> RunResult:
+        """The RunResult from the workers' reports (in device order): step = slowest worker per step."""
+        prog, flat, extra = prepared.prog, prepared.flat, dict(prepared.extra)
+        P = prog.n_params
         n_steps = len(reports[0]["times"])
         times = [max(r["times"][k] for r in reports) for k in range(n_steps)]
         losses = next((r["losses"] for r in reports if r["losses"]), [])
@@ -645,7 +687,7 @@ class TorchDistributedRuntime(Runtime):
             outs: list[Any] = [torch.tensor(losses[0]) if losses else ref[0]]
             grads: dict[int, Any] = {}
             for r in reports:
-                grads.update(r["grads"] or {})
+                grads.update({i: torch.from_numpy(a) for i, a in (r["grads"] or {}).items()})
             outs.extend(grads.get(i) for i in prog.outputs[1 : 1 + P])
             outs.extend([None] * (len(prog.outputs) - len(outs)))
             if any(g is None for g in outs[1 : 1 + P]):
@@ -656,7 +698,7 @@ class TorchDistributedRuntime(Runtime):
                 log.warning("placed step differs from the single-device step: %s", info)
             extra.update(info)
         measured = statistics.median(times)
-        names = cluster.names
+        names = prepared.names
         extra.update(
             {
                 "losses": losses,
@@ -669,8 +711,8 @@ class TorchDistributedRuntime(Runtime):
         traffic = sum(r["traffic"] for r in reports)
         log.info(
             "ran %s on %s (%d processes, %s): median step %.4g s, IQR %.3g s over %d steps, traffic %.3g B/step",
-            model.name,
-            cluster.name,
+            prepared.model_name,
+            prepared.cluster_name,
             len(reports),
             extra["backend"],
             measured,
@@ -692,6 +734,7 @@ class TorchDistributedRuntime(Runtime):
 
 __all__ = [
     "TorchDistributedRuntime",
+    "Prepared",
     "WorkerJob",
     "WorkerError",
     "launch",

@@ -1,4 +1,13 @@
-"""Execute a placed, scheduled training step for real and measure it.
+"""Execute a placed, scheduled training step with one thread per device in one process (``runtime=threads``).
+
+Limits (issue 16): this runtime is kept for quick checks of placements (memory caps, correctness, the planned
+order) and for GPUs shared by virtual devices; its step times do not measure a placement. All "devices" are
+threads of one Python process: they share the GIL and the intra-op thread pool, so on virtual CPU devices the
+measured step hardly depends on the placement (every placer of the `gnmt_mem_limited` sweep measured
+257-276 ms), copies are `clone()`s through copy-engine threads rather than messages, and the per-op profile
+taken outside it misses its dispatch and Python costs. For measured steps use the process-per-device runtime,
+`backends.torch.distributed.TorchDistributedRuntime` (one pinned OS process per device on torch.distributed),
+which reuses this module's `PlacedExecutor` analysis (``start_threads=False``).
 
 Devices
 -------
