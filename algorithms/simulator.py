@@ -19,6 +19,11 @@ Model
   (the operating system time-slices the workers; at the granularity of ops, turn-taking gives each the same
   share). When cores free up, the device that took its turn least recently goes first (round robin).
   Without oversubscription (or without ``host_cores``) nothing changes.
+* Per-message processor time (issue 16, optional, 0 by default): a real runtime spends processor time posting
+  each send and each receive (the process-per-device runtime: an ``isend`` right after the producing op, every
+  ``irecv`` posted at the start of the step and waited for once). With ``send_overhead_s`` an op that sends
+  its value to k other devices runs k * send_overhead_s longer; with ``recv_overhead_s`` a device starts the
+  step busy for recv_overhead_s per (value, device) it receives.
 * Time advances event by event. All events at time t (op completions, arrivals) are processed before any
   device decides what to run at t, which is the thesis' rule (3.2) that the device with the lowest local time
   decides next and never decides without knowing what is executable at that moment.
@@ -55,7 +60,7 @@ from .errors import InvalidCluster, InvalidSchedule
 from .graph import OpGraph
 from .placement import Placement, Schedule, check_schedule
 
-_FINISH, _ARRIVE = 0, 1
+_FINISH, _ARRIVE, _WAKE = 0, 1, 2
 
 
 @dataclass
@@ -188,6 +193,8 @@ def simulate(
     record_memory: bool = True,
     record_decisions: bool = False,
     host_cores: int | None = None,
+    send_overhead_s: float = 0.0,
+    recv_overhead_s: float = 0.0,
 ) -> SimResult:
     """Simulate one training step of `graph` placed by `placement` on `cluster`.
 
@@ -195,7 +202,11 @@ def simulate(
     ops run first-in first-out. Raises `InvalidSchedule` when a static order deadlocks (naming the device,
     the op it waits on and the missing input). `host_cores`: the number of host cores real CPU workers are
     pinned to; when the devices ask for more, devices sharing a core take turns (see the module docstring).
+    `send_overhead_s` / `recv_overhead_s`: processor time a device spends per message it sends / receives
+    (see the module docstring; 0 by default).
     """
+    if send_overhead_s < 0 or recv_overhead_s < 0:
+        raise InvalidCluster(f"message overheads must be >= 0, got {send_overhead_s!r}, {recv_overhead_s!r}")
     assign = placement.assignment if isinstance(placement, Placement) else placement
     idx = graph.index()
     n = idx.n
@@ -261,6 +272,14 @@ def simulate(
                     if b > ent[0]:
                         ent[0] = b
                     ent[1].append(j)
+    # per-message processor time: the sender after the op that produced the value, the receiver up front
+    pre_busy = [0.0] * nd
+    if send_overhead_s or recv_overhead_s:
+        for i in range(n):
+            if remote[i]:
+                dur[i] += send_overhead_s * len(remote[i])
+                for dj in remote[i]:
+                    pre_busy[dj] += recv_overhead_s
     # one arrival per predecessor (a DiGraph has at most one edge per pair)
     missing = [len(pred[i]) for i in range(n)]
     unfinished_preds = [len(pred[i]) for i in range(n)]
@@ -386,6 +405,11 @@ def simulate(
         if home_ref[i] == 0:
             free(dev_of[i], outb[i], t)
 
+    for k in range(nd):
+        if pre_busy[k] > 0:
+            busy_until[k] = pre_busy[k]
+            busy_s[k] += pre_busy[k]
+            heapq.heappush(events, (pre_busy[k], _WAKE, -1, k))
     dispatch(0.0)
     while events:
         t = events[0][0]
@@ -424,6 +448,8 @@ def simulate(
                     traffic[0] += nbytes
                     transfers.append((names[i], devs[d].name, devs[dj].name, s0, s0 + dt, nbytes))
                     heapq.heappush(events, (s0 + dt, _ARRIVE, i, dj))
+            elif kind == _WAKE:
+                pass  # a device's up-front receive work is done: it may start an op (dispatch below)
             else:
                 i, dj = a, b
                 recv_ref[(i, dj)] = len(remote[i][dj][1])

@@ -83,3 +83,23 @@ def test_shared_cores_properties(g, n_dev, host, rnd):
     if host == 1:
         total = sum(e - s for s, e, _ in spans)
         assert r.makespan >= total - 1e-9
+
+
+def test_message_overheads():
+    g = OpGraph("pair")
+    g.add_op("a", compute_s=1.0, output_bytes=10)
+    g.add_op("b", compute_s=1.0)
+    g.add_edge("a", "b", bytes=10)
+    c = uniform_cluster(2)
+    pl = {"a": "cpu0", "b": "cpu1"}
+    assert simulate(g, c, pl).makespan == pytest.approx(2.0)
+    r = simulate(g, c, pl, send_overhead_s=0.1, recv_overhead_s=0.2)
+    assert r.makespan == pytest.approx(2.1)  # the receive is posted before the value arrives
+    assert r.busy_s == pytest.approx({"cpu0": 1.1, "cpu1": 1.2})
+    r = simulate(g, c, pl, send_overhead_s=0.1, recv_overhead_s=1.5)
+    assert r.makespan == pytest.approx(2.5)  # the receiver is still posting when the value arrives
+    # on one device nothing is sent: no overhead
+    one = {"a": "cpu0", "b": "cpu0"}
+    assert simulate(g, c, one, send_overhead_s=0.1, recv_overhead_s=1.5).makespan == pytest.approx(2.0)
+    with pytest.raises(InvalidCluster):
+        simulate(g, c, pl, send_overhead_s=-1.0)
