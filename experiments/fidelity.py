@@ -100,7 +100,7 @@ def run(
         base = compose_cfg(models[0], cl_name, "single")
         cluster = Cluster.from_dict(OmegaConf.to_container(base.cluster, resolve=True), cl_name)
         fit = comm_benchmark_distributed(cluster, repeats=repeats)
-        fits[cl_name] = (fit.latency_s, fit.bytes_per_s)
+        fits[cl_name] = (fit.latency_s, fit.bytes_per_s, fit.send_overhead_s, fit.recv_overhead_s)
         cluster = cluster.with_comm(fit.latency_s, fit.bytes_per_s)
         for model_name in models:
             cfg = compose_cfg(model_name, cl_name, "single")
@@ -124,7 +124,15 @@ def run(
                     continue
                 place_s = time.perf_counter() - t0
                 sched = order_for(graph, cluster, placement)
-                sim = simulate(graph, cluster, placement.assignment, sched, host_cores=host)
+                sim = simulate(
+                    graph,
+                    cluster,
+                    placement.assignment,
+                    sched,
+                    host_cores=host,
+                    send_overhead_s=fit.send_overhead_s,
+                    recv_overhead_s=fit.recv_overhead_s,
+                )
                 res = TorchDistributedRuntime(warmup=warmup, steps=steps, timeout_s=timeout_s).run(
                     backend, model, graph, placement.assignment, sched, cluster
                 )

@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -105,6 +106,15 @@ def comm_benchmark(
     return CommFit(lat, bw, links, samples)
 
 
+@dataclass
+class DistributedCommFit(CommFit):
+    """A CommFit plus the processor time a worker spends per message it sends / receives (for
+    `simulate(..., send_overhead_s=..., recv_overhead_s=...)`)."""
+
+    send_overhead_s: float = 0.0
+    recv_overhead_s: float = 0.0
+
+
 def fit_linear_relative(samples: Sequence[tuple[float, float]]) -> tuple[float, float]:
     """(latency_s, bytes_per_s) minimising the squared *relative* error of ``latency + bytes / bandwidth``
     over the per-size medians of (bytes, s) samples: tiny and huge transfers weigh alike (an absolute fit over
@@ -134,14 +144,17 @@ DISTRIBUTED_SIZES = (1024, 16384, 262144, 1048576, 4194304, 16777216, 67108864)
 
 def comm_benchmark_distributed(
     cluster: Cluster, sizes: Sequence[int] | None = None, repeats: int = 5, timeout_s: float = 600.0
-) -> CommFit:
+) -> DistributedCommFit:
     """Fit ``latency + bytes / bandwidth`` from the process-per-device runtime's own send/recv (issue 16).
 
     Two worker processes, pinned as the cluster's first two devices' workers are (`worker_cores`), bounce
     tensors of every size in `sizes` (default 1 KB to 64 MB) with ``isend``/``irecv`` over gloo; a sample is
     half a round trip. The least-squares fit and its residual (root mean square, absolute and relative to the
     mean sample) are logged and kept in the samples. All device pairs get the same fit (one host: every pair
-    goes through the same loopback). Cost: sizes x (repeats + 1) round trips plus two process starts.
+    goes through the same loopback). The processor time per message (send: ``contiguous()`` + ``isend``;
+    receive: buffer + ``irecv`` + waiting on an arrived message; 200 messages of 1 KB) is measured too and
+    returned in the fit's `send_overhead_s` / `recv_overhead_s`. Cost: sizes x (repeats + 1) round trips plus
+    two process starts.
     """
     import os
 
@@ -150,11 +163,11 @@ def comm_benchmark_distributed(
     from .distributed import pingpong
 
     if len(cluster.devices) < 2:
-        return CommFit(0.0, MAX_BYTES_PER_S)
+        return DistributedCommFit(0.0, MAX_BYTES_PER_S)
     sizes = [int(s) for s in (sizes or DISTRIBUTED_SIZES)]
     host = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
     cores = worker_cores(cluster, host)[:2]
-    raw = pingpong(cores, sizes, int(repeats), timeout_s)
+    raw, send_s, recv_s = pingpong(cores, sizes, int(repeats), timeout_s)
     lat, bw = fit_linear_relative(raw)
     rel = np.array([(lat + b / bw - t) / t for b, t in raw if t > 0])
     log.info(
@@ -173,5 +186,6 @@ def comm_benchmark_distributed(
     for size in sizes:
         med = float(np.median([t for b, t in raw if int(b) == size] or [0.0]))
         log.debug("  %d bytes: measured median %.4g s, fit %.4g s", size, med, lat + size / bw)
+    log.info("per-message processor time: send %.3g s, receive %.3g s", send_s, recv_s)
     a, c = cluster.names[0], cluster.names[1]
-    return CommFit(lat, bw, {}, [(a, c, b, t) for b, t in raw])
+    return DistributedCommFit(lat, bw, {}, [(a, c, b, t) for b, t in raw], send_s, recv_s)

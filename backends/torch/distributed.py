@@ -496,7 +496,33 @@ def _pingpong_main(rank: int, port: int, cores: list[list[int]], sizes: list[int
                 dt = time.perf_counter() - t0
                 if k > 0:
                     samples.append((float(buf.numel() * 4), dt / 2.0))
-        results.put((rank, {"samples": samples}))
+        # processor time per message, as the worker spends it: the sender's contiguous() + isend call; the
+        # receiver's buffer allocation + irecv call + the wait on a message that has already arrived
+        n_msg, small = 200, torch.ones(256)
+        dist.barrier()
+        post = 0.0
+        works = []
+        if rank == 1:
+            t0 = time.perf_counter()
+            for k in range(n_msg):
+                works.append(dist.irecv(torch.empty(256), 0, tag=100_000 + k))
+            post = time.perf_counter() - t0
+        dist.barrier()
+        if rank == 0:
+            t0 = time.perf_counter()
+            for k in range(n_msg):
+                works.append(dist.isend(small.contiguous(), 1, tag=100_000 + k))
+            post = time.perf_counter() - t0
+            for w in works:
+                w.wait()
+        dist.barrier()
+        if rank == 1:
+            time.sleep(0.05)
+            t0 = time.perf_counter()
+            for w in works:
+                w.wait()
+            post += time.perf_counter() - t0
+        results.put((rank, {"samples": samples, "per_message_s": post / n_msg}))
         dist.barrier()
         dist.destroy_process_group()
     except BaseException as exc:
@@ -506,26 +532,28 @@ def _pingpong_main(rank: int, port: int, cores: list[list[int]], sizes: list[int
         raise
 
 
-def pingpong(cores: list[list[int]], sizes: Sequence[int], repeats: int, timeout_s: float = 600.0) -> list[tuple]:
-    """(bytes, one-way seconds) samples between two worker processes pinned to `cores[0]` and `cores[1]`."""
+def pingpong(
+    cores: list[list[int]], sizes: Sequence[int], repeats: int, timeout_s: float = 600.0
+) -> tuple[list[tuple[float, float]], float, float]:
+    """(bytes, one-way seconds) samples between two worker processes pinned to `cores[0]` and `cores[1]`, and
+    the processor time per message of a send and of a receive (1 KB messages)."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     args = (free_port(), cores, [int(s) for s in sizes], int(repeats), results)
     pc = mp.start_processes(_pingpong_main, args=args, nprocs=2, join=False, start_method="spawn")
+    reps: dict[int, dict[str, Any]] = {}
     try:
-        while True:
+        while len(reps) < 2:
             rank, rep = results.get(timeout=timeout_s)
             if "error" in rep:
                 raise WorkerError(f"comm benchmark worker {rank} failed: {rep['error']}")
-            if rank == 0:
-                samples = rep["samples"]
-                break
+            reps[rank] = rep
         pc.join(timeout=60)
     finally:
         for p in pc.processes:
             if p.is_alive():
                 p.terminate()
-    return samples
+    return reps[0]["samples"], reps[0]["per_message_s"], reps[1]["per_message_s"]
 
 
 def iqr(xs: Sequence[float]) -> float:
