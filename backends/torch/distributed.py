@@ -278,9 +278,18 @@ class _Worker:
             env[i] = ex.store[i]
             account(nodes[i].nbytes)
         recvs: dict[int, tuple[Any, list[Any]]] = {}
-        for src, i in self.recv_plan:
+
+        def post_recv(i: int) -> None:
             val, bufs = _alloc(specs[i], dev)
+            src = ex.node_dev[i]
             recvs[i] = (val, [dist.irecv(b, src, tag=i * 16 + k) for k, b in enumerate(bufs)])
+
+        if not cuda:
+            # gloo: every receive posted up front (matched by tag). NCCL runs a pair's operations in the order
+            # they are posted on one stream, so receives posted ahead of sends in the other direction would
+            # deadlock: there each receive is posted when an op first needs it (program order)
+            for _, i in self.recv_plan:
+                post_recv(i)
         for i in self.my_ph:
             if i in sent:
                 send_value(i, ex.store[i])
@@ -292,6 +301,8 @@ class _Worker:
                 return v
             if i in consts:
                 return consts[i]
+            if i not in recvs:
+                post_recv(i)
             val, works = recvs.pop(i)
             for w in works:
                 w.wait()
