@@ -26,9 +26,11 @@ backward and the optimizer update all run; parameters stay on their Variable op'
 Measured
 --------
 Warm-up steps, then `steps` measured ones: median and inter-quartile range of the step time; per worker the
-peak of live tensor bytes (the simulator's accounting: parameters, outputs until their last local use or their
-last send, received copies until their last local use; on CUDA the allocator's peak instead) and the growth of
-the process's peak RSS; bytes sent per step. With `check_correctness`, the loss and gradients of the first step
+peak of live tensor bytes (parameters, outputs until their last local use or their last send, receive buffers
+from their posting, i.e. the start of the step on gloo, until their last local use; the simulator counts a
+received copy from its arrival, so pre-posted receives can make the measured peak exceed the predicted one;
+on CUDA the allocator's peak instead), and the growth of the process's RSS; bytes sent per step. Memory limits
+are not enforced here (the thread runtime checks them). With `check_correctness`, the loss and gradients of the first step
 are compared with a single-device execution (`runtime.compare_outputs`).
 
 Cost: per step, the ops plus O(N + U) Python work per worker and one message per (value, destination).
@@ -283,6 +285,7 @@ class _Worker:
             val, bufs = _alloc(specs[i], dev)
             src = ex.node_dev[i]
             recvs[i] = (val, [dist.irecv(b, src, tag=i * 16 + k) for k, b in enumerate(bufs)])
+            account(nodes[i].nbytes)  # the buffer is held from here
 
         if not cuda:
             # gloo: every receive posted up front (matched by tag). NCCL runs a pair's operations in the order
@@ -307,7 +310,6 @@ class _Worker:
             for w in works:
                 w.wait()
             env[i] = val
-            account(nodes[i].nbytes)
             return val
 
         t_last = t0  # the first op is also charged the step's set-up (placeholders, posted receives)
