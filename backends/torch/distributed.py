@@ -30,8 +30,8 @@ peak of live tensor bytes (parameters, outputs until their last local use or the
 from their posting, i.e. the start of the step on gloo, until their last local use; the simulator counts a
 received copy from its arrival, so pre-posted receives can make the measured peak exceed the predicted one;
 on CUDA the allocator's peak instead), and the growth of the process's RSS; bytes sent per step. Memory limits
-are not enforced here (the thread runtime checks them). With `check_correctness`, the loss and gradients of the first step
-are compared with a single-device execution (`runtime.compare_outputs`).
+are not enforced here (the thread runtime checks them). With `check_correctness`, the loss and gradients of the
+first step are compared with a single-device execution (`runtime.compare_outputs`).
 
 Cost: per step, the ops plus O(N + U) Python work per worker and one message per (value, destination).
 Start-up: one process spawn (a Python and torch import) per device and one pickled program per worker.
