@@ -12,6 +12,18 @@ Model
   transfer starts when requested; in ``sequential`` mode (Baechi 3.4) each device sends one tensor at a time
   and receives one at a time, first-in first-out: a transfer starts at
   ``max(request, sender's send queue free, receiver's receive queue free)``.
+* Shared host cores (issue 16): with ``host_cores`` given and the devices' workers asking for more cores than
+  the host has (`algorithms.cluster.oversubscription` > 1), every device's worker is pinned to the cores
+  `algorithms.cluster.worker_cores` gives it, and devices whose workers share a core take turns: an op starts
+  only when its device is free *and* every core of its worker is free, and holds those cores until it ends
+  (the operating system time-slices the workers; at the granularity of ops, turn-taking gives each the same
+  share). When cores free up, the device that took its turn least recently goes first (round robin).
+  Without oversubscription (or without ``host_cores``) nothing changes.
+* Per-message processor time (issue 16, optional, 0 by default): a real runtime spends processor time posting
+  each send and each receive (the process-per-device runtime: an ``isend`` right after the producing op, every
+  ``irecv`` posted at the start of the step and waited for once). With ``send_overhead_s`` an op that sends
+  its value to k other devices runs k * send_overhead_s longer; with ``recv_overhead_s`` a device starts the
+  step busy for recv_overhead_s per (value, device) it receives.
 * Time advances event by event. All events at time t (op completions, arrivals) are processed before any
   device decides what to run at t, which is the thesis' rule (3.2) that the device with the lowest local time
   decides next and never decides without knowing what is executable at that moment.
@@ -43,12 +55,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cluster import Cluster
-from .errors import InvalidSchedule
+from .cluster import Cluster, oversubscription, worker_cores
+from .errors import InvalidCluster, InvalidSchedule
 from .graph import OpGraph
 from .placement import Placement, Schedule, check_schedule
 
-_FINISH, _ARRIVE = 0, 1
+_FINISH, _ARRIVE, _WAKE = 0, 1, 2
 
 
 @dataclass
@@ -180,13 +192,21 @@ def simulate(
     *,
     record_memory: bool = True,
     record_decisions: bool = False,
+    host_cores: int | None = None,
+    send_overhead_s: float = 0.0,
+    recv_overhead_s: float = 0.0,
 ) -> SimResult:
     """Simulate one training step of `graph` placed by `placement` on `cluster`.
 
     Give either `schedule` (a static per-device order, checked first) or `policy`; with neither, executable
     ops run first-in first-out. Raises `InvalidSchedule` when a static order deadlocks (naming the device,
-    the op it waits on and the missing input).
+    the op it waits on and the missing input). `host_cores`: the number of host cores real CPU workers are
+    pinned to; when the devices ask for more, devices sharing a core take turns (see the module docstring).
+    `send_overhead_s` / `recv_overhead_s`: processor time a device spends per message it sends / receives
+    (see the module docstring; 0 by default).
     """
+    if send_overhead_s < 0 or recv_overhead_s < 0:
+        raise InvalidCluster(f"message overheads must be >= 0, got {send_overhead_s!r}, {recv_overhead_s!r}")
     assign = placement.assignment if isinstance(placement, Placement) else placement
     idx = graph.index()
     n = idx.n
@@ -208,16 +228,26 @@ def simulate(
         d = devs[dev_of[i]]
         dur[i] = idx.exec_time(i, d.type, d.speed)
 
+    # shared host cores: core ids of each device's worker (only when oversubscribed)
+    core_sets: list[list[int]] | None = None
+    if host_cores is not None:
+        if int(host_cores) < 1:
+            raise InvalidCluster(f"host_cores must be >= 1, got {host_cores!r}")
+        if oversubscription(cluster, int(host_cores)) > 1:
+            core_sets = worker_cores(cluster, range(int(host_cores)))
+    core_free = [0.0] * (int(host_cores) if host_cores is not None and core_sets is not None else 0)
+    last_turn = [-math.inf] * nd  # when each device last took its cores: the longest-waiting device goes first
+
     # static order or policy
     static = schedule is not None
-    if static:
+    if schedule is not None:
         check_schedule(graph, assign, schedule)
         seq_of = [[idx.pos[o] for o in schedule.get(d.name, [])] for d in devs]
         ptr = [0] * nd
     else:
-        policy = policy or FifoPolicy()
-        policy.prepare(graph, cluster, dev_of)
-        dynamic = policy.dynamic
+        pol: DispatchPolicy = policy or FifoPolicy()
+        pol.prepare(graph, cluster, dev_of)
+        dynamic = pol.dynamic
     ready: list[list] = [[] for _ in range(nd)]  # heap entries (key, i) or plain list for dynamic
     is_ready = [False] * n
 
@@ -242,6 +272,14 @@ def simulate(
                     if b > ent[0]:
                         ent[0] = b
                     ent[1].append(j)
+    # per-message processor time: the sender after the op that produced the value, the receiver up front
+    pre_busy = [0.0] * nd
+    if send_overhead_s or recv_overhead_s:
+        for i in range(n):
+            if remote[i]:
+                dur[i] += send_overhead_s * len(remote[i])
+                for dj in remote[i]:
+                    pre_busy[dj] += recv_overhead_s
     # one arrival per predecessor (a DiGraph has at most one edge per pair)
     missing = [len(pred[i]) for i in range(n)]
     unfinished_preds = [len(pred[i]) for i in range(n)]
@@ -307,7 +345,7 @@ def simulate(
         if dynamic:
             ready[d].append(j)
         else:
-            heapq.heappush(ready[d], (policy.key(j, t, seqno[0]), seqno[0], j))
+            heapq.heappush(ready[d], (pol.key(j, t, seqno[0]), seqno[0], j))
 
     def input_arrived(j: int, t: float) -> None:
         missing[j] -= 1
@@ -319,9 +357,11 @@ def simulate(
             make_ready(i, 0.0)
 
     def dispatch(t: float) -> None:
-        for d in range(nd):
+        for d in range(nd) if core_sets is None else sorted(range(nd), key=last_turn.__getitem__):
             if running[d] or busy_until[d] > t:
                 continue
+            if core_sets is not None and any(core_free[c] > t for c in core_sets[d]):
+                continue  # a device sharing a core with this one is running an op
             if static:
                 p = ptr[d]
                 seq = seq_of[d]
@@ -339,7 +379,7 @@ def simulate(
                     decisions.append((t, devs[d].name, len(r)))
                 if dynamic:
                     state = SimState(t, dev_of, busy_until, unfinished_preds, ready)
-                    k = policy.choose(d, r, state)
+                    k = pol.choose(d, r, state)
                     i = r[k]
                     r[k] = r[-1]
                     r.pop()
@@ -349,6 +389,10 @@ def simulate(
             e = t + dur[i]
             end[i] = e
             busy_until[d] = e
+            if core_sets is not None:
+                last_turn[d] = t
+                for c in core_sets[d]:
+                    core_free[c] = e
             busy_s[d] += dur[i]
             running[d] = True
             order_out[d].append(names[i])
@@ -361,6 +405,11 @@ def simulate(
         if home_ref[i] == 0:
             free(dev_of[i], outb[i], t)
 
+    for k in range(nd):
+        if pre_busy[k] > 0:
+            busy_until[k] = pre_busy[k]
+            busy_s[k] += pre_busy[k]
+            heapq.heappush(events, (pre_busy[k], _WAKE, -1, k))
     dispatch(0.0)
     while events:
         t = events[0][0]
@@ -389,7 +438,7 @@ def simulate(
                     unfinished_preds[j] -= 1
                     if dev_of[j] == d:
                         input_arrived(j, t)
-                for dj, (nbytes, cons) in remote[i].items():
+                for dj, (nbytes, _cons) in remote[i].items():
                     dt = lat[d][dj] + nbytes / bw[d][dj]
                     if sequential:
                         s0 = max(t, send_free[d], recv_free[dj])
@@ -399,6 +448,8 @@ def simulate(
                     traffic[0] += nbytes
                     transfers.append((names[i], devs[d].name, devs[dj].name, s0, s0 + dt, nbytes))
                     heapq.heappush(events, (s0 + dt, _ARRIVE, i, dj))
+            elif kind == _WAKE:
+                pass  # a device's up-front receive work is done: it may start an op (dispatch below)
             else:
                 i, dj = a, b
                 recv_ref[(i, dj)] = len(remote[i][dj][1])

@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -103,3 +104,88 @@ def comm_benchmark(
         "comm benchmark on %s: latency %.3g s, bandwidth %.3g B/s (%d samples)", cluster.name, lat, bw, len(samples)
     )
     return CommFit(lat, bw, links, samples)
+
+
+@dataclass
+class DistributedCommFit(CommFit):
+    """A CommFit plus the processor time a worker spends per message it sends / receives (for
+    `simulate(..., send_overhead_s=..., recv_overhead_s=...)`)."""
+
+    send_overhead_s: float = 0.0
+    recv_overhead_s: float = 0.0
+
+
+def fit_linear_relative(samples: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """(latency_s, bytes_per_s) minimising the squared *relative* error of ``latency + bytes / bandwidth``
+    over the per-size medians of (bytes, s) samples: tiny and huge transfers weigh alike (an absolute fit over
+    1 KB..64 MB is set by the largest transfers and misses the latency that small tensors pay), and the median
+    per size drops outliers of a shared machine. Same clipping as `fit_linear`. O(samples log samples)."""
+    if not samples:
+        raise ValueError("no samples to fit")
+    by: dict[float, list[float]] = {}
+    for b, t in samples:
+        by.setdefault(float(b), []).append(float(t))
+    x = np.array(sorted(by), dtype=float)
+    y = np.array([float(np.median(by[b])) for b in x])
+    if len(x) < 2:
+        return max(0.0, float(y.mean())), MAX_BYTES_PER_S
+    w = 1.0 / np.maximum(y, 1e-12)
+    A = np.stack([np.ones_like(x), x], axis=1) * w[:, None]
+    (a, k), *_ = np.linalg.lstsq(A, y * w, rcond=None)
+    if a < 0:
+        a, k = 0.0, float(np.sum(w * w * x * y) / np.sum(w * w * x * x))
+    if k <= 1.0 / MAX_BYTES_PER_S:
+        return float(a), MAX_BYTES_PER_S
+    return float(a), float(1.0 / k)
+
+
+DISTRIBUTED_SIZES = (1024, 16384, 262144, 1048576, 4194304, 16777216, 67108864)
+
+
+def comm_benchmark_distributed(
+    cluster: Cluster, sizes: Sequence[int] | None = None, repeats: int = 5, timeout_s: float = 600.0
+) -> DistributedCommFit:
+    """Fit ``latency + bytes / bandwidth`` from the process-per-device runtime's own send/recv (issue 16).
+
+    Two worker processes, pinned as the cluster's first two devices' workers are (`worker_cores`), bounce
+    tensors of every size in `sizes` (default 1 KB to 64 MB) with ``isend``/``irecv`` over gloo; a sample is
+    half a round trip. The least-squares fit and its residual (root mean square, absolute and relative to the
+    mean sample) are logged and kept in the samples. All device pairs get the same fit (one host: every pair
+    goes through the same loopback). The processor time per message (send: ``contiguous()`` + ``isend``;
+    receive: buffer + ``irecv`` + waiting on an arrived message; 200 messages of 1 KB) is measured too and
+    returned in the fit's `send_overhead_s` / `recv_overhead_s`. Cost: sizes x (repeats + 1) round trips plus
+    two process starts.
+    """
+    import os
+
+    from algorithms.cluster import worker_cores
+
+    from .distributed import pingpong
+
+    if len(cluster.devices) < 2:
+        return DistributedCommFit(0.0, MAX_BYTES_PER_S)
+    sizes = [int(s) for s in (sizes or DISTRIBUTED_SIZES)]
+    host = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
+    cores = worker_cores(cluster, host)[:2]
+    raw, send_s, recv_s = pingpong(cores, sizes, int(repeats), timeout_s)
+    lat, bw = fit_linear_relative(raw)
+    rel = np.array([(lat + b / bw - t) / t for b, t in raw if t > 0])
+    log.info(
+        "distributed comm fit on %s (gloo, workers pinned to %s): latency %.3g s, bandwidth %.3g B/s; "
+        "relative residual: median |r| %.1f%%, RMS %.1f%% over %d samples of %d..%d bytes",
+        cluster.name,
+        cores,
+        lat,
+        bw,
+        100.0 * float(np.median(np.abs(rel))),
+        100.0 * float(np.sqrt(np.mean(rel**2))),
+        len(raw),
+        min(sizes),
+        max(sizes),
+    )
+    for size in sizes:
+        med = float(np.median([t for b, t in raw if int(b) == size] or [0.0]))
+        log.debug("  %d bytes: measured median %.4g s, fit %.4g s", size, med, lat + size / bw)
+    log.info("per-message processor time: send %.3g s, receive %.3g s", send_s, recv_s)
+    a, c = cluster.names[0], cluster.names[1]
+    return DistributedCommFit(lat, bw, {}, [(a, c, b, t) for b, t in raw], send_s, recv_s)

@@ -1,4 +1,13 @@
-"""Execute a placed, scheduled training step for real and measure it.
+"""Execute a placed, scheduled training step with one thread per device in one process (``runtime=threads``).
+
+Limits (issue 16): this runtime is kept for quick checks of placements (memory caps, correctness, the planned
+order) and for GPUs shared by virtual devices; its step times do not measure a placement. All "devices" are
+threads of one Python process: they share the GIL and the intra-op thread pool, so on virtual CPU devices the
+measured step hardly depends on the placement (every placer of the `gnmt_mem_limited` sweep measured
+257-276 ms), copies are `clone()`s through copy-engine threads rather than messages, and the per-op profile
+taken outside it misses its dispatch and Python costs. For measured steps use the process-per-device runtime,
+`backends.torch.distributed.TorchDistributedRuntime` (one pinned OS process per device on torch.distributed),
+which reuses this module's `PlacedExecutor` analysis (``start_threads=False``).
 
 Devices
 -------
@@ -185,6 +194,8 @@ class PlacedExecutor:
         params: Sequence[torch.Tensor],
         states: Sequence[torch.Tensor],
         batch: Sequence[torch.Tensor],
+        *,
+        start_threads: bool = True,
     ):
         self.prog = prog
         self.devices = list(devices)
@@ -279,8 +290,11 @@ class PlacedExecutor:
         for r in nodes:
             if r.kind == "placeholder":
                 self.store[r.nid] = flat[r.index].detach().to(self.devices[self.node_dev[r.nid]].torch_device)
-        self.engines = [CopyEngine(d) for d in self.devices]
-        self.pool = ThreadPoolExecutor(max_workers=len(self.devices), thread_name_prefix="worker")
+        # `start_threads=False`: only the analysis above (the process-per-device runtime reuses it)
+        self.engines = [CopyEngine(d) for d in self.devices] if start_threads else []
+        self.pool = (
+            ThreadPoolExecutor(max_workers=len(self.devices), thread_name_prefix="worker") if start_threads else None
+        )
         self.peak = [0.0] * len(self.devices)
         self.traffic = 0.0
         #: per device, seconds of the last step spent running ops (including Python dispatch; on CUDA the time
@@ -732,7 +746,8 @@ class PlacedExecutor:
     def close(self) -> None:
         for e in self.engines:
             e.close()
-        self.pool.shutdown(wait=True)
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
 
 
 def set_threads(n_cpu_workers: int, threads: int | None) -> tuple[int, int]:

@@ -1,0 +1,412 @@
+"""Placed execution with one OS process per device on torch.distributed (issue 16; DESIGN.md's runtime).
+
+Processes
+---------
+`TorchDistributedRuntime.run` starts one worker per cluster device with ``torch.multiprocessing`` (spawn) and
+joins them into a process group on a free local TCP port (parallel sweeps do not collide): gloo for CPU
+devices, NCCL when every device is a GPU and CUDA is present. A CPU worker is pinned with
+``os.sched_setaffinity`` to the host cores `algorithms.cluster.worker_cores` gives its device and sets its
+intra-op threads to that core count. When the devices ask for more cores than the host has, several workers
+share a core: the run logs a warning and records ``extra["oversubscribed"]`` (cores asked / host cores);
+`algorithms.simulator.simulate(..., host_cores=...)` models that sharing.
+
+Execution (one training step)
+-----------------------------
+Every worker (`backends/torch/worker.py`) holds the captured program (`capture.Program`, shipped pickled with its
+aten targets by name) and the analysis of `runtime.PlacedExecutor` (which values go where, when each is freed, the
+in-place parameter updates), and runs its device's ops in the order of ``schedule[device]``, node by node, exactly
+as the thread runtime and the profiler do (``target(*resolve(args))``). A value consumed on another device is sent
+once per destination with ``isend`` right after it is computed (parameters and inputs at the start of the step);
+the receiver posts every ``irecv`` (gloo: all at the start of the step; NCCL: when first needed) into buffers of
+the value's known shape, in the sender's send order (NCCL matches point-to-point operations in order; gloo also by
+tag), and waits for one only when an op needs it. The step starts at a barrier; a worker's step ends when its last
+op has run, its sends are done and its new parameters are in place; the step time is the slowest worker's. Forward,
+loss, backward and the optimizer update all run; parameters stay on their Variable op's device between steps.
+
+Measured
+--------
+Warm-up steps, then `steps` measured ones: median and inter-quartile range of the step time; per worker the
+peak of live tensor bytes (parameters, outputs until their last local use or their last send, receive buffers
+from their posting, i.e. the start of the step on gloo, until their last local use; the simulator counts a
+received copy from its arrival, so pre-posted receives can make the measured peak exceed the predicted one;
+on CUDA the allocator's peak instead), and the growth of the process's RSS; bytes sent per step. Memory limits
+are not enforced here (the thread runtime checks them). With `check_correctness`, the loss and gradients of the
+first step are compared with a single-device execution (`runtime.compare_outputs`).
+
+Cost: per step, the ops plus O(N + U) Python work per worker and one message per (value, destination).
+Start-up: one process spawn (a Python and torch import) per device and one pickled program per worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from algorithms.cluster import Cluster, oversubscription, worker_cores
+from algorithms.errors import ConfigError, InvalidGraph
+
+from ..base import RunResult, Runtime
+from .capture import Program, run_program, trace_program
+from .runtime import PhysDevice, PlacedExecutor, compare_outputs
+from .worker import (
+    WorkerError,
+    WorkerJob,
+    _alloc,
+    _worker_main,
+    dump_program,
+    free_port,
+    pin_worker,
+    value_spec,
+    value_specs,
+)
+
+log = logging.getLogger(__name__)
+
+
+def launch(job: WorkerJob, timeout_s: float = 600.0) -> list[dict[str, Any]]:
+    """Run `job` on one spawned process per device; return each worker's report, in device order."""
+    n = len(job.devices)
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    pc = mp.start_processes(_worker_main, args=(job, results), nprocs=n, join=False, start_method="spawn")
+    reports: dict[int, dict[str, Any]] = {}
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(reports) < n:
+            try:
+                rank, rep = results.get(timeout=1.0)
+            except Exception:  # queue.Empty: check the processes are alive
+                if all(p.exitcode == 0 for p in pc.processes) and results.empty():
+                    time.sleep(2.0)  # the last reports may still be in flight
+                    if results.empty():
+                        raise WorkerError(f"workers {job.devices} exited without reporting") from None
+                if any(p.exitcode not in (None, 0) for p in pc.processes):
+                    bad = [(k, p.exitcode) for k, p in enumerate(pc.processes) if p.exitcode not in (None, 0)]
+                    raise WorkerError(f"worker(s) {bad} of {job.devices} exited with an error") from None
+                if time.monotonic() > deadline:
+                    raise WorkerError(f"workers {job.devices} did not finish in {timeout_s:.0f} s") from None
+                continue
+            if "error" in rep:
+                raise WorkerError(f"worker for device {job.devices[rank]!r} failed: {rep['error']}")
+            reports[rank] = rep
+        pc.join(timeout=60)
+    finally:
+        for p in pc.processes:
+            if p.is_alive():
+                p.terminate()
+        for p in pc.processes:
+            p.join(timeout=10)
+    return [reports[k] for k in range(n)]
+
+
+def _pingpong_main(rank: int, port: int, cores: list[list[int]], sizes: list[int], repeats: int, results: Any) -> None:
+    """Two pinned workers bounce a tensor of every size with isend/irecv (the runtime's own path); rank 0
+    reports half the round-trip time of each bounce."""
+    try:
+        pin_worker(cores[rank])
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+        other = 1 - rank
+        samples = []
+        for size in sizes:
+            buf = torch.ones(max(1, size // 4), dtype=torch.float32)
+            for k in range(repeats + 1):  # the first bounce of each size is a warm-up
+                dist.barrier()
+                t0 = time.perf_counter()
+                if rank == 0:
+                    dist.isend(buf, other, tag=k).wait()
+                    dist.irecv(buf, other, tag=k).wait()
+                else:
+                    dist.irecv(buf, other, tag=k).wait()
+                    dist.isend(buf, other, tag=k).wait()
+                dt = time.perf_counter() - t0
+                if k > 0:
+                    samples.append((float(buf.numel() * 4), dt / 2.0))
+        # processor time per message, as the worker spends it: the sender's contiguous() + isend call; the
+        # receiver's buffer allocation + irecv call + the wait on a message that has already arrived
+        n_msg, small = 200, torch.ones(256)
+        dist.barrier()
+        post = 0.0
+        works = []
+        if rank == 1:
+            t0 = time.perf_counter()
+            for k in range(n_msg):
+                works.append(dist.irecv(torch.empty(256), 0, tag=100_000 + k))
+            post = time.perf_counter() - t0
+        dist.barrier()
+        if rank == 0:
+            t0 = time.perf_counter()
+            for k in range(n_msg):
+                works.append(dist.isend(small.contiguous(), 1, tag=100_000 + k))
+            post = time.perf_counter() - t0
+            for w in works:
+                w.wait()
+        dist.barrier()
+        if rank == 1:
+            time.sleep(0.05)
+            t0 = time.perf_counter()
+            for w in works:
+                w.wait()
+            post += time.perf_counter() - t0
+        results.put((rank, {"samples": samples, "per_message_s": post / n_msg}))
+        dist.barrier()
+        dist.destroy_process_group()
+    except BaseException as exc:
+        import traceback
+
+        results.put((rank, {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}))
+        raise
+
+
+def pingpong(
+    cores: list[list[int]], sizes: Sequence[int], repeats: int, timeout_s: float = 600.0
+) -> tuple[list[tuple[float, float]], float, float]:
+    """(bytes, one-way seconds) samples between two worker processes pinned to `cores[0]` and `cores[1]`, and
+    the processor time per message of a send and of a receive (1 KB messages)."""
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    args = (free_port(), cores, [int(s) for s in sizes], int(repeats), results)
+    pc = mp.start_processes(_pingpong_main, args=args, nprocs=2, join=False, start_method="spawn")
+    reps: dict[int, dict[str, Any]] = {}
+    try:
+        while len(reps) < 2:
+            rank, rep = results.get(timeout=timeout_s)
+            if "error" in rep:
+                raise WorkerError(f"comm benchmark worker {rank} failed: {rep['error']}")
+            reps[rank] = rep
+        pc.join(timeout=60)
+    finally:
+        for p in pc.processes:
+            if p.is_alive():
+                p.terminate()
+    return reps[0]["samples"], reps[0]["per_message_s"], reps[1]["per_message_s"]
+
+
+def iqr(xs: Sequence[float]) -> float:
+    """Inter-quartile range (0 for fewer than two samples)."""
+    if len(xs) < 2:
+        return 0.0
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return float(q[2] - q[0])
+
+
+@dataclass
+class Prepared:
+    """A job ready to launch and what `TorchDistributedRuntime.finish` needs to judge its reports."""
+
+    job: WorkerJob
+    prog: Program
+    flat: list[torch.Tensor]
+    extra: dict[str, Any]
+    names: list[str]
+    model_name: str
+    cluster_name: str
+
+
+# ---------------------------------------------------------------------------- the runtime plugin
+class TorchDistributedRuntime(Runtime):
+    """One OS process per device on torch.distributed (gloo on CPU, NCCL on CUDA); see the module docstring.
+
+    warmup/steps: unmeasured and measured steps (steps >= 1; 10 by default); check_correctness: compare the
+    first step's loss and gradients with a single-device step within rtol/atol; threads: intra-op threads per
+    CPU worker (None: the worker's core count); device: "auto" (CUDA when every device is a GPU and CUDA is
+    present), "cpu" or "cuda"; timeout_s: how long the workers may take in all.
+    """
+
+    name = "torch_distributed"
+
+    def __init__(
+        self,
+        warmup: int = 3,
+        steps: int = 10,
+        check_correctness: bool = True,
+        rtol: float = 1e-4,
+        atol: float = 1e-5,
+        threads: int | None = None,
+        device: str = "auto",
+        timeout_s: float = 600.0,
+        granularity: str | None = None,
+    ):
+        if int(steps) < 1:
+            raise ConfigError(f"runtime.steps must be >= 1, got {steps}")
+        if int(warmup) < 0:
+            raise ConfigError(f"runtime.warmup must be >= 0, got {warmup}")
+        if device not in ("auto", "cpu", "cuda"):
+            raise ConfigError(f"runtime.device {device!r} is not one of ['auto', 'cpu', 'cuda']")
+        self.warmup, self.steps = int(warmup), int(steps)
+        self.check_correctness = bool(check_correctness)
+        self.rtol, self.atol = float(rtol), float(atol)
+        self.threads = int(threads) if threads else None
+        self.device = device
+        self.timeout_s = float(timeout_s)
+        self.granularity = granularity
+
+    def use_cuda(self, cluster: Cluster) -> bool:
+        have = torch.cuda.is_available() and torch.cuda.device_count() > 0
+        if self.device == "cuda":
+            if not have:
+                raise ConfigError("runtime.device=cuda but no CUDA device is available")
+            return True
+        return self.device == "auto" and have and all(d.type == "GPU" for d in cluster.devices)
+
+    def run(
+        self,
+        backend: Any,
+        model: Any,
+        graph: Any,
+        placement: Mapping[str, str],
+        schedule: Mapping[str, list[str]],
+        cluster: Cluster,
+        *,
+        plan: Any = None,
+    ) -> RunResult:
+        """Prepare the job, run it on one spawned process per device, and collect the result. `plan` is not
+        used: each worker follows its device's order and receives as soon as a value is needed."""
+        prepared = self.prepare(backend, model, graph, placement, schedule, cluster)
+        return self.finish(prepared, launch(prepared.job, self.timeout_s))
+
+    def prepare(
+        self,
+        backend: Any,
+        model: Any,
+        graph: Any,
+        placement: Mapping[str, str],
+        schedule: Mapping[str, list[str]] | None,
+        cluster: Cluster,
+    ) -> Prepared:
+        """Check the placement and schedule (errors before any process starts) and build the workers' job."""
+        assign = dict(getattr(placement, "assignment", placement))
+        granularity = self.granularity or getattr(backend, "granularity", "operator")
+        cuda = self.use_cuda(cluster)
+        prog = trace_program(model, granularity, model.batch_size, device="cpu")
+        extra_ops = [op for op in graph.ops if op not in prog.op_nodes]
+        if extra_ops or len(graph) != len(prog.op_nodes):
+            raise InvalidGraph(
+                f"graph {graph.name!r} does not match the {granularity}-level capture of {model.name!r} "
+                f"(e.g. {extra_ops[:3]}); run with the backend that captured it"
+            )
+        if schedule is None:
+            schedule = {d.name: [] for d in cluster.devices}
+            for op in prog.op_nodes:
+                schedule[assign[op]].append(op)
+        sched = {d.name: list(schedule.get(d.name, [])) for d in cluster.devices}
+        params = [p.detach().cpu() for p in model.module.parameters()]
+        flat = [t.cpu() for t in prog.flat_inputs(model, params=params)]
+        # check the placement and schedule here (clear errors before any process starts)
+        phys = [PhysDevice(d.name, torch.device("cpu")) for d in cluster.devices]
+        P, S = prog.n_params, prog.n_params * prog.n_state
+        probe = PlacedExecutor(prog, assign, sched, phys, flat[:P], flat[P : P + S], flat[P + S :], start_threads=False)
+        sent = {i for i, dests in probe.sends.items() if dests}
+        host = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+        cores = worker_cores(cluster, host)
+        ratio = oversubscription(cluster, len(host))
+        extra: dict[str, Any] = {"host_cores": len(host), "backend": "nccl" if cuda else "gloo"}
+        if ratio > 1 and not cuda:
+            log.warning(
+                "cluster %r asks for %d cores but this host gives %d: %.2g workers share each core "
+                "(the simulator models the sharing with host_cores=%d)",
+                cluster.name,
+                sum(d.cores for d in cluster.devices),
+                len(host),
+                ratio,
+                len(host),
+            )
+            extra["oversubscribed"] = ratio
+        job = WorkerJob(
+            program=dump_program(prog),
+            flat=flat,
+            placement=assign,
+            schedule=sched,
+            devices=cluster.names,
+            cores=cores,
+            cuda=cuda,
+            port=free_port(),
+            warmup=self.warmup,
+            steps=self.steps,
+            retain_first=self.check_correctness,
+            specs=value_specs(prog, flat, sent),
+            threads=self.threads,
+        )
+        return Prepared(job, prog, flat, extra, cluster.names, model.name, cluster.name)
+
+    def finish(self, prepared: Prepared, reports: list[dict[str, Any]]) -> RunResult:
+        """The RunResult from the workers' reports (in device order): step = slowest worker per step."""
+        prog, flat, extra = prepared.prog, prepared.flat, dict(prepared.extra)
+        P = prog.n_params
+        n_steps = len(reports[0]["times"])
+        times = [max(r["times"][k] for r in reports) for k in range(n_steps)]
+        losses = next((r["losses"] for r in reports if r["losses"]), [])
+        if self.check_correctness:
+            ref = run_program(prog, flat)
+            outs: list[Any] = [torch.tensor(losses[0]) if losses else ref[0]]
+            grads: dict[int, Any] = {}
+            for r in reports:
+                grads.update({i: torch.from_numpy(a) for i, a in (r["grads"] or {}).items()})
+            outs.extend(grads.get(i) for i in prog.outputs[1 : 1 + P])
+            outs.extend([None] * (len(prog.outputs) - len(outs)))
+            if any(g is None for g in outs[1 : 1 + P]):
+                missing = [prog.param_names[k] for k, g in enumerate(outs[1 : 1 + P]) if g is None]
+                raise WorkerError(f"the workers returned no gradient for {missing[:3]}")
+            info = compare_outputs(outs, ref, prog, self.rtol, self.atol)
+            if not info["correct"]:
+                log.warning("placed step differs from the single-device step: %s", info)
+            extra.update(info)
+        measured = statistics.median(times)
+        names = prepared.names
+        extra.update(
+            {
+                "losses": losses,
+                "rss_growth_bytes": {names[k]: r["rss_growth"] for k, r in enumerate(reports)},
+                "tensor_peak_bytes": {names[k]: r["tensor_peak"] for k, r in enumerate(reports)},
+                "threads_per_worker": {names[k]: r["threads"] for k, r in enumerate(reports)},
+                "worker_step_s": {names[k]: statistics.median(r["times"]) for k, r in enumerate(reports)},
+            }
+        )
+        traffic = sum(r["traffic"] for r in reports)
+        log.info(
+            "ran %s on %s (%d processes, %s): median step %.4g s, IQR %.3g s over %d steps, traffic %.3g B/step",
+            prepared.model_name,
+            prepared.cluster_name,
+            len(reports),
+            extra["backend"],
+            measured,
+            iqr(times),
+            len(times),
+            traffic,
+        )
+        return RunResult(
+            measured_step_s=measured,
+            step_times_s=times,
+            peak_memory_bytes={names[k]: float(r["peak"]) for k, r in enumerate(reports)},
+            traffic_bytes=float(traffic),
+            loss=losses[0] if losses else None,
+            extra=extra,
+            step_iqr_s=iqr(times),
+            workers=[{"device": names[k], "pid": r["pid"], "cores": r["cores"]} for k, r in enumerate(reports)],
+        )
+
+
+__all__ = [
+    "_alloc",
+    "_worker_main",
+    "value_spec",
+    "TorchDistributedRuntime",
+    "Prepared",
+    "WorkerJob",
+    "WorkerError",
+    "launch",
+    "dump_program",
+    "value_specs",
+    "pin_worker",
+    "free_port",
+    "iqr",
+    "pingpong",
+]

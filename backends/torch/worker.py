@@ -1,0 +1,411 @@
+"""The worker side of the process-per-device runtime (`backends.torch.distributed`): what a worker process
+receives (`WorkerJob`: the pickled program, inputs, placement, schedule, cores), how it pins itself, and how it
+runs its device's part of each training step (`_Worker.step`) and reports (`_worker_main`). See
+distributed.py's docstring for the protocol. Cost per step: the ops plus O(N + U) Python work.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from algorithms.errors import LabError
+
+from .capture import Program, resolve, tensors_of
+from .runtime import PhysDevice, PlacedExecutor
+
+
+class WorkerError(LabError):
+    """A worker process of the distributed runtime failed (the message carries its traceback)."""
+
+
+# ---------------------------------------------------------------------------- shipping the program
+class _ProgramPickler(pickle.Pickler):
+    """Pickles aten OpOverloads by name (they are not picklable themselves)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, torch._ops.OpOverload):
+            return _load_op, (str(obj),)
+        return NotImplemented
+
+
+def _load_op(name: str) -> Any:
+    ns, op, overload = name.split(".")
+    return getattr(getattr(getattr(torch.ops, ns), op), overload)
+
+
+def dump_program(prog: Program) -> bytes:
+    """The program as bytes a spawned worker can load (without its fx GraphModule)."""
+    gm, prog.gm = prog.gm, None
+    try:
+        buf = io.BytesIO()
+        _ProgramPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(prog)
+        return buf.getvalue()
+    finally:
+        prog.gm = gm
+
+
+# ---------------------------------------------------------------------------- value layouts
+def value_spec(v: Any) -> Any:
+    """The layout of a value: ("t", shape, dtype) for a tensor, ("l"/"u", [...]) for a list/tuple, ("c", v)
+    for anything else (sent as nothing: the receiver rebuilds the constant)."""
+    if isinstance(v, torch.Tensor):
+        return ("t", tuple(v.shape), v.dtype)
+    if isinstance(v, (list, tuple)):
+        return ("l" if isinstance(v, list) else "u", [value_spec(x) for x in v])
+    return ("c", v)
+
+
+def _alloc(spec: Any, device: torch.device) -> tuple[Any, list[torch.Tensor]]:
+    kind = spec[0]
+    if kind == "t":
+        t = torch.empty(spec[1], dtype=spec[2], device=device)
+        return t, [t]
+    if kind == "c":
+        return spec[1], []
+    parts, bufs = [], []
+    for s in spec[1]:
+        v, b = _alloc(s, device)
+        parts.append(v)
+        bufs.extend(b)
+    return (parts if kind == "l" else tuple(parts)), bufs
+
+
+def value_specs(prog: Program, flat: Sequence[torch.Tensor], nids: set[int]) -> dict[int, Any]:
+    """Layouts of the values `nids` from one execution of the program (no freeing). O(N)."""
+    env: dict[int, Any] = {}
+    for r in prog.nodes:
+        if r.kind == "placeholder":
+            env[r.nid] = flat[r.index]
+        elif r.kind == "const":
+            env[r.nid] = prog.consts[r.nid]
+    get = env.__getitem__
+    for r in prog.nodes:
+        if r.kind == "call":
+            env[r.nid] = r.target(*resolve(r.args, get), **resolve(r.kwargs, get))
+    return {i: value_spec(env[i]) for i in nids}
+
+
+# ---------------------------------------------------------------------------- the job a worker gets
+@dataclass
+class WorkerJob:
+    """Everything a worker process needs (picklable)."""
+
+    program: bytes
+    flat: list[torch.Tensor]
+    placement: dict[str, str]
+    schedule: dict[str, list[str]]
+    devices: list[str]
+    cores: list[list[int]]
+    cuda: bool
+    port: int  # 0: rendezvous from the environment (torchrun)
+    warmup: int
+    steps: int
+    retain_first: bool = False
+    time_ops: bool = False
+    specs: dict[int, Any] = field(default_factory=dict)
+    threads: int | None = None  # intra-op threads (default: the worker's core count)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pin_worker(cores: Sequence[int], threads: int | None = None) -> int:
+    """Pin this process to `cores` and set its intra-op threads (default: one per core). Returns the threads."""
+    if cores and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, set(cores))
+    n = int(threads or max(1, len(cores)))
+    torch.set_num_threads(n)
+    return n
+
+
+def _rss_bytes() -> float:
+    with open("/proc/self/statm") as f:
+        return float(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class _Worker:
+    """One device's side of the step (see the module docstring)."""
+
+    def __init__(self, rank: int, job: WorkerJob):
+        self.rank, self.job = rank, job
+        self.world = len(job.devices)
+        prog: Program = pickle.loads(job.program)
+        self.prog = prog
+        if job.cuda:
+            local = int(os.environ.get("LOCAL_RANK", rank))  # torchrun: one GPU per local rank
+            self.dev = torch.device("cuda", local % torch.cuda.device_count())
+            torch.cuda.set_device(self.dev)
+        else:
+            self.dev = torch.device("cpu")
+        phys = [PhysDevice(name, self.dev) for name in job.devices]
+        P, S = prog.n_params, prog.n_params * prog.n_state
+        flat = job.flat
+        self.ex = PlacedExecutor(
+            prog, job.placement, job.schedule, phys, flat[:P], flat[P : P + S], flat[P + S :], start_threads=False
+        )
+        ex, d = self.ex, rank
+        self.order = ex.order[d]
+        # what this worker sends, in its send order, and what it receives from each source in that source's order
+        self.my_ph = [i for i, dd in ex.placeholder_dev.items() if dd == d]
+        seq: list[list[int]] = [[] for _ in range(self.world)]  # per source: nids it sends, in order
+        for src in range(self.world):
+            seq[src] = [i for i, dd in ex.placeholder_dev.items() if dd == src and ex.sends.get(i)]
+            for op in ex.order[src]:
+                seq[src].extend(
+                    nid for nid in prog.op_nodes[op] if ex.sends.get(nid) and prog.nodes[nid].kind == "call"
+                )
+        self.recv_plan = [(src, i) for src in range(self.world) if src != d for i in seq[src] if d in ex.sends[i]]
+        ph_of_index = {r.index: r.nid for r in prog.nodes if r.kind == "placeholder"}
+        self.updates = []  # (placeholder nid, new-value nid) of every parameter and state
+        for k in range(P + S):
+            self.updates.append((ph_of_index[k], prog.outputs[1 + P + k]))
+        self.tag_base = len(prog.nodes)
+        self.sent = {i for i, dests in ex.sends.items() if dests}
+        self.peak = 0.0
+        self.traffic = 0.0
+
+    # ------------------------------------------------------------------ one step
+    def step(self, retain: bool, time_ops: bool) -> dict[str, Any]:
+        prog, ex, d = self.prog, self.ex, self.rank
+        nodes, specs, sent = prog.nodes, self.job.specs, self.sent
+        cuda, dev = self.job.cuda, self.dev
+        env: dict[int, Any] = {}
+        live = [0.0]
+        retained: dict[int, Any] = {}
+        op_times: dict[str, float] = {}
+        sends: list[tuple[int, list[Any]]] = []  # (nid held for the send or -1, works)
+        held: dict[int, float] = {}  # home values freed locally, still being sent: nid -> bytes
+        half_done: set[int] = set()
+        traffic = 0.0
+
+        def account(delta: float) -> None:
+            live[0] += delta
+            if live[0] > self.peak:
+                self.peak = live[0]
+
+        def isend(i: int, v: Any, dst: int, tag: int) -> list[Any]:
+            nonlocal traffic
+            works = []
+            for k, t in enumerate(tensors_of(v)):
+                works.append(dist.isend(t.contiguous(), dst, tag=tag * 16 + k))
+                traffic += t.numel() * t.element_size()
+            return works
+
+        def send_value(i: int, v: Any) -> None:
+            for dst in ex.sends[i]:
+                sends.append((i, isend(i, v, dst, i)))
+
+        def reap() -> None:
+            if not held:
+                return
+            pending = {i for i, w in sends if i in held and not all(x.is_completed() for x in w)}
+            for i in [i for i in held if i not in pending]:
+                account(-held.pop(i))
+
+        def free_home(i: int, nbytes: float) -> None:
+            v = env.pop(i, None)
+            if retain and i in ex.grad_nids and v is not None:
+                retained[i] = v
+            if i in sent:
+                held[i] = nbytes
+            else:
+                account(-nbytes)
+
+        def release_old(ph: int) -> None:
+            if ph in half_done:
+                env.pop(ph, None)
+                account(-nodes[ph].nbytes)
+            else:
+                half_done.add(ph)
+
+        if self.world > 1:
+            dist.barrier()
+        if cuda:
+            torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        for i in self.my_ph:
+            env[i] = ex.store[i]
+            account(nodes[i].nbytes)
+        recvs: dict[int, tuple[Any, list[Any]]] = {}
+
+        def post_recv(i: int) -> None:
+            val, bufs = _alloc(specs[i], dev)
+            src = ex.node_dev[i]
+            recvs[i] = (val, [dist.irecv(b, src, tag=i * 16 + k) for k, b in enumerate(bufs)])
+            account(nodes[i].nbytes)  # the buffer is held from here
+
+        if not cuda:
+            # gloo: every receive posted up front (matched by tag). NCCL runs a pair's operations in the order
+            # they are posted on one stream, so receives posted ahead of sends in the other direction would
+            # deadlock: there each receive is posted when an op first needs it (program order)
+            for _, i in self.recv_plan:
+                post_recv(i)
+        for i in self.my_ph:
+            if i in sent:
+                send_value(i, ex.store[i])
+        consts, frees, kw_over = ex.consts[d], ex.frees[d], ex.kwargs[d]
+
+        def get(i: int) -> Any:
+            v = env.get(i)
+            if v is not None:
+                return v
+            if i in consts:
+                return consts[i]
+            if i not in recvs:
+                post_recv(i)
+            val, works = recvs.pop(i)
+            for w in works:
+                w.wait()
+            env[i] = val
+            return val
+
+        t_last = t0  # the first op is also charged the step's set-up (placeholders, posted receives)
+        for op in self.order:
+            for nid in prog.op_nodes[op]:
+                r = nodes[nid]
+                if r.kind != "call":
+                    continue
+                val = r.target(*resolve(r.args, get), **resolve(kw_over.get(nid, r.kwargs), get))
+                env[nid] = val
+                account(r.alloc_bytes)
+                if retain and nid in ex.grad_nids:
+                    retained[nid] = val
+                ph = ex.replaces.get(nid)
+                if ph is not None:
+                    if ph not in ex.local_read:
+                        half_done.add(ph)
+                    release_old(ph)
+                if nid in sent:
+                    send_value(nid, val)
+                if nid in ex.drop_now:
+                    free_home(nid, r.alloc_bytes)
+                for i in frees.get(nid, ()):
+                    if ex.node_dev[i] == d and nodes[i].kind == "placeholder":
+                        if i in ex.replaced_ph:
+                            release_old(i)
+                        continue
+                    if ex.node_dev[i] != d:
+                        if env.pop(i, None) is not None:
+                            account(-nodes[i].nbytes)
+                    elif i in env:
+                        free_home(i, nodes[i].alloc_bytes)
+            reap()
+            if time_ops:
+                if cuda:
+                    torch.cuda.synchronize(dev)
+                now = time.perf_counter()
+                op_times[op] = now - t_last  # back to back: the loop's own per-op work is charged too
+                t_last = now
+        # new parameters and optimizer state replace the old ones on their Variable's device
+        moves = []
+        for ph, out in self.updates:
+            src, dst = ex.node_dev[out], ex.placeholder_dev[ph]
+            if src == dst == d:
+                ex.store[ph] = env.get(out, ex.store.get(out))
+            elif src == d:
+                v = env.get(out, ex.store.get(out))
+                sends.append((-1, isend(out, v, dst, self.tag_base + ph)))
+            elif dst == d:
+                val, bufs = _alloc(value_spec(ex.store[ph]), dev)
+                moves.append(
+                    (ph, val, [dist.irecv(b, src, tag=(self.tag_base + ph) * 16 + k) for k, b in enumerate(bufs)])
+                )
+        for ph, val, works in moves:
+            for w in works:
+                w.wait()
+            ex.store[ph] = val
+        for _, works in sends:
+            for w in works:
+                w.wait()
+        if cuda:
+            torch.cuda.synchronize(dev)
+        elapsed = time.perf_counter() - t0
+        for b in held.values():
+            account(-b)
+        self.traffic = traffic
+        loss_nid = prog.outputs[0]
+        out: dict[str, Any] = {"elapsed": elapsed, "op_times": op_times}
+        if ex.node_dev[loss_nid] == d:
+            out["loss"] = float(env[loss_nid])
+        if retain:
+            # as numpy arrays: pickled by value (a torch tensor would go through shared memory, which the
+            # parent cannot open once this process has exited)
+            out["grads"] = {i: v.detach().cpu().numpy().copy() for i, v in retained.items() if ex.node_dev[i] == d}
+        return out
+
+
+def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
+    """Entry point of a spawned worker: pin, join the group, run the steps, report to `results`."""
+    try:
+        threads = 1
+        if not job.cuda:
+            # under torchrun on another host only the cores this host has count (none: threads set, no pinning)
+            mine = [c for c in job.cores[rank] if c in os.sched_getaffinity(0)]
+            threads = pin_worker(mine, job.threads or len(job.cores[rank]))
+        world = len(job.devices)
+        if world > 1:
+            dist.init_process_group(
+                "nccl" if job.cuda else "gloo",
+                init_method=f"tcp://127.0.0.1:{job.port}" if job.port else "env://",  # env://: torchrun
+                rank=rank,
+                world_size=world,
+            )
+        w = _Worker(rank, job)
+        rss0 = _rss_bytes()
+        if job.cuda:
+            torch.cuda.reset_peak_memory_stats(w.dev)
+        times, losses, op_samples = [], [], {}
+        grads = None
+        rss_peak = rss0
+        for k in range(job.warmup + job.steps):
+            o = w.step(retain=(k == 0 and job.retain_first), time_ops=job.time_ops and k >= job.warmup)
+            if "grads" in o:
+                grads = o["grads"]
+            if "loss" in o:
+                losses.append(o["loss"])
+            rss_peak = max(rss_peak, _rss_bytes())
+            if k >= job.warmup:
+                times.append(o["elapsed"])
+                for op, t in o["op_times"].items():
+                    op_samples.setdefault(op, []).append(t)
+        peak = float(torch.cuda.max_memory_allocated(w.dev)) if job.cuda else w.peak
+        rss_growth = rss_peak - rss0  # sampled after every step
+        results.put(
+            (
+                rank,
+                {
+                    "pid": os.getpid(),
+                    "times": times,
+                    "losses": losses,
+                    "grads": grads,
+                    "peak": peak,
+                    "tensor_peak": w.peak,
+                    "rss_growth": rss_growth,
+                    "traffic": w.traffic,
+                    "threads": threads,
+                    "op_times": op_samples,
+                    "cores": list(job.cores[rank]) if not job.cuda else [],
+                },
+            )
+        )
+        if world > 1:
+            dist.barrier()
+            dist.destroy_process_group()
+    except BaseException as exc:
+        import traceback
+
+        results.put((rank, {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}))
+        raise

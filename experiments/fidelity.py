@@ -1,0 +1,223 @@
+"""Fidelity of the simulator against the process-per-device PyTorch runtime (issue 16).
+
+For every model x cluster: build and capture the model, profile every op in a pinned worker process with the
+workers' thread count (`backends.torch.profiler.profile_in_worker`), fit the communication model from the
+runtime's own send/recv (`backends.torch.comm.comm_benchmark_distributed`); then for every placer: place,
+order (the placer's own order where it replays, else topological), predict the step with
+`algorithms.simulator.simulate(..., host_cores=...)` and measure it with
+`backends.torch.distributed.TorchDistributedRuntime` (warm-up, then the measured steps: median and IQR).
+Prints per run predicted, measured median and IQR, the relative error and predicted/measured peak memory;
+per model and cluster the median |predicted - measured| / measured and Kendall's tau between predicted and
+measured step times. Uses only the algorithms and backends APIs (and Hydra's compose for the configs).
+
+    python experiments/fidelity.py --models mlp_tiny gnmt_tiny --clusters cpu2 --json /tmp/fidelity.json
+
+Timings need a quiet machine: other processes on the same cores make the measured steps (and the profile)
+noisy; the IQR column shows how much.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+log = logging.getLogger("fidelity")
+
+MODELS = ["mlp_tiny", "gnmt_tiny", "transformer_tiny", "inception_v3_tiny"]
+PLACERS = ["single", "expert", "m_topo", "m_etf", "m_sct", "celeritas", "heft"]
+
+
+def compose_cfg(model: str, cluster: str, placer: str) -> Any:
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
+        return compose(
+            "config", overrides=[f"model={model}", f"cluster={cluster}", f"placer={placer}", "backend=torch"]
+        )
+
+
+def kendall_tau(a: list[float], b: list[float]) -> float:
+    """Kendall's tau-b between two lists (nan for fewer than two items)."""
+    from scipy.stats import kendalltau
+
+    if len(a) < 2:
+        return float("nan")
+    return float(kendalltau(a, b).statistic)
+
+
+def order_for(graph: Any, cluster: Any, placement: Any) -> dict[str, list[str]]:
+    """The placer's own order where it covers every op and replays, else the topological order per device."""
+    from algorithms.errors import LabError
+    from algorithms.placement import check_schedule, topological_schedule
+    from algorithms.simulator import simulate
+
+    if placement.order:
+        order = {d: list(placement.order.get(d, [])) for d in cluster.names}
+        try:
+            check_schedule(graph, placement.assignment, order)
+            simulate(graph, cluster, placement.assignment, order, record_memory=False)
+            return order
+        except LabError as exc:
+            log.info("placer order does not replay (%s); using topological order", exc)
+    return topological_schedule(graph, placement.assignment, cluster.names)
+
+
+def run(
+    models: list[str],
+    placers: list[str],
+    clusters: list[str],
+    warmup: int,
+    steps: int,
+    repeats: int,
+    timeout_s: float = 600.0,
+) -> list:
+    import hydra.utils
+    from omegaconf import OmegaConf
+
+    from algorithms.cluster import Cluster
+    from algorithms.simulator import simulate
+    from backends.torch import TorchBackend
+    from backends.torch.comm import comm_benchmark_distributed
+    from backends.torch.distributed import TorchDistributedRuntime
+    from backends.torch.profiler import profile_in_worker, worker_setting
+
+    host = len(os.sched_getaffinity(0))
+    backend = TorchBackend(threads=1)
+    rows: list[dict[str, Any]] = []
+    fits: dict[str, Any] = {}
+    for cl_name in clusters:
+        base = compose_cfg(models[0], cl_name, "single")
+        cluster = Cluster.from_dict(OmegaConf.to_container(base.cluster, resolve=True), cl_name)
+        fit = comm_benchmark_distributed(cluster, repeats=repeats)
+        fits[cl_name] = (fit.latency_s, fit.bytes_per_s, fit.send_overhead_s, fit.recv_overhead_s)
+        cluster = cluster.with_comm(fit.latency_s, fit.bytes_per_s)
+        for model_name in models:
+            cfg = compose_cfg(model_name, cl_name, "single")
+            model = backend.build(OmegaConf.to_container(cfg.model, resolve=True))
+            graph = backend.capture(model)
+            setting = worker_setting(cluster)
+            graph, check = profile_in_worker(model, graph, setting=setting, warmup=warmup, steps=steps)
+            log.info(
+                "%s profile check: sum of ops %.4g s, single-device step %.4g s",
+                model_name,
+                check["sum_op_s"],
+                check["step_s"],
+            )
+            for placer_name in placers:
+                pcfg = compose_cfg(model_name, cl_name, placer_name)
+                t0 = time.perf_counter()
+                try:
+                    placement = hydra.utils.instantiate(pcfg.placer).place(graph, cluster)
+                except Exception as exc:  # a placer that cannot place this model: reported, not fatal
+                    log.warning("%s/%s/%s: placement failed: %s", model_name, cl_name, placer_name, exc)
+                    continue
+                place_s = time.perf_counter() - t0
+                sched = order_for(graph, cluster, placement)
+                sim = simulate(
+                    graph,
+                    cluster,
+                    placement.assignment,
+                    sched,
+                    host_cores=host,
+                    send_overhead_s=fit.send_overhead_s,
+                    recv_overhead_s=fit.recv_overhead_s,
+                )
+                res = TorchDistributedRuntime(warmup=warmup, steps=steps, timeout_s=timeout_s).run(
+                    backend, model, graph, placement.assignment, sched, cluster
+                )
+                used = sorted({placement.assignment[o] for o in graph.ops})
+                rows.append(
+                    {
+                        "model": model_name,
+                        "cluster": cl_name,
+                        "placer": placer_name,
+                        "devices_used": len(used),
+                        "predicted_s": sim.makespan,
+                        "measured_s": res.measured_step_s,
+                        "iqr_s": res.step_iqr_s,
+                        "error": (sim.makespan - res.measured_step_s) / res.measured_step_s,
+                        "predicted_peak": max(sim.peak_memory.values()),
+                        "measured_peak": max(res.peak_memory_bytes.values()),
+                        "correct": res.extra.get("correct"),
+                        "oversubscribed": res.extra.get("oversubscribed"),
+                        "profile_sum_s": check["sum_op_s"],
+                        "profile_step_s": check["step_s"],
+                        "place_s": place_s,
+                        "comm_fit": fits[cl_name],
+                    }
+                )
+                r = rows[-1]
+                print(
+                    f"{model_name:18s} {cl_name:5s} {placer_name:10s} dev={r['devices_used']} "
+                    f"pred={r['predicted_s'] * 1e3:8.3f} ms  meas={r['measured_s'] * 1e3:8.3f} ms "
+                    f"(IQR {r['iqr_s'] * 1e3:6.3f})  err={100 * r['error']:+6.1f}%  "
+                    f"mem pred/meas={r['predicted_peak']:.3g}/{r['measured_peak']:.3g} B  correct={r['correct']}",
+                    flush=True,
+                )
+    return rows
+
+
+def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    keys = sorted({(r["model"], r["cluster"]) for r in rows})
+    for model, cl in keys:
+        rs = [r for r in rows if r["model"] == model and r["cluster"] == cl]
+        errs = [abs(r["error"]) for r in rs]
+        mem = [abs(r["predicted_peak"] - r["measured_peak"]) / r["measured_peak"] for r in rs if r["measured_peak"]]
+        out.append(
+            {
+                "model": model,
+                "cluster": cl,
+                "runs": len(rs),
+                "median_abs_error": statistics.median(errs),
+                "kendall_tau": kendall_tau([r["predicted_s"] for r in rs], [r["measured_s"] for r in rs]),
+                "median_abs_memory_error": statistics.median(mem) if mem else float("nan"),
+            }
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=MODELS)
+    ap.add_argument("--placers", nargs="+", default=PLACERS)
+    ap.add_argument("--clusters", nargs="+", default=["cpu2"])
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--comm-repeats", type=int, default=5)
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds one placed run may take")
+    ap.add_argument("--json", type=Path, default=None, help="write rows and summary here")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    load = os.getloadavg()[0]
+    print(f"host cores {len(os.sched_getaffinity(0))}, load average {load:.2f}", flush=True)
+    rows = run(args.models, args.placers, args.clusters, args.warmup, args.steps, args.comm_repeats, args.timeout)
+    summary = summarise(rows)
+    print("\nmodel              cluster runs  median|err|  tau    median|mem err|")
+    for s in summary:
+        print(
+            f"{s['model']:18s} {s['cluster']:7s} {s['runs']:4d}  {100 * s['median_abs_error']:9.1f}%  "
+            f"{s['kendall_tau']:+.2f}  {100 * s['median_abs_memory_error']:9.1f}%"
+        )
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "summary": summary, "load_start": load}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

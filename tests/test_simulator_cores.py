@@ -1,0 +1,105 @@
+"""The simulator's shared-core model (issue 16): devices whose workers share a host core take turns."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from algorithms import OpGraph, simulate, uniform_cluster
+from algorithms.cluster import Cluster, Device, worker_cores
+from algorithms.errors import InvalidCluster
+from tests.strategies import random_dags
+
+
+def two_chains(n=3, compute=1.0):
+    g = OpGraph("two")
+    for c in "ab":
+        for i in range(n):
+            g.add_op(f"{c}{i}", compute_s=compute)
+        for i in range(n - 1):
+            g.add_edge(f"{c}{i}", f"{c}{i + 1}")
+    return g
+
+
+def test_devices_sharing_one_core_take_turns():
+    g = two_chains()
+    c = uniform_cluster(2)
+    pl = {op: ("cpu0" if op[0] == "a" else "cpu1") for op in g.ops}
+    assert simulate(g, c, pl).makespan == pytest.approx(3.0)
+    assert simulate(g, c, pl, host_cores=2).makespan == pytest.approx(3.0)  # one core each: unchanged
+    shared = simulate(g, c, pl, host_cores=1)
+    assert shared.makespan == pytest.approx(6.0)
+    # round robin: the devices alternate
+    starts = sorted((shared.start[i], shared.devices[shared.device_of[i]]) for i in range(len(shared.names)))
+    assert [d for _, d in starts] == ["cpu0", "cpu1"] * 3
+
+
+def test_four_workers_on_two_cores_pair_up():
+    g = OpGraph("four")
+    for k in range(4):
+        g.add_op(f"o{k}", compute_s=1.0)
+    c = uniform_cluster(4)
+    pl = {f"o{k}": f"cpu{k}" for k in range(4)}
+    # worker_cores wraps: cpu0 and cpu2 share core 0, cpu1 and cpu3 core 1
+    assert worker_cores(c, range(2)) == [[0], [1], [0], [1]]
+    r = simulate(g, c, pl, host_cores=2)
+    assert r.makespan == pytest.approx(2.0)
+    assert r.start[r.names.index("o0")] != r.start[r.names.index("o2")]
+
+
+def test_bad_host_cores():
+    with pytest.raises(InvalidCluster, match="host_cores"):
+        simulate(two_chains(), uniform_cluster(2), {op: "cpu0" for op in two_chains().ops}, host_cores=0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_dags(max_ops=20, colocation=False), st.integers(2, 4), st.integers(1, 6), st.randoms())
+def test_shared_cores_properties(g, n_dev, host, rnd):
+    devs = [Device(f"cpu{k}", cores=1 + (k % 2)) for k in range(n_dev)]
+    c = Cluster(devs, latency_s=0.01, bytes_per_s=1e4)
+    pl = {op: f"cpu{rnd.randrange(n_dev)}" for op in g.ops}
+    free = simulate(g, c, pl)
+    r = simulate(g, c, pl, host_cores=host)
+    asked = sum(d.cores for d in devs)
+    if host >= asked:
+        assert r.makespan == free.makespan and r.start == free.start
+        return
+    # the same work is done, and each host core's work fits in the step
+    assert r.busy_s == pytest.approx(free.busy_s)
+    cores = worker_cores(c, range(host))
+    for core in range(host):
+        work = sum(r.end[i] - r.start[i] for i in range(len(r.names)) if core in cores[r.device_of[i]])
+        assert r.makespan >= work - 1e-9
+    # no two ops whose workers share a core overlap in time
+    spans = [(r.start[i], r.end[i], set(cores[r.device_of[i]])) for i in range(len(r.names)) if r.end[i] > r.start[i]]
+    for a in range(len(spans)):
+        for b in range(a + 1, len(spans)):
+            s1, e1, c1 = spans[a]
+            s2, e2, c2 = spans[b]
+            if c1 & c2:
+                assert e1 <= s2 + 1e-9 or e2 <= s1 + 1e-9
+    # on one host core everything runs one op at a time
+    if host == 1:
+        total = sum(e - s for s, e, _ in spans)
+        assert r.makespan >= total - 1e-9
+
+
+def test_message_overheads():
+    g = OpGraph("pair")
+    g.add_op("a", compute_s=1.0, output_bytes=10)
+    g.add_op("b", compute_s=1.0)
+    g.add_edge("a", "b", bytes=10)
+    c = uniform_cluster(2)
+    pl = {"a": "cpu0", "b": "cpu1"}
+    assert simulate(g, c, pl).makespan == pytest.approx(2.0)
+    r = simulate(g, c, pl, send_overhead_s=0.1, recv_overhead_s=0.2)
+    assert r.makespan == pytest.approx(2.1)  # the receive is posted before the value arrives
+    assert r.busy_s == pytest.approx({"cpu0": 1.1, "cpu1": 1.2})
+    r = simulate(g, c, pl, send_overhead_s=0.1, recv_overhead_s=1.5)
+    assert r.makespan == pytest.approx(2.5)  # the receiver is still posting when the value arrives
+    # on one device nothing is sent: no overhead
+    one = {"a": "cpu0", "b": "cpu0"}
+    assert simulate(g, c, one, send_overhead_s=0.1, recv_overhead_s=1.5).makespan == pytest.approx(2.0)
+    with pytest.raises(InvalidCluster):
+        simulate(g, c, pl, send_overhead_s=-1.0)
