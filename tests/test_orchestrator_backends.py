@@ -33,6 +33,10 @@ def test_torch_gnmt_tiny_expert_runs_for_real(lab):
     placement = json.loads((out / "placement.json").read_text())
     assert len(set(placement.values())) == 2  # the four-layer expert spread over two devices
     assert res["traffic_bytes"] > 0 and res["loss"] > 0
+    # one worker process per device, each pinned, and the measured steps counted
+    assert [w["device"] for w in res["runtime_workers"]] == ["cpu0", "cpu1"]
+    assert len({w["pid"] for w in res["runtime_workers"]}) == 2 and res["measured_steps"] == 3
+    assert res["correct"] is True
     (run,) = lab.runs()
     assert "prediction_error" in run.data.metrics and "measured_step_s" in run.data.metrics
 
@@ -55,6 +59,8 @@ def test_tensorflow_linreg_tiny_m_etf_runs_for_real(lab):
     )
     _, res = _result(lab)
     assert res["status"] == "ok" and res["measured_step_s"] > 0 and res["n_ops"] > 10
+    assert res["measured_steps"] == 3 and res["measured_step_iqr_s"] is not None
+    assert {w["device"] for w in res["runtime_workers"]} <= {"cpu0", "cpu1"} and res["runtime_workers"]
 
 
 @pytest.mark.slow
@@ -88,11 +94,11 @@ def test_planned_order_is_refused_by_a_backend_that_cannot_follow_a_plan(lab):
         "model=linreg_tiny",
         "backend=tensorflow",
         "profiler=measured",
-        "runtime=real",
         "cluster=cpu2",
         "placer=m_etf",
         "profiler.steps=2",
         "profiler.warmup=1",
+        "runtime=threads",
         "runtime.order=planned",
         check=False,
     )

@@ -69,6 +69,9 @@ def stage_run(
     result["measured_traffic_bytes"] = rr.traffic_bytes
     result["runtime_workers"] = list(rr.workers)
     result["loss"] = rr.loss
+    for k in ("oversubscribed", "correct", "memory_source"):
+        if k in (rr.extra or {}):
+            result[k] = rr.extra[k]
     for d, v in rr.peak_memory_bytes.items():
         metrics[f"measured_peak_memory_bytes.{d}"] = v
     metrics["measured_traffic_bytes"] = rr.traffic_bytes
@@ -81,3 +84,10 @@ def stage_run(
             metrics[f"run.{k}"] = v
     if result.get("predicted_step_s"):
         metrics["prediction_error"] = (result["predicted_step_s"] - rr.measured_step_s) / rr.measured_step_s
+    errors = [
+        (result["peak_memory_bytes"][d] - v) / v
+        for d, v in rr.peak_memory_bytes.items()
+        if v and d in (result.get("peak_memory_bytes") or {})
+    ]
+    if errors:  # predicted against measured peak memory, beside the step-time error
+        metrics["memory_prediction_error"] = sorted(errors)[len(errors) // 2]
