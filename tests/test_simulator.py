@@ -172,7 +172,7 @@ def test_simulator_properties(g, c, data):
                 assert r.start[i] >= arrival[(idx.names[j], c.devices[d].name)] - eps  # or has arrived
     for d in range(len(c)):  # never two ops at once on one device
         spans = sorted((r.start[i], r.end[i]) for i in range(idx.n) if r.device_of[i] == d)
-        for (s0, e0), (s1, _) in zip(spans, spans[1:]):
+        for (_, e0), (s1, _) in zip(spans, spans[1:]):
             assert s1 >= e0 - eps
     for dev, tl in r.memory_timeline.items():  # memory never exceeds what is reported as peak
         assert max(m for _, m in tl) == pytest.approx(r.peak_memory[dev])

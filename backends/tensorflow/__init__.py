@@ -59,7 +59,10 @@ class TFBackend(Backend):
     capabilities = Capabilities(
         models={family: f"{fn.__module__}.{fn.__qualname__}" for family, fn in _BUILDERS.items()},
         profilers={"measured": "backends.profilers.MeasuredProfiler"},
-        runtimes={"threads": "backends.threads.ThreadsRuntime", "real": "backends.tensorflow.distributed.TFDistributedRuntime"},
+        runtimes={
+            "threads": "backends.threads.ThreadsRuntime",
+            "real": "backends.tensorflow.distributed.TFDistributedRuntime",
+        },
         device_types=("CPU", "GPU"),
         follows_plan=False,
         times_ops=False,

@@ -53,7 +53,10 @@ class TorchBackend(Backend):
     capabilities = Capabilities(
         models={family: f"{fn.__module__}.{fn.__qualname__}" for family, fn in BUILDERS.items()},
         profilers={"measured": "backends.profilers.MeasuredProfiler"},
-        runtimes={"threads": "backends.threads.ThreadsRuntime", "real": "backends.torch.distributed.TorchDistributedRuntime"},
+        runtimes={
+            "threads": "backends.threads.ThreadsRuntime",
+            "real": "backends.torch.distributed.TorchDistributedRuntime",
+        },
         device_types=("CPU", "GPU"),
         follows_plan=True,
         times_ops=True,
