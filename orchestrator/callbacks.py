@@ -11,7 +11,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from .tracking import PARENT_FILE, ensure_schema
+from .mlflow_store import owner_tags, prepare_store, retrying_client
+from .tracking import PARENT_FILE
 
 log = logging.getLogger("orchestrator")
 
@@ -36,16 +37,19 @@ class MlflowSweepCallback(Callback):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         if not tracking.get("enabled", True):
             return
-        from mlflow.tracking import MlflowClient
-
         self.uri = str(tracking.uri)
-        exp_id = ensure_schema(self.uri, str(tracking.experiment))
-        client = MlflowClient(tracking_uri=self.uri)
+        exp_id = prepare_store(self.uri, str(tracking.experiment))
+        client = retrying_client(self.uri)
         overrides = list(HydraConfig.get().overrides.task)
         run = client.create_run(
             exp_id,
             run_name=f"sweep {sweep_dir.name}",
-            tags={"sweep_dir": str(sweep_dir), "overrides": " ".join(overrides)[:5000], "kind": "sweep"},
+            tags={
+                "sweep_dir": str(sweep_dir),
+                "overrides": " ".join(overrides)[:5000],
+                "kind": "sweep",
+                **owner_tags(),
+            },
         )
         self.parent_id = run.info.run_id
         (sweep_dir / PARENT_FILE).write_text(self.parent_id)
@@ -95,9 +99,7 @@ class MlflowSweepCallback(Callback):
         if failed:
             log.error("%d of %d jobs failed: %s", len(failed), len(jobs), ", ".join(j["job"] for j in failed))
         if self.parent_id and self.uri:
-            from mlflow.tracking import MlflowClient
-
-            client = MlflowClient(tracking_uri=self.uri)
+            client = retrying_client(self.uri)
             client.set_tag(self.parent_id, "failed_jobs", ",".join(j["job"] for j in failed) or "none")
             client.set_tag(self.parent_id, "n_jobs", str(len(jobs)))
             client.set_terminated(self.parent_id, status="FAILED" if failed else "FINISHED")

@@ -72,13 +72,13 @@ class RunTracker:
         self.run_id: str | None = None
         if not enabled:
             return
-        import mlflow
+        from .mlflow_store import owner_tags, prepare_store, retrying_mlflow as mlflow
 
         self._mlflow = mlflow
-        ensure_schema(uri, experiment)
+        prepare_store(uri, experiment)
         mlflow.set_tracking_uri(uri)
         mlflow.set_experiment(experiment)
-        kwargs: dict[str, Any] = {"run_name": run_name, "tags": dict(tags or {})}
+        kwargs: dict[str, Any] = {"run_name": run_name, "tags": {**dict(tags or {}), **owner_tags()}}
         if parent_run_id:
             kwargs["parent_run_id"] = parent_run_id
         run = mlflow.start_run(**kwargs)
