@@ -51,6 +51,10 @@ class OutOfMemory(InfeasiblePlacement):
         self.limit_bytes = limit_bytes
 
 
+class SimulationError(LabError):
+    """The simulator cannot make progress (an event time that is NaN or goes backwards): names the time."""
+
+
 class ConfigError(LabError):
     """A configuration key or value is wrong; names the key and the allowed values."""
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .cluster import Cluster
-from .errors import InvalidSchedule
+from .errors import InvalidSchedule, SimulationError
 from .graph import OpGraph
 from .placement import Placement, Schedule, check_schedule
 
@@ -362,8 +362,12 @@ def simulate(
             free(dev_of[i], outb[i], t)
 
     dispatch(0.0)
+    t_last = 0.0
     while events:
         t = events[0][0]
+        if not t >= t_last:  # progress guard: a NaN time never equals itself and would spin here for ever
+            raise SimulationError(f"simulator: event time {t!r} after {t_last!r}; is a cost, latency or bandwidth NaN?")
+        t_last = t
         while events and events[0][0] == t:
             _, kind, a, b = heapq.heappop(events)
             if kind == _FINISH:
@@ -389,7 +393,7 @@ def simulate(
                     unfinished_preds[j] -= 1
                     if dev_of[j] == d:
                         input_arrived(j, t)
-                for dj, (nbytes, cons) in remote[i].items():
+                for dj, (nbytes, _cons) in remote[i].items():
                     dt = lat[d][dj] + nbytes / bw[d][dj]
                     if sequential:
                         s0 = max(t, send_free[d], recv_free[dj])
