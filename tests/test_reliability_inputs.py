@@ -140,7 +140,13 @@ def test_a_nan_latency_or_unknown_key_on_the_command_line_fails_fast(lab):
     p = lab.run("model.generator.levels=4", "cluster.comm.latency_s=nan", f"hydra.run.dir={out}", check=False)
     assert p.returncode == 1
     r = json.loads((out / "result.json").read_text())
-    assert r["status"] == "error" and "comm.latency_s must be finite" in r["error"]
+    # caught when the resolved config is written (config.json is strict JSON), before the cluster is built
+    assert r["status"] == "error" and "cluster.comm.latency_s is not a finite number" in r["error"]
+    out = lab.cwd / "negative"
+    p = lab.run("model.generator.levels=4", "cluster.comm.latency_s=-1", f"hydra.run.dir={out}", check=False)
+    assert p.returncode == 1
+    r = json.loads((out / "result.json").read_text())
+    assert r["status"] == "error" and "comm.latency_s must be finite and >= 0 (got -1.0)" in r["error"]
     out = lab.cwd / "unknown"
     p = lab.run("model.generator.levels=4", "+cluster.unknown_key=1", f"hydra.run.dir={out}", check=False)
     assert p.returncode == 1
