@@ -35,7 +35,7 @@ class MlflowSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if not HydraConfig.initialized():  # lets ${hydra:...} interpolations in tracking.uri resolve
             HydraConfig.instance().set_config(config)
-        tracking = config.get("tracking") or {}
+        tracking: Any = config.get("tracking") or {}
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         if not tracking.get("enabled", True):
