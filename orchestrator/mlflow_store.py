@@ -5,8 +5,10 @@ Three guarantees the jobs of a sweep rely on:
 * **One creation and migration.** `prepare_store` creates the SQLite file's folder, the schema (MLflow runs
   its Alembic migrations on first use) and the experiment under a file lock next to the database, once per
   process and store. Without it, parallel first use of a fresh store races on the migrations: most jobs fail,
-  and an interrupted migration can leave `_alembic_tmp_*` tables that break every later run. A store left in
-  that state is repaired under the same lock (the leftover tables dropped, the migrations run again).
+  and an interrupted migration can leave a store that breaks every later run. Under the same lock, a broken
+  store that holds no run yet (a first migration killed mid-way) is moved aside (`mlflow.db.broken-<time>`)
+  and created anew; one with runs and `_alembic_tmp_*` tables left by a migration has those dropped and the
+  migrations run again; any other broken store is reported (`TrackingError`), never deleted.
 * **Writes survive a locked database.** SQLite allows one writer; a busy store answers "database is locked".
   `retry` repeats an MLflow call with exponential backoff and jitter until a deadline
   (`LAB_MLFLOW_RETRY_S`, 120 s by default); `retrying_mlflow` is the `mlflow` module with every function so
@@ -196,11 +198,22 @@ def prepare_store(uri: str, experiment: str) -> str:
             try:
                 exp_id = _open_experiment(uri, experiment)
             except Exception as exc:
-                if path is None or not _leftover_alembic_tables(uri):
+                if path is None or not path.exists() or is_transient(exc):
                     raise
-                log.warning("MLflow store %s is half-migrated (%s); repairing it", uri, exc)
-                _repair(uri)
-                _reset_mlflow_store_cache()
+                if not _has_runs(path):  # a store whose first migration was killed: nothing to lose
+                    aside = path.with_name(f"{path.name}.broken-{int(time.time())}")
+                    log.warning(
+                        "MLflow store %s is broken and holds no runs (%s); moved to %s, starting anew", uri, exc, aside
+                    )
+                    _forget_engine(uri)
+                    os.replace(path, aside)
+                elif _leftover_alembic_tables(uri):
+                    log.warning("MLflow store %s is half-migrated (%s); repairing it", uri, exc)
+                    _forget_engine(uri)
+                    _repair(uri)
+                else:
+                    raise
+                _forget_engine(uri)
                 exp_id = _open_experiment(uri, experiment)
     except TrackingError:
         raise
@@ -217,16 +230,29 @@ def prepare_store(uri: str, experiment: str) -> str:
     return exp_id
 
 
-def _reset_mlflow_store_cache() -> None:
-    """Forget the store objects MLflow cached while the schema was broken."""
-    try:
-        from mlflow.tracking._tracking_service import utils as tsu
+def _has_runs(path: Path) -> bool:
+    """Whether the SQLite file holds any run (True where that cannot be read: then nothing is touched)."""
+    import sqlite3
 
-        for name in ("_get_sqlalchemy_store", "_get_store"):
-            f = getattr(tsu, name, None)
-            if f is not None and hasattr(f, "cache_clear"):
-                f.cache_clear()
-    except Exception:  # a private API: the repair still worked, only a cached store object may be stale
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            tables = {t for (t,) in conn.execute("select name from sqlite_master where type = 'table'")}
+            if "runs" not in tables:
+                return False
+            return conn.execute("select count(*) from runs").fetchone()[0] > 0
+    except sqlite3.Error:
+        return True
+
+
+def _forget_engine(uri: str) -> None:
+    """Drop the SQLAlchemy engine MLflow cached for `uri` (its pooled connections may hold the old file)."""
+    try:
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+        engine = SqlAlchemyStore._engine_map.pop(uri, None)
+        if engine is not None:
+            engine.dispose()
+    except Exception:  # a private attribute of MLflow: without it a new engine is simply not forced
         pass
 
 

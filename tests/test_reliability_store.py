@@ -12,6 +12,7 @@ import json
 import multiprocessing as mp
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,44 @@ def test_joblib_sweeps_on_fresh_stores_lose_no_runs(tmp_path):
         summary = json.loads((sweep / "sweep_summary.json").read_text())
         assert summary["failed"] == [] and len(summary["jobs"]) == 4, k
         assert _finished(lab.db) == 5, k  # four jobs and the sweep's parent run
+
+
+_MIGRATE = """
+import sys, sqlalchemy
+from mlflow.store.db.utils import _initialize_tables
+engine = sqlalchemy.create_engine(sys.argv[1])
+print("go", flush=True)
+_initialize_tables(engine)
+"""
+
+
+@pytest.mark.slow
+def test_a_store_whose_first_migration_was_killed_is_recreated(tmp_path):
+    """SIGKILL during MLflow's first migration leaves a half-migrated store (a duplicate column, an empty
+    alembic_version, an `_alembic_tmp_*` table, depending on when); the next process gets a working store."""
+    import random
+    import signal
+    import subprocess
+    import sys
+
+    from mlflow.tracking import MlflowClient
+
+    from orchestrator import mlflow_store
+
+    rng = random.Random(7)
+    for k in range(4):
+        db = tmp_path / f"t{k}" / "mlflow.db"
+        db.parent.mkdir()
+        uri = f"sqlite:///{db}"
+        p = subprocess.Popen([sys.executable, "-c", _MIGRATE, uri], stdout=subprocess.PIPE, text=True)
+        assert p.stdout is not None and p.stdout.readline().strip() == "go"
+        time.sleep(rng.uniform(0.0, 3.0))
+        p.send_signal(signal.SIGKILL)
+        p.wait(30)
+        mlflow_store._PREPARED.clear()
+        exp = mlflow_store.prepare_store(uri, "lab")
+        client = MlflowClient(tracking_uri=uri)
+        run = client.create_run(exp)
+        client.set_terminated(run.info.run_id)
+        assert client.get_run(run.info.run_id).info.status == "FINISHED"
+    mlflow_store._PREPARED.clear()
