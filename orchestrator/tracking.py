@@ -72,7 +72,8 @@ class RunTracker:
         self.run_id: str | None = None
         if not enabled:
             return
-        from .mlflow_store import owner_tags, prepare_store, retrying_mlflow as mlflow
+        from .mlflow_store import owner_tags, prepare_store
+        from .mlflow_store import retrying_mlflow as mlflow
 
         self._mlflow = mlflow
         prepare_store(uri, experiment)
