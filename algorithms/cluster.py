@@ -26,6 +26,8 @@ from .errors import InvalidCluster
 from .graph import DEVICE_TYPES
 
 MODES = ("parallel", "sequential")
+#: Top-level keys of a cluster config (conf/cluster/*.yaml); any other key is a typo and fails.
+CLUSTER_KEYS = ("name", "devices", "comm", "links", "memory_fraction", "need_fraction", "generate", "_target_")
 
 
 @dataclass(frozen=True)
@@ -79,14 +81,20 @@ class Cluster:
                 raise InvalidCluster(f"device {d.name!r}: memory_bytes must be >= 0, got {d.memory_bytes!r}")
         if self.mode not in MODES:
             raise InvalidCluster(f"cluster {self.name!r}: comm.mode {self.mode!r} is not one of {MODES}")
-        if self.latency_s < 0 or not (self.bytes_per_s > 0):
-            raise InvalidCluster(f"cluster {self.name!r}: comm needs latency_s >= 0 and bytes_per_s > 0")
-        for (s, d), link in self.links.items():
-            for end in (s, d):
+        if not (0 <= self.latency_s < math.inf) or not (self.bytes_per_s > 0):  # NaN fails both
+            raise InvalidCluster(
+                f"cluster {self.name!r}: comm.latency_s must be finite and >= 0 (got {self.latency_s!r}) and "
+                f"comm.bytes_per_s > 0 (got {self.bytes_per_s!r})"
+            )
+        for (src, dst), link in self.links.items():
+            for end in (src, dst):
                 if end not in seen:
-                    raise InvalidCluster(f"cluster {self.name!r}: link {s}->{d} names unknown device {end!r}")
-            if link.latency_s < 0 or not (link.bytes_per_s > 0):
-                raise InvalidCluster(f"link {s}->{d}: needs latency_s >= 0 and bytes_per_s > 0")
+                    raise InvalidCluster(f"cluster {self.name!r}: link {src}->{dst} names unknown device {end!r}")
+            if not (0 <= link.latency_s < math.inf) or not (link.bytes_per_s > 0):
+                raise InvalidCluster(
+                    f"cluster {self.name!r}: link {src}->{dst} needs latency_s finite and >= 0 (got "
+                    f"{link.latency_s!r}) and bytes_per_s > 0 (got {link.bytes_per_s!r})"
+                )
         self._pos = {d.name: i for i, d in enumerate(self.devices)}
         self._build_tables()
 
@@ -179,8 +187,8 @@ class Cluster:
             "devices": [d.to_dict() for d in self.devices],
             "comm": {"latency_s": self.latency_s, "bytes_per_s": self.bytes_per_s, "mode": self.mode},
             "links": [
-                {"src": s, "dst": d, "latency_s": l.latency_s, "bytes_per_s": l.bytes_per_s}
-                for (s, d), l in self.links.items()
+                {"src": s, "dst": d, "latency_s": ln.latency_s, "bytes_per_s": ln.bytes_per_s}
+                for (s, d), ln in self.links.items()
             ],
         }
 
@@ -189,6 +197,9 @@ class Cluster:
         """Build from the cluster config of docs/formats.md (extra keys such as `_target_` are ignored)."""
         if not isinstance(data, Mapping):
             raise InvalidCluster("cluster config must be a mapping with 'devices' and 'comm'")
+        unknown = set(data) - set(CLUSTER_KEYS)
+        if unknown:
+            raise InvalidCluster(f"cluster: unknown keys {sorted(unknown)}; the known keys are {list(CLUSTER_KEYS)}")
         raw = data.get("devices")
         if not raw:
             raise InvalidCluster(f"cluster {name or data.get('name')!r}: key 'devices' is missing or empty")
@@ -198,7 +209,10 @@ class Cluster:
                 raise InvalidCluster(f"cluster devices[{k}] needs a 'name'")
             unknown = set(d) - {"name", "type", "memory_bytes", "speed", "cores"}
             if unknown:
-                raise InvalidCluster(f"device {d['name']!r}: unknown keys {sorted(unknown)}")
+                raise InvalidCluster(
+                    f"device {d['name']!r}: unknown keys {sorted(unknown)}; the known keys are "
+                    f"['name', 'type', 'memory_bytes', 'speed', 'cores']"
+                )
             mem = d.get("memory_bytes", math.inf)
             devs.append(
                 Device(
@@ -212,13 +226,15 @@ class Cluster:
         comm = dict(data.get("comm") or {})
         unknown = set(comm) - {"latency_s", "bytes_per_s", "mode"}
         if unknown:
-            raise InvalidCluster(f"cluster comm: unknown keys {sorted(unknown)}")
+            raise InvalidCluster(
+                f"cluster comm: unknown keys {sorted(unknown)}; the known keys are ['latency_s', 'bytes_per_s', 'mode']"
+            )
         links: dict[tuple[str, str], Link] = {}
-        for k, l in enumerate(data.get("links") or []):
+        for k, ln in enumerate(data.get("links") or []):
             try:
-                links[(str(l["src"]), str(l["dst"]))] = Link(
-                    float(l.get("latency_s", comm.get("latency_s", 0.0))),
-                    float(l.get("bytes_per_s", comm.get("bytes_per_s", math.inf))),
+                links[(str(ln["src"]), str(ln["dst"]))] = Link(
+                    float(ln.get("latency_s", comm.get("latency_s", 0.0))),
+                    float(ln.get("bytes_per_s", comm.get("bytes_per_s", math.inf))),
                 )
             except KeyError as exc:
                 raise InvalidCluster(f"cluster links[{k}] needs {exc.args[0]!r}") from None

@@ -51,5 +51,17 @@ class OutOfMemory(InfeasiblePlacement):
         self.limit_bytes = limit_bytes
 
 
+class SimulationError(LabError):
+    """The simulator cannot make progress (an event time that is NaN or goes backwards): names the time."""
+
+
 class ConfigError(LabError):
     """A configuration key or value is wrong; names the key and the allowed values."""
+
+
+class TrackingError(LabError):
+    """The experiment-tracking store (MLflow) cannot be opened or written; names the tracking URI."""
+
+
+class CacheError(LabError):
+    """The stage cache cannot be used (a folder that cannot be created or written); names the folder."""

@@ -246,11 +246,14 @@ class OpGraph:
     def validate(self, cluster: Any = None) -> OpGraph:
         """Raise `InvalidGraph` naming the culprit if the graph is malformed; return self.
 
-        Checks costs and sizes (present, finite, >= 0), phases, `forward_of` targets, colocation groups whose
+        Checks that there is at least one op, costs and sizes (present, finite, >= 0), phases, `forward_of`
+        targets, colocation groups whose
         ops ask for different device types, cycles (naming the ops of one cycle) and, when a cluster is given,
         ops or groups whose device type no device of the cluster has. O(V + E).
         """
         g = self.nx
+        if len(g) == 0:
+            raise InvalidGraph(f"graph {self.name!r} has no ops: there is nothing to place")
         for name, a in g.nodes(data=True):
             for key in COST_KEYS:
                 if key not in a or a[key] is None:
@@ -370,12 +373,19 @@ class OpGraph:
     @classmethod
     def load(cls, path: str | os.PathLike, *, validate: bool = True) -> OpGraph:
         try:
-            with open(path) as f:
+            with open(path, encoding="utf-8") as f:
                 data = json.load(f)
         except FileNotFoundError:
             raise InvalidGraph(f"graph file {os.fspath(path)!r} does not exist") from None
+        except UnicodeDecodeError as exc:
+            raise InvalidGraph(
+                f"graph file {os.fspath(path)!r} is not UTF-8 text (byte {exc.start}: {exc.reason}); "
+                f"graph JSON must be UTF-8"
+            ) from None
         except json.JSONDecodeError as exc:
             raise InvalidGraph(f"graph file {os.fspath(path)!r} is not valid JSON: {exc}") from None
+        except OSError as exc:
+            raise InvalidGraph(f"graph file {os.fspath(path)!r} cannot be read: {exc}") from None
         return cls.from_dict(data, validate=validate)
 
     def __repr__(self) -> str:
@@ -405,15 +415,41 @@ def _topological_order(g: nx.DiGraph) -> list[str]:
     return out
 
 
+def non_finite_path(obj: Any, path: str = "") -> str | None:
+    """The key path (e.g. ``predicted_step_s`` or ``ops[3].compute_s``) of the first NaN or infinite float in a
+    JSON-like value, None when there is none. O(size of obj)."""
+    if isinstance(obj, float):
+        return None if math.isfinite(obj) else (path or "<value>")
+    if isinstance(obj, Mapping):
+        for k, v in obj.items():
+            p = non_finite_path(v, f"{path}.{k}" if path else str(k))
+            if p is not None:
+                return p
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            p = non_finite_path(v, f"{path}[{i}]")
+            if p is not None:
+                return p
+    return None
+
+
 def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = None) -> None:
-    """Write JSON to a temporary file in the same folder and rename it into place."""
+    """Write strict JSON (no NaN or Infinity, which are not JSON) to a temporary file in the same folder and
+    rename it into place; a non-finite number raises ValueError naming the file and the key."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
+    try:
+        text = json.dumps(obj, indent=indent, allow_nan=False)
+    except ValueError:
+        bad = non_finite_path(obj)
+        if bad is None:
+            raise
+        raise ValueError(f"{path}: {bad} is not a finite number (NaN and Infinity are not JSON)") from None
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=indent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .cluster import Cluster, oversubscription, worker_cores
-from .errors import InvalidCluster, InvalidSchedule
+from .errors import InvalidCluster, InvalidSchedule, SimulationError
 from .graph import OpGraph
 from .placement import Placement, Schedule, check_schedule
 
@@ -411,8 +411,12 @@ def simulate(
             busy_s[k] += pre_busy[k]
             heapq.heappush(events, (pre_busy[k], _WAKE, -1, k))
     dispatch(0.0)
+    t_last = 0.0
     while events:
         t = events[0][0]
+        if not t >= t_last:  # progress guard: a NaN time never equals itself and would spin here for ever
+            raise SimulationError(f"simulator: event time {t!r} after {t_last!r}; is a cost, latency or bandwidth NaN?")
+        t_last = t
         while events and events[0][0] == t:
             _, kind, a, b = heapq.heappop(events)
             if kind == _FINISH:

@@ -1,16 +1,23 @@
 """A small content-addressed store for stage outputs.
 
 An entry's key is the SHA-256 of the canonical JSON of (stage name, the stage's resolved config, the keys of the
-entries it was computed from, the code version). An entry is a folder of files written by the stage. Writes go
-to a temporary folder that is renamed into place only when the stage has succeeded, so a failed or interrupted
-stage never leaves a half-written entry; a `filelock` per key keeps two processes from computing the same entry
-at once (the second waits, then reads what the first wrote).
+entries it was computed from, the code version). The code version hashes the sources of every plugin the
+stage's config names (`_target_`), and of every module they import from the project or from their own package,
+so editing a plugin outside the project (an installed package) also invalidates its entries.
+
+An entry is a folder of files written by the stage plus a `.complete` manifest holding the SHA-256 of every
+file. Writes go to a temporary folder that is renamed into place only when the stage has succeeded, so a failed
+or killed stage never leaves a half-written entry; a `filelock` per key keeps two processes from computing the
+same entry at once (the second waits, then reads what the first wrote). Every hit is checked against its
+manifest: an entry whose files were edited, truncated or lost, or that fails to load, is reported (a warning),
+recomputed and replaced atomically, so the cache never hands out a result its stage did not write.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -23,6 +30,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from filelock import FileLock
+
+from algorithms.errors import CacheError
+from algorithms.graph import atomic_write_json
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -38,15 +48,30 @@ STAGE_SOURCES: dict[str, tuple[str, ...]] = {
 #: Files hashed into every key (without following their imports): the stage runner itself.
 _ALWAYS = (ROOT / "orchestrator" / "app.py", ROOT / "orchestrator" / "cache.py")
 _VERSIONS: dict[tuple[str, ...], str] = {}
+PROJECT_PACKAGES = ("algorithms", "backends", "orchestrator")
+#: Most files of one package outside the project that enter a code version (a plugin naming a class of a
+#: large library, e.g. torch, hashes that class' module only beyond this).
+MAX_FOREIGN_FILES = 300
+MANIFEST = ".complete"
 
 
 def _module_file(name: str) -> Path | None:
+    """The source file of module `name`: under the project root, else (a plugin package installed or on the
+    path) where the import system finds it; None for a class path, a C extension or an unknown module."""
     parts = name.split(".")
     base = ROOT.joinpath(*parts)
     for cand in (base.with_suffix(".py"), base / "__init__.py"):
         if cand.is_file():
             return cand
-    return None
+    if parts[0] in PROJECT_PACKAGES:
+        return None
+    try:
+        spec = importlib.util.find_spec(name)
+    except Exception:  # a class path ("pkg.mod.Class"), or a parent that fails to import
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin)
 
 
 def _imports(name: str, path: Path) -> set[str]:
@@ -66,13 +91,15 @@ def _imports(name: str, path: Path) -> set[str]:
                 mod = node.module or ""
             out.add(mod)
             out.update(f"{mod}.{a.name}" for a in node.names)
-    return {m for m in out if m.split(".")[0] in ("algorithms", "backends", "orchestrator")}
+    own = name.split(".")[0]  # a plugin package's modules import each other
+    return {m for m in out if m.split(".")[0] in PROJECT_PACKAGES or m.split(".")[0] == own}
 
 
 def module_closure(modules: tuple[str, ...]) -> list[Path]:
     """The files of `modules` and of every project module they import, transitively (parent packages'
     __init__ files included). O(size of the sources read)."""
     seen: dict[str, Path] = {}
+    foreign: dict[str, int] = {}
     todo = list(modules)
     while todo:
         m = todo.pop()
@@ -82,7 +109,15 @@ def module_closure(modules: tuple[str, ...]) -> list[Path]:
         if f is None:
             continue
         seen[m] = f
-        todo.extend(_imports(m, f))
+        top = m.split(".")[0]
+        if top not in PROJECT_PACKAGES and top != "tests":
+            foreign[top] = foreign.get(top, 0) + 1
+            if foreign[top] > MAX_FOREIGN_FILES:
+                continue
+        try:
+            todo.extend(_imports(m, f))
+        except (OSError, SyntaxError, UnicodeDecodeError):  # hashed as bytes all the same
+            pass
         parent = m.rpartition(".")[0]
         if parent:
             todo.append(parent)
@@ -104,7 +139,7 @@ def code_version(stage: str | None = None, targets: tuple[str, ...] = ()) -> str
     if mods not in _VERSIONS:
         h = hashlib.sha256()
         for p in sorted(set(module_closure(mods)) | set(_ALWAYS)):
-            h.update(str(p.relative_to(ROOT)).encode())
+            h.update(str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p).encode())
             h.update(p.read_bytes())
         _VERSIONS[mods] = h.hexdigest()[:16]
     return _VERSIONS[mods]
@@ -151,6 +186,48 @@ class StageOutcome:
     seconds: float
 
 
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def entry_files(folder: Path) -> dict[str, str]:
+    """SHA-256 of every file of an entry folder (relative path -> hex digest), the manifest excluded."""
+    return {
+        p.relative_to(folder).as_posix(): _file_digest(p)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
+
+
+def verify_entry(folder: Path, key: str) -> str | None:
+    """Why the entry in `folder` cannot be trusted (None when its manifest matches its files exactly)."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError) as exc:
+        return f"unreadable manifest: {exc}"
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        return "manifest without checksums"
+    if manifest.get("key") != key:
+        return f"manifest of another key ({manifest.get('key')!r})"
+    try:
+        actual = entry_files(folder)
+    except OSError as exc:
+        return f"unreadable file: {exc}"
+    expected = manifest["files"]
+    for name in sorted(set(expected) | set(actual)):
+        if name not in actual:
+            return f"{name} is missing"
+        if name not in expected:
+            return f"{name} was added"
+        if actual[name] != expected[name]:
+            return f"{name} does not match its checksum"
+    return None
+
+
 class StageCache:
     """Folder-per-entry cache under `root`; `enabled=False` computes everything and stores nothing."""
 
@@ -158,7 +235,18 @@ class StageCache:
         self.root = Path(root)
         self.enabled = enabled
         if enabled:
-            self.root.mkdir(parents=True, exist_ok=True)
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise CacheError(
+                    f"cache.dir={str(self.root)!r} cannot be created ({exc.strerror or exc}); choose another "
+                    f"folder with cache.dir=... (or LAB_CACHE_DIR), or run without a cache: cache.enabled=false"
+                ) from None
+            if not os.access(self.root, os.W_OK | os.X_OK):
+                raise CacheError(
+                    f"cache.dir={str(self.root)!r} is not writable; choose another folder with cache.dir=... "
+                    f"(or LAB_CACHE_DIR), or run without a cache: cache.enabled=false"
+                )
 
     def path(self, key: str) -> Path:
         return self.root / key[:2] / key
@@ -172,32 +260,70 @@ class StageCache:
         save: Callable[[T, Path], None],
         load: Callable[[Path], T],
     ) -> StageOutcome:
-        """Return the stage's output, from the cache when an entry exists, else by `compute` (then saved)."""
+        """Return the stage's output: from the cache when a verified entry exists, else by `compute` (then saved
+        atomically with its checksums). An entry that fails verification or loading is recomputed."""
         key = stage_key(stage, config, upstream)
         if not self.enabled:
             t0 = time.perf_counter()
             value = compute()
             return StageOutcome(value, key, False, time.perf_counter() - t0)
         final = self.path(key)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(final) + ".lock"):
-            if (final / ".complete").exists():
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(final) + ".lock")
+            lock.acquire()
+        except OSError as exc:
+            raise CacheError(f"cache.dir={str(self.root)!r}: cannot lock {final.name[:12]}: {exc}") from None
+        try:
+            if final.exists():
                 t0 = time.perf_counter()
-                value = load(final)
-                log.info("stage %-9s cache hit  %s (%.2fs to load)", stage, key[:12], time.perf_counter() - t0)
-                return StageOutcome(value, key, True, 0.0)
+                problem = verify_entry(final, key)
+                if problem is None:
+                    try:
+                        value = load(final)
+                    except Exception as exc:
+                        problem = f"cannot be loaded: {type(exc).__name__}: {exc}"
+                    else:
+                        log.info(
+                            "stage %-9s cache hit  %s (%.2fs to check and load)",
+                            stage,
+                            key[:12],
+                            time.perf_counter() - t0,
+                        )
+                        return StageOutcome(value, key, True, 0.0)
+                log.warning("stage %s: cache entry %s is corrupt (%s); recomputing it", stage, final, problem)
             t0 = time.perf_counter()
             value = compute()
             seconds = time.perf_counter() - t0
-            tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:12]}-", dir=final.parent))
-            try:
-                save(value, tmp)
-                (tmp / ".complete").write_text(json.dumps({"stage": stage, "seconds": seconds, "created": time.time()}))
-                if final.exists():  # an incomplete leftover from a crash before the marker was written
-                    shutil.rmtree(final)
-                os.replace(tmp, final)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
+            self._store(stage, key, final, value, save, seconds)
             log.info("stage %-9s computed   %s in %.2fs", stage, key[:12], seconds)
             return StageOutcome(value, key, False, seconds)
+        finally:
+            lock.release()
+
+    def _store(self, stage: str, key: str, final: Path, value: Any, save: Callable, seconds: float) -> None:
+        """Write the entry into a temporary folder with its manifest, then rename it into place (a corrupt
+        entry there is first renamed aside, then removed)."""
+        for stale in (*final.parent.glob(f".tmp-{key[:12]}-*"), *final.parent.glob(f".old-{key[:12]}-*")):
+            shutil.rmtree(stale, ignore_errors=True)  # left by a writer that was killed (we hold the key's lock)
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:12]}-", dir=final.parent))
+        try:
+            save(value, tmp)
+            manifest = {
+                "key": key,
+                "stage": stage,
+                "seconds": seconds,
+                "created": time.time(),
+                "files": entry_files(tmp),
+            }
+            atomic_write_json(tmp / MANIFEST, manifest)
+            trash = None
+            if final.exists():  # a corrupt entry, or a leftover from before manifests
+                trash = Path(tempfile.mkdtemp(prefix=f".old-{key[:12]}-", dir=final.parent))
+                os.replace(final, trash / "entry")
+            os.replace(tmp, final)
+            if trash is not None:
+                shutil.rmtree(trash, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise

@@ -11,7 +11,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from .tracking import PARENT_FILE, ensure_schema
+from algorithms.errors import TrackingError
+from algorithms.graph import atomic_write_json
+
+from .mlflow_store import owner_tags, prepare_store, retrying_client
+from .tracking import PARENT_FILE
 
 log = logging.getLogger("orchestrator")
 
@@ -31,21 +35,28 @@ class MlflowSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if not HydraConfig.initialized():  # lets ${hydra:...} interpolations in tracking.uri resolve
             HydraConfig.instance().set_config(config)
-        tracking = config.get("tracking") or {}
+        tracking: Any = config.get("tracking") or {}
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         if not tracking.get("enabled", True):
             return
-        from mlflow.tracking import MlflowClient
-
+        try:
+            exp_id = prepare_store(str(tracking.uri), str(tracking.experiment))
+        except TrackingError as exc:  # each job then writes its result.json with the same error
+            log.error("no parent MLflow run for the sweep: %s", exc)
+            return
         self.uri = str(tracking.uri)
-        exp_id = ensure_schema(self.uri, str(tracking.experiment))
-        client = MlflowClient(tracking_uri=self.uri)
+        client = retrying_client(self.uri)
         overrides = list(HydraConfig.get().overrides.task)
         run = client.create_run(
             exp_id,
             run_name=f"sweep {sweep_dir.name}",
-            tags={"sweep_dir": str(sweep_dir), "overrides": " ".join(overrides)[:5000], "kind": "sweep"},
+            tags={
+                "sweep_dir": str(sweep_dir),
+                "overrides": " ".join(overrides)[:5000],
+                "kind": "sweep",
+                **owner_tags(),
+            },
         )
         self.parent_id = run.info.run_id
         (sweep_dir / PARENT_FILE).write_text(self.parent_id)
@@ -54,6 +65,10 @@ class MlflowSweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         jobs = []
+        # a job folder without result.json: the job's process died (killed, out of host memory) mid-way
+        for folder in sorted(sweep_dir.iterdir(), key=lambda p: (len(p.name), p.name)):
+            if folder.is_dir() and folder.name.isdigit() and not (folder / "result.json").exists():
+                jobs.append({"job": folder.name, "status": "error", "error": "no result.json: the job died"})
         for res in sorted(sweep_dir.glob("*/result.json"), key=lambda p: p.parent.name):
             try:
                 r = json.loads(res.read_text())
@@ -73,6 +88,7 @@ class MlflowSweepCallback(Callback):
                     "mlflow_run_id": r.get("mlflow_run_id"),
                 }
             )
+        jobs.sort(key=lambda j: (len(j["job"]), j["job"]))
         failed = [j for j in jobs if j["status"] == "error"]
         summary = {
             "sweep_dir": str(sweep_dir),
@@ -80,7 +96,7 @@ class MlflowSweepCallback(Callback):
             "failed": [j["job"] for j in failed],
             "parent_run_id": self.parent_id,
         }
-        (sweep_dir / "sweep_summary.json").write_text(json.dumps(summary, indent=1))
+        atomic_write_json(sweep_dir / "sweep_summary.json", summary, indent=1)
         for j in jobs:
             log.info(
                 "job %s: %-5s %s/%s predicted %s%s",
@@ -95,9 +111,7 @@ class MlflowSweepCallback(Callback):
         if failed:
             log.error("%d of %d jobs failed: %s", len(failed), len(jobs), ", ".join(j["job"] for j in failed))
         if self.parent_id and self.uri:
-            from mlflow.tracking import MlflowClient
-
-            client = MlflowClient(tracking_uri=self.uri)
+            client = retrying_client(self.uri)
             client.set_tag(self.parent_id, "failed_jobs", ",".join(j["job"] for j in failed) or "none")
             client.set_tag(self.parent_id, "n_jobs", str(len(jobs)))
             client.set_terminated(self.parent_id, status="FAILED" if failed else "FINISHED")

@@ -15,11 +15,13 @@ What a job's run holds (`start_job_run`):
 
 Speed (a cached rerun of the default experiment spends most of its time on tracking otherwise): params,
 metrics and tags are buffered and sent in one batch, artifacts copied once from one staging folder, five store
-calls per job. Importing MLflow alone (it pulls in pandas, FastAPI, SQLAlchemy and Alembic) takes seconds, so a
-run in an existing local SQLite store whose schema revision is known (DIRECT_SCHEMAS) is written with the
-standard library's sqlite3, rows exactly as MLflow's SqlAlchemyStore writes them (`_DirectSqlite`; tests read
-them back through MlflowClient); any other store, or `tracking.direct=false`, goes through
-`mlflow.tracking.MlflowClient` (never the fluent API, whose `start_run` resolves source and git context).
+calls per job, through `mlflow.tracking.MlflowClient` (never the fluent API, whose `start_run` resolves source
+and git context), each call retried while the database is locked (orchestrator.mlflow_store, which also creates
+and migrates the store once). Importing MLflow alone (it pulls in pandas, FastAPI, SQLAlchemy and Alembic) takes
+seconds; `tracking.direct=true` opts in to writing a run in an existing local SQLite store whose schema revision
+is known (DIRECT_SCHEMAS) with the standard library's sqlite3, rows as MLflow's SqlAlchemyStore writes them
+(`_DirectSqlite`; tests read them back through MlflowClient). It is off by default: it bypasses MLflow's own
+API, its lock retries and the store preparation, so it is for single-process use of a known store.
 MLflow's anonymous usage telemetry is turned off for everything the lab starts (`MLFLOW_DISABLE_TELEMETRY=true`,
 set here before MLflow is imported, unless the user set it).
 
@@ -175,23 +177,20 @@ def run_name(
     return " · ".join(parts)
 
 
-def ensure_schema(uri: str, experiment: str) -> str:
-    """Create the tracking store's schema and the experiment once (in the launching process); return the
-    experiment id. Concurrent first use of a fresh SQLite store races, so call this before parallel jobs."""
-    return _experiment_id(_client(uri), uri, experiment)
-
-
 def _client(uri: str) -> Any:
-    from mlflow.tracking import MlflowClient
+    """An MlflowClient for `uri` whose calls are retried while the database is locked."""
+    from .mlflow_store import retrying_client
 
     if uri.startswith("sqlite:///"):
         Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
-    return MlflowClient(tracking_uri=uri)
+    return retrying_client(uri)
 
 
 def _experiment_id(client: Any, uri: str, experiment: str) -> str:
     exp = client.get_experiment_by_name(experiment)
     if exp is not None:
+        if VIEW_TAG_PREFIX + VIEW_KEY not in (exp.tags or {}):  # made by prepare_store or another tool
+            set_runs_view(client, exp.experiment_id)
         return exp.experiment_id
     try:
         exp_id = client.create_experiment(experiment)
@@ -430,7 +429,7 @@ class RunTracker:
     """Wraps one MLflow run for a job; every method is a no-op when tracking is disabled.
 
     The run is created at once (its id goes into result.json); params, metrics, tags and artifacts are buffered
-    and sent by `end` in one batch. With `direct` (default) a local SQLite store whose schema is known is
+    and sent by `end` in one batch. With `direct` (opt-in) a local SQLite store whose schema is known is
     written without importing MLflow (`_DirectSqlite`); else through MlflowClient. `elapsed_s` is the time
     spent on tracking (imports included), `writer` which path wrote the run ("sqlite3" or "mlflow")."""
 
@@ -442,7 +441,7 @@ class RunTracker:
         run_name: str | None = None,
         parent_run_id: str | None = None,
         tags: Mapping[str, str] | None = None,
-        direct: bool = True,
+        direct: bool = False,
     ):
         self.enabled = enabled
         self.run_id: str | None = None
@@ -458,6 +457,8 @@ class RunTracker:
         if not enabled:
             return
         t0 = time.perf_counter()
+        from .mlflow_store import owner_tags, prepare_store
+
         self._store: _ClientStore | _DirectSqlite
         try:
             if not direct:
@@ -466,10 +467,11 @@ class RunTracker:
             self.writer = "sqlite3"
         except _NoDirect as exc:
             log.debug("MLflow through MlflowClient: %s", exc)
+            prepare_store(uri, experiment)  # created, migrated or repaired once, under a lock; dead runs FAILED
             self._store = _ClientStore(uri, experiment)
             self.writer = "mlflow"
         self.experiment_id = self._store.experiment_id
-        all_tags = {k: str(v)[:MAX_TAG_LEN] for k, v in (tags or {}).items()}
+        all_tags = {k: str(v)[:MAX_TAG_LEN] for k, v in {**dict(tags or {}), **owner_tags()}.items()}
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
         all_tags.setdefault("mlflow.user", os.environ.get("USER") or "lab")
@@ -575,7 +577,7 @@ def start_job_run(
         run_name=run_name(choices, params, overrides),
         parent_run_id=read_parent_run_id(sweep_dir),
         tags=tags,
-        direct=bool(tracking.get("direct", True)),
+        direct=bool(tracking.get("direct", False)),
     )
     tracker.log_params(params)
     return tracker

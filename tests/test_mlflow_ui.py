@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import tracking
+from orchestrator.mlflow_store import prepare_store
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -86,7 +87,7 @@ def store(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("store")
     uri = f"sqlite:///{folder / 'mlflow.db'}"
-    tracking.ensure_schema(uri, "writers")  # creates the schema, the experiment and the lab's view
+    tracking.set_runs_view(MlflowClient(tracking_uri=uri), prepare_store(uri, "writers"))  # the lab's view
     return uri, MlflowClient(tracking_uri=uri), folder
 
 
