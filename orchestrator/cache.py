@@ -45,8 +45,15 @@ STAGE_SOURCES: dict[str, tuple[str, ...]] = {
     "comm": ("algorithms.cluster",),
     "simulate": ("algorithms.simulator",),
 }
-#: Files hashed into every key (without following their imports): the stage runner itself.
-_ALWAYS = (ROOT / "orchestrator" / "app.py", ROOT / "orchestrator" / "cache.py")
+#: Files hashed into every key (without following their imports): the stage runner itself, the job context,
+#: the registry and every stage module.
+_ALWAYS = (
+    ROOT / "orchestrator" / "app.py",
+    ROOT / "orchestrator" / "cache.py",
+    ROOT / "orchestrator" / "context.py",
+    ROOT / "orchestrator" / "registry.py",
+    *sorted((ROOT / "orchestrator" / "stages").glob("*.py")),
+)
 _VERSIONS: dict[tuple[str, ...], str] = {}
 PROJECT_PACKAGES = ("algorithms", "backends", "orchestrator")
 #: Most files of one package outside the project that enter a code version (a plugin naming a class of a
