@@ -114,4 +114,10 @@ class MlflowSweepCallback(Callback):
             client = retrying_client(self.uri)
             client.set_tag(self.parent_id, "failed_jobs", ",".join(j["job"] for j in failed) or "none")
             client.set_tag(self.parent_id, "n_jobs", str(len(jobs)))
+            try:  # the comparison on the parent run: report, chart, best placer and its speed-up
+                from .report import summarize_sweep
+
+                summarize_sweep(self.uri, self.parent_id)
+            except Exception as exc:  # the summary is a convenience; the sweep's own outcome stands
+                log.warning("could not summarise sweep %s: %s", self.parent_id, exc)
             client.set_terminated(self.parent_id, status="FAILED" if failed else "FINISHED")
