@@ -20,21 +20,18 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from algorithms.cluster import Cluster, Device  # noqa: E402
-from algorithms.placement import check_placement  # noqa: E402
-from algorithms.placers.celeritas import (  # noqa: E402
+from algorithms.cluster import Cluster, Device
+from algorithms.placement import check_placement
+from algorithms.placers.celeritas import (
     CeleritasPlacer,
     MetisPlacer,
     OrderPlacePlacer,
-    SequentialDfsTopoPlacer,  # noqa: E402
+    SequentialDfsTopoPlacer,
 )
-from algorithms.simulator import simulate  # noqa: E402
-from algorithms.workloads.synthetic import level_dag  # noqa: E402
+from algorithms.simulator import simulate
+from algorithms.workloads.synthetic import level_dag
 
 
 def baechi(name: str):

@@ -25,22 +25,20 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from algorithms.errors import InfeasiblePlacement  # noqa: E402
-from algorithms.graph import OpGraph  # noqa: E402
+from algorithms.errors import InfeasiblePlacement
+from algorithms.graph import OpGraph
 from algorithms.placers.thesis import (
     BatchSplitPlacer,
     CriticalPathPlacer,
     DFSPlacer,
-    HashingPlacer,  # noqa: E402
+    HashingPlacer,
     HEFTPlacer,
     IteratedCriticalPathPlacer,
     MITEPlacer,
 )
-from algorithms.placers.thesis.common import size_est  # noqa: E402
-from algorithms.schedulers.thesis import PCTScheduler  # noqa: E402
-from algorithms.workloads.synthetic import level_dag, thesis_devices  # noqa: E402
+from algorithms.placers.thesis.common import size_est
+from algorithms.schedulers.thesis import PCTScheduler
+from algorithms.workloads.synthetic import level_dag, thesis_devices
 
 PLACERS = {
     "hashing": HashingPlacer,

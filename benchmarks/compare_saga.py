@@ -36,14 +36,12 @@ import sys
 import time
 import types
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from algorithms.cluster import Cluster  # noqa: E402
-from algorithms.graph import OpGraph  # noqa: E402
-from algorithms.placement import Placement  # noqa: E402
-from algorithms.placers.thesis import HEFTPlacer  # noqa: E402
-from algorithms.simulator import simulate  # noqa: E402
-from algorithms.workloads.synthetic import level_dag, thesis_devices  # noqa: E402
+from algorithms.cluster import Cluster
+from algorithms.graph import OpGraph
+from algorithms.placement import Placement
+from algorithms.placers.thesis import HEFTPlacer
+from algorithms.simulator import simulate
+from algorithms.workloads.synthetic import level_dag, thesis_devices
 
 
 def load_saga():

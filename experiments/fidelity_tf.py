@@ -35,19 +35,15 @@ import json
 import logging
 import os
 import statistics
-import sys
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
-sys.path.insert(0, os.path.abspath(os.path.dirname(__file__)))
+from predicted_vs_measured_tf import load_cluster, placers
 
-from predicted_vs_measured_tf import load_cluster, placers  # noqa: E402
-
-from algorithms.cluster import Link  # noqa: E402
-from algorithms.placement import check_placement  # noqa: E402
-from algorithms.placers.baseline import ExpertPlacer  # noqa: E402
-from algorithms.simulator import simulate  # noqa: E402
+from algorithms.cluster import Link
+from algorithms.placement import check_placement
+from algorithms.placers.baseline import ExpertPlacer
+from algorithms.simulator import simulate
 
 log = logging.getLogger("fidelity_tf")
 

@@ -15,9 +15,9 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from algorithms.pipeline.schedule import PipelineSchedule  # noqa: E402
+from algorithms.pipeline.schedule import PipelineSchedule
 
 COLORS = {"forward": "#4a7fc1", "backward": "#f0a04b"}
 

@@ -251,7 +251,10 @@ def test_profile_perturbation_is_seeded_and_bounded():
     a2, _ = ProfilePerturbation(0.3, seed=7).apply(g)
     b, _ = ProfilePerturbation(0.3, seed=8).apply(g)
     assert m == CoarseMap.identity(g)
-    comp = lambda x: [x.op(o)["compute_s"] for o in g.ops]  # noqa: E731
+
+    def comp(x):
+        return [x.op(o)["compute_s"] for o in g.ops]
+
     assert comp(a1) == comp(a2) != comp(b)
     for o in g.ops:
         c0 = g.op(o)["compute_s"]

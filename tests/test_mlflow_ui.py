@@ -5,6 +5,7 @@ expanded, selected and compared with the placer names visible."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -163,7 +164,7 @@ def _browser_ready() -> str | None:
     if CHROMIUM is None:
         return "needs Debian's chromium: bash tools/install_browser.sh"
     try:
-        import playwright.sync_api  # noqa: F401 - availability check
+        importlib.import_module("playwright.sync_api")  # availability check
     except ImportError:
         return "needs Playwright's Python package (pip install -e '.[test]')"
     return None

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from algorithms.pipeline.blocks import make_shape  # noqa: E402
-from algorithms.pipeline.runtime import chrome_trace  # noqa: E402
-from algorithms.pipeline.tessel import TesselScheduler  # noqa: E402
-from backends.torch.pipeline import build_gpt_stages, run_schedule  # noqa: E402
+from algorithms.pipeline.blocks import make_shape
+from algorithms.pipeline.runtime import chrome_trace
+from algorithms.pipeline.tessel import TesselScheduler
+from backends.torch.pipeline import build_gpt_stages, run_schedule
 
 
 @pytest.mark.slow

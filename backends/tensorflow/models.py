@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-from algorithms.errors import ConfigError  # noqa: E402
+from algorithms.errors import ConfigError
 
 log = logging.getLogger(__name__)
 v1 = tf.compat.v1

@@ -9,25 +9,22 @@ import os
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tensorflow.core.framework import step_stats_pb2
 
-tf = pytest.importorskip("tensorflow")
-
-from tensorflow.core.framework import step_stats_pb2  # noqa: E402
-
-from algorithms.cluster import Cluster, Device, uniform_cluster  # noqa: E402
-from algorithms.errors import ConfigError, InvalidPlacement  # noqa: E402
-from algorithms.graph import OpGraph  # noqa: E402
-from algorithms.placers.baseline import ExpertPlacer, SinglePlacer  # noqa: E402
-from backends.tensorflow import TFBackend  # noqa: E402
-from backends.tensorflow.comm import fit_linear_relative  # noqa: E402
-from backends.tensorflow.config import load_model_cfg  # noqa: E402
-from backends.tensorflow.dist_profile import (  # noqa: E402
+from algorithms.cluster import Cluster, Device, uniform_cluster
+from algorithms.errors import ConfigError, InvalidPlacement
+from algorithms.graph import OpGraph
+from algorithms.placers.baseline import ExpertPlacer, SinglePlacer
+from backends.tensorflow import TFBackend
+from backends.tensorflow.comm import fit_linear_relative
+from backends.tensorflow.config import load_model_cfg
+from backends.tensorflow.dist_profile import (
     comm_benchmark_distributed,
     predicted_step,
     profile_distributed,
     residuals,
 )
-from backends.tensorflow.distributed import (  # noqa: E402
+from backends.tensorflow.distributed import (
     TFDistributedRuntime,
     _rel_error,
     iqr,
@@ -35,7 +32,7 @@ from backends.tensorflow.distributed import (  # noqa: E402
     task_allocations,
     task_of_device,
 )
-from backends.tensorflow.workers import WorkerPool, free_ports  # noqa: E402
+from backends.tensorflow.workers import WorkerPool, free_ports
 
 pytestmark = pytest.mark.tf
 

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-tf = pytest.importorskip("tensorflow")
-
-from algorithms.cluster import uniform_cluster  # noqa: E402
-from algorithms.errors import InvalidPlacement  # noqa: E402
-from algorithms.placement import topological_schedule  # noqa: E402
-from algorithms.placers.baseline import ExpertPlacer, SinglePlacer  # noqa: E402
-from algorithms.simulator import simulate  # noqa: E402
-from backends.tensorflow import TFBackend  # noqa: E402
-from backends.tensorflow.config import load_model_cfg  # noqa: E402
+from algorithms.cluster import uniform_cluster
+from algorithms.errors import InvalidPlacement
+from algorithms.placement import topological_schedule
+from algorithms.placers.baseline import ExpertPlacer, SinglePlacer
+from algorithms.simulator import simulate
+from backends.tensorflow import TFBackend
+from backends.tensorflow.config import load_model_cfg
 
 pytestmark = pytest.mark.tf
 

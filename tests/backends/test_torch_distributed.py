@@ -9,20 +9,18 @@ import pickle
 import random
 
 import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-torch = pytest.importorskip("torch")
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from algorithms.cluster import Cluster, Device, uniform_cluster  # noqa: E402
-from algorithms.errors import InvalidPlacement  # noqa: E402
-from algorithms.placement import topological_schedule  # noqa: E402
-from backends.torch import TorchBackend  # noqa: E402
-from backends.torch.capture import run_program, trace_program  # noqa: E402
-from backends.torch.comm import fit_linear_relative  # noqa: E402
-from backends.torch.config import load_model_cfg  # noqa: E402
-from backends.torch.distributed import (  # noqa: E402
+from algorithms.cluster import Cluster, Device, uniform_cluster
+from algorithms.errors import InvalidPlacement
+from algorithms.placement import topological_schedule
+from backends.torch import TorchBackend
+from backends.torch.capture import run_program, trace_program
+from backends.torch.comm import fit_linear_relative
+from backends.torch.config import load_model_cfg
+from backends.torch.distributed import (
     TorchDistributedRuntime,
     _alloc,
     dump_program,

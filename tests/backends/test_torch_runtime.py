@@ -8,21 +8,19 @@ import functools
 import random
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-
-from algorithms.cluster import uniform_cluster  # noqa: E402
-from algorithms.errors import InfeasiblePlacement, InvalidSchedule, OutOfMemory  # noqa: E402
-from algorithms.placement import Placement, check_placement, topological_schedule  # noqa: E402
-from algorithms.placers.baseline import ExpertPlacer, SinglePlacer  # noqa: E402
-from algorithms.schedulers.baseline import PlacerOrderScheduler  # noqa: E402
-from algorithms.simulator import simulate  # noqa: E402
-from backends.torch import TorchBackend  # noqa: E402
-from backends.torch.config import load_model_cfg  # noqa: E402
-from orchestrator.context import build_cluster  # noqa: E402
-from orchestrator.registry import load_choice  # noqa: E402
-from tests.stage_configs import PLACERS, build_placer  # noqa: E402
+from algorithms.cluster import uniform_cluster
+from algorithms.errors import InfeasiblePlacement, InvalidSchedule, OutOfMemory
+from algorithms.placement import Placement, check_placement, topological_schedule
+from algorithms.placers.baseline import ExpertPlacer, SinglePlacer
+from algorithms.schedulers.baseline import PlacerOrderScheduler
+from algorithms.simulator import simulate
+from backends.torch import TorchBackend
+from backends.torch.config import load_model_cfg
+from orchestrator.context import build_cluster
+from orchestrator.registry import load_choice
+from tests.stage_configs import PLACERS, build_placer
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("torch_one_thread")]
 

@@ -12,6 +12,7 @@ inputs (no running-average buffers mutated in place). The smallest image size is
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import torch
@@ -38,7 +39,7 @@ class ConvBN(nn.Module):
 class InceptionA(nn.Module):
     def __init__(self, cin: int, pool: int, w: float):
         super().__init__()
-        c = lambda n: scaled(n, w)  # noqa: E731
+        c = partial(scaled, width=w)
         self.b1x1 = ConvBN(cin, c(64), 1)
         self.b5x5_1 = ConvBN(cin, c(48), 1)
         self.b5x5_2 = ConvBN(c(48), c(64), 5, padding=2)
@@ -59,7 +60,7 @@ class InceptionA(nn.Module):
 class ReductionA(nn.Module):
     def __init__(self, cin: int, w: float):
         super().__init__()
-        c = lambda n: scaled(n, w)  # noqa: E731
+        c = partial(scaled, width=w)
         self.b3x3 = ConvBN(cin, c(384), 3, stride=2)
         self.b3x3dbl_1 = ConvBN(cin, c(64), 1)
         self.b3x3dbl_2 = ConvBN(c(64), c(96), 3, padding=1)
@@ -75,7 +76,7 @@ class ReductionA(nn.Module):
 class InceptionB(nn.Module):
     def __init__(self, cin: int, c7: int, w: float):
         super().__init__()
-        c = lambda n: scaled(n, w)  # noqa: E731
+        c = partial(scaled, width=w)
         c7 = c(c7)
         self.b1x1 = ConvBN(cin, c(192), 1)
         self.b7x7_1 = ConvBN(cin, c7, 1)
@@ -100,7 +101,7 @@ class InceptionB(nn.Module):
 class ReductionB(nn.Module):
     def __init__(self, cin: int, w: float):
         super().__init__()
-        c = lambda n: scaled(n, w)  # noqa: E731
+        c = partial(scaled, width=w)
         self.b3x3_1 = ConvBN(cin, c(192), 1)
         self.b3x3_2 = ConvBN(c(192), c(320), 3, stride=2)
         self.b7x7x3_1 = ConvBN(cin, c(192), 1)
@@ -118,7 +119,7 @@ class ReductionB(nn.Module):
 class InceptionC(nn.Module):
     def __init__(self, cin: int, w: float):
         super().__init__()
-        c = lambda n: scaled(n, w)  # noqa: E731
+        c = partial(scaled, width=w)
         self.b1x1 = ConvBN(cin, c(320), 1)
         self.b3x3_1 = ConvBN(cin, c(384), 1)
         self.b3x3_2a = ConvBN(c(384), c(384), (1, 3), padding=(0, 1))
@@ -145,7 +146,7 @@ class InceptionV3(nn.Module):
 
     def __init__(self, classes: int, width: float):
         super().__init__()
-        c = lambda n: scaled(n, width)  # noqa: E731
+        c = partial(scaled, width=width)
         self.stem = nn.ModuleDict(
             {
                 "conv1a": ConvBN(3, c(32), 3, stride=2),
