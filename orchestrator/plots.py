@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 _PALETTE = [
     "#4C72B0",

@@ -174,7 +174,7 @@ def _result_json(run: Any) -> dict[str, Any] | None:
         import mlflow
 
         return mlflow.artifacts.load_dict(uri.rstrip("/") + "/result.json")
-    except Exception as exc:  # noqa: BLE001 - a missing or unreadable artifact only costs the column
+    except Exception as exc:  # a missing or unreadable artifact only costs the column
         log.debug("no result.json for run %s: %s", run.info.run_id, exc)
         return None
 

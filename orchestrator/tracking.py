@@ -115,7 +115,7 @@ def task_overrides() -> list[str]:
         from hydra.core.hydra_config import HydraConfig
 
         return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
-    except Exception:  # noqa: BLE001 - no Hydra job: no overrides
+    except Exception:  # no Hydra job: no overrides
         return []
 
 
