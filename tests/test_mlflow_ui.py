@@ -144,7 +144,7 @@ def test_the_direct_writer_falls_back_to_the_client_and_never_imports_mlflow_its
     assert tracking.RunTracker(uri, "no such experiment yet").writer == "mlflow"  # created through the client
     code = (
         "import sys; from orchestrator import tracking\n"
-        f"t = tracking.RunTracker({uri!r}, 'writers', run_name='x')\n"
+        f"t = tracking.RunTracker({uri!r}, 'writers', run_name='x', direct=True)\n"
         "t.log_metrics({'m': 1.0}); t.end(ok=True)\n"
         "print(t.writer, 'mlflow' in sys.modules)\n"
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -103,15 +104,24 @@ def stage_comm(ctx: JobContext, cluster: Cluster) -> Cluster:
 
     def compute() -> dict[str, Any]:
         fit = backend.comm_benchmark(cluster, sizes, repeats)
-        return {
+        return {  # strict JSON: an unlimited bandwidth (copies that cost no time per byte) is null
             "latency_s": fit.latency_s,
-            "bytes_per_s": fit.bytes_per_s,
-            "links": [[s, d, lat, bw] for (s, d), (lat, bw) in fit.links.items()],
+            "bytes_per_s": _finite_or_none(fit.bytes_per_s),
+            "links": [[s, d, lat, _finite_or_none(bw)] for (s, d), (lat, bw) in fit.links.items()],
             "samples": [list(x) for x in fit.samples],
         }
 
     res = ctx.stage("comm", cfg, [], compute, save_json("comm.json"), load_json("comm.json"))
     fit = res.value
-    links = {(s, d): Link(float(lat), float(bw)) for s, d, lat, bw in fit["links"]}
-    log.info("communication fit: latency %.3g s, bandwidth %.3g B/s", fit["latency_s"], fit["bytes_per_s"])
-    return cluster.with_comm(float(fit["latency_s"]), float(fit["bytes_per_s"]), links)
+    links = {(s, d): Link(float(lat), _bandwidth(bw)) for s, d, lat, bw in fit["links"]}
+    log.info("communication fit: latency %.3g s, bandwidth %.3g B/s", fit["latency_s"], _bandwidth(fit["bytes_per_s"]))
+    return cluster.with_comm(float(fit["latency_s"]), _bandwidth(fit["bytes_per_s"]), links)
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def _bandwidth(x: float | None) -> float:
+    """A fitted bandwidth read back from comm.json: null means unlimited."""
+    return math.inf if x is None else float(x)
