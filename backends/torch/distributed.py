@@ -55,7 +55,8 @@ from algorithms.cluster import Cluster, oversubscription, worker_cores
 from algorithms.errors import ConfigError, InvalidGraph
 
 from ..base import RunResult, Runtime
-from .capture import Program, run_program, trace_program
+from .capture import trace_program
+from .program import Program, run_program
 from .runtime import PhysDevice, PlacedExecutor, compare_outputs
 from .worker import (
     WorkerError,

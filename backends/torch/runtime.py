@@ -52,7 +52,7 @@ import torch
 from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError, InvalidPlacement, InvalidSchedule, OutOfMemory
 
-from .capture import Program, resolve, run_program, tensors_of
+from .program import Program, resolve, run_program, tensors_of
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from algorithms.errors import LabError
 
-from .capture import Program, resolve, tensors_of
+from .program import Program, resolve, tensors_of
 from .runtime import PhysDevice, PlacedExecutor
 
 
