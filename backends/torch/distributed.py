@@ -56,8 +56,10 @@ from algorithms.errors import ConfigError, InvalidGraph
 
 from ..base import RunResult, Runtime
 from .capture import trace_program
+from .devices import PhysDevice
 from .program import Program, run_program
-from .runtime import PhysDevice, PlacedExecutor, compare_outputs
+from .reference import compare_outputs
+from .runtime import PlacedExecutor
 from .worker import (
     WorkerError,
     WorkerJob,
