@@ -29,6 +29,8 @@ Names: forward ops ``<scope>[/c<call>]/<aten>`` (operator) or ``<scope>[/c<call>
 ``<param path>`` (e.g. ``enc/l0/weight_ih``); inputs ``data/in<k>``. Duplicates get ``_<k>`` suffixes.
 
 Cost: tracing runs one real training step; building the graph is O(N + U) for N traced nodes and U uses.
+The executable form of a capture (`Program`, `run_program` and the helpers the runtimes share) is in
+`program.py`.
 """
 
 from __future__ import annotations
