@@ -13,7 +13,8 @@ from .errors import (
 )
 from .graph import OpGraph
 from .placement import CoarseMap, Placement, Schedule, check_placement, check_schedule
-from .simulator import SimResult, simulate
+from .sim_result import SimResult
+from .simulator import simulate
 
 __all__ = [
     "Cluster",

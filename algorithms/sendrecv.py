@@ -35,9 +35,10 @@ import logging
 from collections.abc import Mapping
 
 from .cluster import Cluster
+from .dispatch import DispatchPolicy
 from .graph import OpGraph
 from .placement import Placement, Schedule
-from .simulator import DispatchPolicy, simulate
+from .simulator import simulate
 
 log = logging.getLogger(__name__)
 

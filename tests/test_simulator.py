@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from algorithms import InvalidSchedule, OpGraph, simulate, uniform_cluster
 from algorithms.cluster import Cluster, Device
+from algorithms.dispatch import RankPolicy
 from algorithms.placement import topological_schedule
-from algorithms.simulator import RankPolicy, sim_result_from_dict, sim_result_to_dict
+from algorithms.sim_result import sim_result_from_dict, sim_result_to_dict
 from tests.strategies import random_clusters, random_dags
 
 

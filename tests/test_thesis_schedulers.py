@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from algorithms.cluster import Cluster, Device, Link, uniform_cluster
+from algorithms.dispatch import SimState
 from algorithms.graph import OpGraph
 from algorithms.placement import Placement, check_schedule
 from algorithms.placers.baseline import SinglePlacer
@@ -23,7 +24,7 @@ from algorithms.schedulers.thesis import (
     path_computation_time,
 )
 from algorithms.sendrecv import insert_send_recv, makespan, traffic
-from algorithms.simulator import SimState, simulate
+from algorithms.simulator import simulate
 from tests.strategies import random_clusters, random_dags
 
 SCHEDULERS = [FIFOScheduler, PCTScheduler, MSRScheduler]

@@ -17,9 +17,11 @@ from abc import abstractmethod
 
 from ..base import Scheduler
 from ..cluster import Cluster
+from ..dispatch import DispatchPolicy, FifoPolicy, SimState
 from ..graph import OpGraph
 from ..placement import Placement, Schedule
-from ..simulator import DispatchPolicy, FifoPolicy, SimResult, SimState, simulate
+from ..sim_result import SimResult
+from ..simulator import simulate
 
 log = logging.getLogger(__name__)
 

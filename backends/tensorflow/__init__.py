@@ -28,7 +28,8 @@ from backends.base import Backend, Capabilities, CommFit, RunResult
 
 from .capture import capture as _capture
 from .comm import comm_benchmark as _comm_benchmark
-from .models import _BUILDERS, TFModel, build_model
+from .families import _BUILDERS
+from .models import TFModel, build_model
 from .profiler import CALIBRATIONS
 from .profiler import profile as _profile
 from .runtime import run_placed

@@ -27,9 +27,11 @@ from algorithms.graph import OpGraph
 from ..base import Backend, Capabilities, CommFit, RunResult
 from .capture import GRANULARITIES, build_graph, trace_program
 from .comm import comm_benchmark as _comm_benchmark
+from .devices import DEVICE_CHOICES, map_devices, set_threads
 from .models import BUILDERS, TorchModel, build_model
 from .profiler import profile_graph
-from .runtime import DEVICE_CHOICES, PlacedExecutor, compare_outputs, map_devices, reference_step, set_threads
+from .reference import compare_outputs, reference_step
+from .runtime import PlacedExecutor
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ import torch
 from algorithms.cluster import Cluster
 
 from ..base import CommFit
-from .runtime import CopyEngine, PhysDevice, map_devices
+from .devices import CopyEngine, PhysDevice, map_devices
 
 log = logging.getLogger(__name__)
 

@@ -55,8 +55,11 @@ from algorithms.cluster import Cluster, oversubscription, worker_cores
 from algorithms.errors import ConfigError, InvalidGraph
 
 from ..base import RunResult, Runtime
-from .capture import Program, run_program, trace_program
-from .runtime import PhysDevice, PlacedExecutor, compare_outputs
+from .capture import trace_program
+from .devices import PhysDevice
+from .program import Program, run_program
+from .reference import compare_outputs
+from .runtime import PlacedExecutor
 from .worker import (
     WorkerError,
     WorkerJob,

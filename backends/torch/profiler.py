@@ -29,14 +29,15 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from algorithms.errors import InvalidGraph
 from algorithms.graph import OpGraph
 
-from .capture import Program, build_graph, resolve, trace_program
+from .capture import build_graph, trace_program
 from .models.common import TorchModel
+from .program import Program, resolve
 
 log = logging.getLogger(__name__)
 
 
 def _time_ops_cpu(prog: Program, flat, warmup: int, steps: int) -> dict[str, list[float]]:
-    from .capture import run_program
+    from .program import run_program
 
     times: dict[str, list[float]] = defaultdict(list)
     with logging_redirect_tqdm():

@@ -11,10 +11,8 @@ which reuses this module's `PlacedExecutor` analysis (``start_threads=False``).
 
 Devices
 -------
-`map_devices` maps the cluster's devices to physical ones: GPU-type devices go to ``cuda:i`` when there are at
-least as many GPUs, otherwise several of them share a GPU as virtual devices (one CUDA stream each; memory capped
-per virtual device by the runtime's own accounting); CPU-type devices (and GPU-type ones when no GPU exists) are
-virtual CPU devices, one worker thread each, with the intra-op threads split among them.
+`backends.torch.devices.map_devices` maps the cluster's devices to physical ones (real GPUs, GPUs shared by
+virtual devices, or virtual CPU devices, one worker thread each); see `backends/torch/devices.py`.
 
 Execution
 ---------
@@ -36,150 +34,30 @@ Correctness: the first placed step can be compared with a single-device executio
 from __future__ import annotations
 
 import logging
-import math
-import queue
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from algorithms.cluster import Cluster
-from algorithms.errors import ConfigError, InvalidPlacement, InvalidSchedule, OutOfMemory
+from algorithms.errors import InvalidSchedule, OutOfMemory
 
-from .capture import Program, resolve, run_program, tensors_of
+from .analysis import StepAnalysis
+from .devices import CopyEngine, PhysDevice, copy_value, map_tensors
+from .program import Program, resolve, tensors_of
 
 log = logging.getLogger(__name__)
-
-DEVICE_CHOICES = ("auto", "cpu", "cuda")
-
-
-@dataclass
-class PhysDevice:
-    """A cluster device bound to a physical device (and a CUDA stream when it is a GPU)."""
-
-    name: str
-    torch_device: torch.device
-    memory_limit: float = math.inf
-    shared: bool = False  # several cluster devices on this physical device
-    stream: Any = None
-    copy_stream: Any = None
-
-    @property
-    def is_cuda(self) -> bool:
-        return self.torch_device.type == "cuda"
-
-
-def map_devices(cluster: Cluster, prefer: str = "auto") -> list[PhysDevice]:
-    """Bind each cluster device to a physical device (see the module docstring). O(devices)."""
-    if prefer not in DEVICE_CHOICES:
-        raise ConfigError(f"backend.device {prefer!r} is not one of {DEVICE_CHOICES}")
-    n_cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if prefer == "cuda" and n_cuda == 0:
-        raise ConfigError("backend.device=cuda but no CUDA device is available; use device=auto or cpu")
-    use_cuda = n_cuda > 0 and prefer != "cpu"
-    gpus = [d for d in cluster.devices if d.type == "GPU" or (prefer == "cuda" and d.type != "TPU")]
-    out: list[PhysDevice] = []
-    if gpus and not use_cuda:
-        log.warning("cluster %r has GPU devices but no GPU is used here: they run as virtual CPU devices", cluster.name)
-    gpu_index = {d.name: k for k, d in enumerate(gpus)}
-    per_cuda: dict[int, int] = defaultdict(int)
-    for d in cluster.devices:
-        if use_cuda and d.name in gpu_index:
-            per_cuda[gpu_index[d.name] % n_cuda] += 1
-    for d in cluster.devices:
-        if use_cuda and d.name in gpu_index:
-            i = gpu_index[d.name] % n_cuda
-            dev = torch.device("cuda", i)
-            out.append(
-                PhysDevice(d.name, dev, d.memory_bytes, per_cuda[i] > 1, torch.cuda.Stream(dev), torch.cuda.Stream(dev))
-            )
-        else:
-            out.append(PhysDevice(d.name, torch.device("cpu"), d.memory_bytes, True))
-    return out
-
-
-def copy_value(value: Any, src: PhysDevice, dst: PhysDevice, ready: Any = None) -> tuple[Any, Any]:
-    """A real copy of `value` (a tensor or a tuple/list of them) from `src` to `dst`.
-
-    Returns (copy, cuda event that marks its completion or None). CPU to CPU: ``clone()``. With a GPU involved
-    the copy is issued on a copy stream after waiting for `ready` (the producer's event), asynchronously."""
-    if not (src.is_cuda or dst.is_cuda):
-        return _map_tensors(value, lambda t: t.clone()), None
-    stream = dst.copy_stream if dst.is_cuda else src.copy_stream
-    with torch.cuda.stream(stream):
-        if ready is not None:
-            stream.wait_event(ready)
-
-        def move(t: torch.Tensor) -> torch.Tensor:
-            if t.device == dst.torch_device:
-                c = t.clone()
-            else:
-                c = t.to(dst.torch_device, non_blocking=dst.is_cuda)
-            if t.is_cuda:
-                t.record_stream(stream)
-            return c
-
-        out = _map_tensors(value, move)
-        ev = torch.cuda.Event()
-        ev.record(stream)
-    if not dst.is_cuda:
-        ev.synchronize()
-        return out, None
-    return out, ev
-
-
-def _map_tensors(v: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    if isinstance(v, torch.Tensor):
-        return fn(v)
-    if isinstance(v, (list, tuple)):
-        t = [_map_tensors(x, fn) for x in v]
-        return t if isinstance(v, list) else tuple(t)
-    return v
-
-
-class CopyEngine:
-    """One destination device's transfer queue: a thread that performs copies first-in first-out."""
-
-    def __init__(self, dst: PhysDevice):
-        self.dst = dst
-        self.q: queue.Queue = queue.Queue()
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._loop, name=f"copy-{dst.name}", daemon=True)
-        self.thread.start()
-
-    def submit(self, value: Any, src: PhysDevice, ready: Any, done: Callable[[Any, Any], None]) -> None:
-        self.q.put((value, src, ready, done))
-
-    def _loop(self) -> None:
-        while True:
-            job = self.q.get()
-            if job is None:
-                return
-            value, src, ready, done = job
-            try:
-                out, ev = copy_value(value, src, self.dst, ready)
-                done(out, ev)
-            except BaseException as exc:  # reported to the step by `done` never being called
-                self.error = exc
-                log.exception("copy to %s failed", self.dst.name)
-                done(None, exc)
-
-    def close(self) -> None:
-        self.q.put(None)
-        self.thread.join(timeout=10)
 
 
 class _Abort(Exception):
     pass
 
 
-class PlacedExecutor:
+class PlacedExecutor(StepAnalysis):
     """A captured program bound to a placement, a schedule and physical devices; `step()` runs one step.
 
     Setup is O(N + U) for N traced nodes and U uses; a step costs the ops plus O(N) Python work.
@@ -197,100 +75,8 @@ class PlacedExecutor:
         *,
         start_threads: bool = True,
     ):
-        self.prog = prog
-        self.devices = list(devices)
-        self.pos = {d.name: i for i, d in enumerate(self.devices)}
-        for op in prog.op_nodes:
-            if op not in placement:
-                raise InvalidPlacement(f"op {op!r} is not placed")
-            if placement[op] not in self.pos:
-                raise InvalidPlacement(
-                    f"op {op!r} is placed on unknown device {placement[op]!r}; devices: {list(self.pos)}"
-                )
-        self.order: list[list[str]] = [[] for _ in self.devices]
-        seen: set[str] = set()
-        for dev, ops in schedule.items():
-            if dev not in self.pos:
-                raise InvalidSchedule(f"schedule names unknown device {dev!r}; devices: {list(self.pos)}")
-            for op in ops:
-                if op not in prog.op_nodes:
-                    raise InvalidSchedule(f"schedule of {dev!r} names op {op!r}, which the graph lacks")
-                if op in seen:
-                    raise InvalidSchedule(f"op {op!r} is scheduled twice")
-                if placement[op] != dev:
-                    raise InvalidSchedule(f"op {op!r} is scheduled on {dev!r} but placed on {placement[op]!r}")
-                seen.add(op)
-                self.order[self.pos[dev]].append(op)
-        missing = [op for op in prog.op_nodes if op not in seen]
-        if missing:
-            raise InvalidSchedule(
-                f"op {missing[0]!r} is missing from the schedule of device "
-                f"{placement[missing[0]]!r} ({len(missing)} ops missing)"
-            )
-        self.node_dev: dict[int, int] = {nid: self.pos[placement[op]] for nid, op in prog.op_of.items()}
-        self._check_deadlock(placement)
-        nodes = prog.nodes
-        P = prog.n_params
-        # What a training step hands to the next one: the loss, new parameters and new optimizer state.  The
-        # gradients are also program outputs (for the correctness check) but are freed after their last use,
-        # as a training step frees them; `step(retain_grads=True)` keeps them, outside the accounting.
-        self.grad_nids = set(prog.outputs[1 : 1 + P])
-        keep = set(prog.outputs) - self.grad_nids
-        # In-place updates: a parameter (or state) and its new value on the same device share one storage in
-        # a real optimizer step (p.sub_(lr * g)); the captured program is functional, so the old value is
-        # released once its new value exists and its last local reader has run (it stays in memory otherwise).
-        ph_of_index = {r.index: r.nid for r in nodes if r.kind == "placeholder"}
-        self.replaces: dict[int, int] = {}  # new-value nid -> placeholder nid it replaces
-        for k in range(P + P * prog.n_state):
-            out_nid, ph_nid = prog.outputs[1 + P + k], ph_of_index[k]
-            if nodes[out_nid].kind == "call" and self.node_dev[out_nid] == self.node_dev[ph_nid]:
-                self.replaces[out_nid] = ph_nid
-        self.replaced_ph = set(self.replaces.values())
-        # remote destinations of every value, and when each device drops what it holds
-        self.sends: dict[int, list[int]] = defaultdict(list)
-        self.frees: list[dict[int, list[int]]] = [defaultdict(list) for _ in self.devices]
-        self.drop_now: set[int] = set()
-        local_use: set[tuple[int, int]] = set()
-        self.local_read: set[int] = set()  # placeholders read by an op on their own device
-        for d, ops in enumerate(self.order):
-            last: dict[int, int] = {}
-            for op in ops:
-                for nid in prog.op_nodes[op]:
-                    r = nodes[nid]
-                    if r.kind != "call":
-                        continue
-                    for i in r.inputs:
-                        if nodes[i].kind == "const":
-                            continue
-                        last[i] = nid
-                        if self.node_dev[i] != d and d not in self.sends[i]:
-                            self.sends[i].append(d)
-                        if self.node_dev[i] == d:
-                            local_use.add((i, d))
-            for i, nid in last.items():
-                if i not in keep or self.node_dev[i] != d:
-                    self.frees[d][nid].append(i)
-            for i in last:
-                if nodes[i].kind == "placeholder" and self.node_dev[i] == d:
-                    self.local_read.add(i)
-        for r in nodes:
-            if r.kind == "call" and r.nid not in keep and (r.nid, self.node_dev[r.nid]) not in local_use:
-                self.drop_now.add(r.nid)
-        self.placeholder_dev = {r.nid: self.node_dev[r.nid] for r in nodes if r.kind == "placeholder"}
-        self.consts = [{nid: c.to(d.torch_device) for nid, c in prog.consts.items()} for d in self.devices]
-        # factory ops were traced with the trace device baked into their `device` argument: retarget them
-        self.kwargs: list[dict[int, dict]] = [dict() for _ in self.devices]
-        for r in nodes:
-            if r.kind == "call" and isinstance(r.kwargs, dict) and isinstance(r.kwargs.get("device"), torch.device):
-                d = self.node_dev[r.nid]
-                self.kwargs[d][r.nid] = {**r.kwargs, "device": self.devices[d].torch_device}
-        # persistent values (parameters, optimizer state, inputs) on their devices
-        flat = [*params, *states, *batch]
-        self.store: dict[int, torch.Tensor] = {}
-        for r in nodes:
-            if r.kind == "placeholder":
-                self.store[r.nid] = flat[r.index].detach().to(self.devices[self.node_dev[r.nid]].torch_device)
-        # `start_threads=False`: only the analysis above (the process-per-device runtime reuses it)
+        super().__init__(prog, placement, schedule, devices, params, states, batch)
+        # `start_threads=False`: only the analysis of `StepAnalysis` (the process-per-device runtime reuses it)
         self.engines = [CopyEngine(d) for d in self.devices] if start_threads else []
         self.pool = (
             ThreadPoolExecutor(max_workers=len(self.devices), thread_name_prefix="worker") if start_threads else None
@@ -307,36 +93,6 @@ class PlacedExecutor:
         self.memory_trace: list[tuple[float, str, float, str]] | None = None
         self.last_op_times: dict[str, float] = {}
         self.last_wait: dict[str, float] = {}
-
-    # ------------------------------------------------------------------ checks
-    def _check_deadlock(self, placement: Mapping[str, str]) -> None:
-        """Replay the per-device orders over op dependencies; raise InvalidSchedule if some device is stuck."""
-        prog = self.prog
-        preds: dict[str, set[str]] = {op: set() for op in prog.op_nodes}
-        for op, nids in prog.op_nodes.items():
-            for nid in nids:
-                for i in prog.nodes[nid].inputs:
-                    src = prog.op_of.get(i)
-                    if src is not None and src != op:
-                        preds[op].add(src)
-        done: set[str] = set()
-        ptr = [0] * len(self.order)
-        progress = True
-        while progress:
-            progress = False
-            for d, ops in enumerate(self.order):
-                while ptr[d] < len(ops) and preds[ops[ptr[d]]] <= done:
-                    done.add(ops[ptr[d]])
-                    ptr[d] += 1
-                    progress = True
-        if len(done) < len(prog.op_nodes):
-            stuck = [
-                (self.devices[d].name, ops[ptr[d]], sorted(preds[ops[ptr[d]]] - done)[:3])
-                for d, ops in enumerate(self.order)
-                if ptr[d] < len(ops)
-            ]
-            desc = "; ".join(f"device {dv!r} waits at op {op!r} for {w}" for dv, op, w in stuck)
-            raise InvalidSchedule(f"schedule deadlocks: {desc}")
 
     # ------------------------------------------------------------------ one step
     def step(self, retain_grads: bool = False) -> tuple[float, list[Any]]:
@@ -644,7 +400,7 @@ class PlacedExecutor:
                 raise InvalidSchedule(
                     f"the plan copies the value of op {prog.op_of[i]!r} to {devs[dst].name!r} before it exists"
                 )
-            envs[dst][i] = _map_tensors(v, lambda t: t.clone())
+            envs[dst][i] = map_tensors(v, lambda t: t.clone())
             self._copied.setdefault(i, set()).add(dst)
             nb = prog.nodes[i].nbytes
             traffic += nb
@@ -748,52 +504,3 @@ class PlacedExecutor:
             e.close()
         if self.pool is not None:
             self.pool.shutdown(wait=True)
-
-
-def set_threads(n_cpu_workers: int, threads: int | None) -> tuple[int, int]:
-    """Set the intra-op threads of each CPU worker: `threads` when given, else PyTorch's current count split
-    among the workers. Returns (previous, per-worker) thread counts."""
-    prev = torch.get_num_threads()
-    per = int(threads) if threads else max(1, prev // max(1, n_cpu_workers))
-    torch.set_num_threads(per)
-    return prev, per
-
-
-def compare_outputs(
-    a: Sequence[Any], b: Sequence[Any], prog: Program, rtol: float = 1e-4, atol: float = 1e-6
-) -> dict[str, Any]:
-    """Loss and gradient agreement between two flat output lists (e.g. placed vs single device)."""
-    sa, sb = prog.split_outputs(a), prog.split_outputs(b)
-    loss_a, loss_b = float(sa["loss"]), float(sb["loss"])
-    worst, worst_name, ok = 0.0, None, math.isclose(loss_a, loss_b, rel_tol=rtol, abs_tol=atol)
-    for name, ga, gb in zip(prog.param_names, sa["grads"], sb["grads"]):
-        ga, gb = ga.detach().cpu(), gb.detach().cpu()
-        diff = float((ga - gb).abs().max()) if ga.numel() else 0.0
-        if diff > worst:
-            worst, worst_name = diff, name
-        if not torch.allclose(ga, gb, rtol=rtol, atol=atol):
-            ok = False
-    return {
-        "correct": ok,
-        "loss": loss_a,
-        "reference_loss": loss_b,
-        "max_grad_abs_diff": worst,
-        "worst_param": worst_name,
-    }
-
-
-def reference_step(prog: Program, flat: Sequence[torch.Tensor]) -> list[Any]:
-    """The same step on one device, op by op in capture order (the single-device reference)."""
-    return run_program(prog, flat)
-
-
-__all__ = [
-    "PhysDevice",
-    "map_devices",
-    "copy_value",
-    "CopyEngine",
-    "PlacedExecutor",
-    "set_threads",
-    "compare_outputs",
-    "reference_step",
-]

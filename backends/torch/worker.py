@@ -20,8 +20,9 @@ import torch.distributed as dist
 
 from algorithms.errors import LabError
 
-from .capture import Program, resolve, tensors_of
-from .runtime import PhysDevice, PlacedExecutor
+from .devices import PhysDevice
+from .program import Program, resolve, tensors_of
+from .runtime import PlacedExecutor
 
 
 class WorkerError(LabError):

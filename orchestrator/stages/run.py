@@ -11,7 +11,7 @@ from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 from algorithms.placement import Schedule
-from algorithms.simulator import SimResult
+from algorithms.sim_result import SimResult
 from backends.base import Runtime
 
 from ..context import JobContext

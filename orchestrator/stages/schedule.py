@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 
 from algorithms.cluster import Cluster
+from algorithms.dispatch import RankPolicy
 from algorithms.errors import InvalidSchedule
 from algorithms.graph import OpGraph
 from algorithms.placement import CoarseMap, Placement, Schedule, check_schedule
-from algorithms.simulator import RankPolicy, simulate
+from algorithms.simulator import simulate
 
 from ..context import JobContext, load_json, save_json
 from ..registry import instantiate, plain

@@ -10,7 +10,8 @@ from pathlib import Path
 from algorithms.cluster import Cluster
 from algorithms.graph import OpGraph, atomic_write_json
 from algorithms.placement import Schedule
-from algorithms.simulator import SimResult, sim_result_from_dict, sim_result_to_dict, simulate
+from algorithms.sim_result import SimResult, sim_result_from_dict, sim_result_to_dict
+from algorithms.simulator import simulate
 
 from ..context import JobContext
 

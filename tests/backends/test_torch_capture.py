@@ -9,8 +9,9 @@ import torch
 
 from algorithms.graph import OpGraph
 from backends.torch import TorchBackend
-from backends.torch.capture import run_program, trace_program
+from backends.torch.capture import trace_program
 from backends.torch.config import load_model_cfg
+from backends.torch.program import run_program
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("torch_one_thread")]
 

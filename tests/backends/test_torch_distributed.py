@@ -17,7 +17,7 @@ from algorithms.cluster import Cluster, Device, uniform_cluster
 from algorithms.errors import InvalidPlacement
 from algorithms.placement import topological_schedule
 from backends.torch import TorchBackend
-from backends.torch.capture import run_program, trace_program
+from backends.torch.capture import trace_program
 from backends.torch.comm import fit_linear_relative
 from backends.torch.config import load_model_cfg
 from backends.torch.distributed import (
@@ -27,6 +27,7 @@ from backends.torch.distributed import (
     iqr,
     value_spec,
 )
+from backends.torch.program import run_program
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("torch_one_thread")]
 

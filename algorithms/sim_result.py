@@ -1,0 +1,138 @@
+"""What one simulated training step did: `SimResult` (per-op times, device memory, transfers, the order run, an
+out-of-memory event if any), its per-op timeline, and its JSON-ready form for caches and artifacts.
+
+Produced by `algorithms.simulator.simulate`; see there for the model behind the figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .placement import Schedule
+
+
+@dataclass
+class OOMEvent:
+    op: str
+    device: str
+    time_s: float
+    used_bytes: float
+    limit_bytes: float
+
+    def message(self) -> str:
+        return (
+            f"out of memory on device {self.device!r} at t={self.time_s:.6g}s while allocating for op "
+            f"{self.op!r}: {self.used_bytes:.6g} bytes needed, limit {self.limit_bytes:.6g}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "device": self.device,
+            "time_s": self.time_s,
+            "used_bytes": self.used_bytes,
+            "limit_bytes": self.limit_bytes,
+        }
+
+
+@dataclass
+class SimResult:
+    """What one simulated training step did."""
+
+    names: list[str]
+    devices: list[str]
+    start: list[float]
+    end: list[float]
+    device_of: list[int]
+    order: Schedule
+    makespan: float
+    busy_s: dict[str, float]
+    peak_memory: dict[str, float]
+    memory_limit: dict[str, float]
+    memory_timeline: dict[str, list[tuple[float, float]]]
+    traffic_bytes: float
+    cut_edge_bytes: float
+    transfers: list[tuple[str, str, str, float, float, float]]
+    oom: OOMEvent | None = None
+    decisions: list[tuple[float, str, int]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.oom is None
+
+    def timeline(
+        self, coarse_map: Mapping[str, list[str]] | None = None, weights: Mapping[str, float] | None = None
+    ) -> list[dict[str, Any]]:
+        """Per-op [start, end] records. With a coarse map, each coarse op's span is shared out among its
+        original members one after another, in proportion to `weights` (e.g. their compute times; equal
+        shares where all weights are zero)."""
+        out = []
+        for i, name in enumerate(self.names):
+            dev = self.devices[self.device_of[i]]
+            s, e = self.start[i], self.end[i]
+            if coarse_map is None:
+                out.append({"op": name, "device": dev, "start_s": s, "end_s": e})
+                continue
+            members = coarse_map[name]
+            ws = [float(weights.get(m, 0.0)) if weights else 0.0 for m in members]
+            tot = sum(ws)
+            if tot <= 0:
+                ws, tot = [1.0] * len(members), float(len(members))
+            t = s
+            for m, w in zip(members, ws):
+                nxt = t + (e - s) * w / tot
+                out.append({"op": m, "device": dev, "start_s": t, "end_s": nxt})
+                t = nxt
+        out.sort(key=lambda r: (r["start_s"], r["device"]))
+        return out
+
+    def utilization(self) -> dict[str, float]:
+        if self.makespan <= 0:
+            return {d: 0.0 for d in self.devices}
+        return {d: self.busy_s[d] / self.makespan for d in self.devices}
+
+
+def sim_result_to_dict(r: SimResult) -> dict[str, Any]:
+    """JSON-ready form of a SimResult (for caches and artifacts)."""
+    return {
+        "names": r.names,
+        "devices": r.devices,
+        "start": r.start,
+        "end": r.end,
+        "device_of": r.device_of,
+        "order": r.order,
+        "makespan": r.makespan,
+        "busy_s": r.busy_s,
+        "peak_memory": r.peak_memory,
+        "memory_limit": {k: (None if math.isinf(v) else v) for k, v in r.memory_limit.items()},
+        "memory_timeline": {d: [list(p) for p in v] for d, v in r.memory_timeline.items()},
+        "traffic_bytes": r.traffic_bytes,
+        "cut_edge_bytes": r.cut_edge_bytes,
+        "transfers": [list(t) for t in r.transfers],
+        "oom": r.oom.to_dict() if r.oom else None,
+        "decisions": [list(d) for d in r.decisions],
+    }
+
+
+def sim_result_from_dict(d: Mapping[str, Any]) -> SimResult:
+    return SimResult(
+        names=list(d["names"]),
+        devices=list(d["devices"]),
+        start=list(d["start"]),
+        end=list(d["end"]),
+        device_of=list(d["device_of"]),
+        order={k: list(v) for k, v in d["order"].items()},
+        makespan=d["makespan"],
+        busy_s=dict(d["busy_s"]),
+        peak_memory=dict(d["peak_memory"]),
+        memory_limit={k: (math.inf if v is None else v) for k, v in d["memory_limit"].items()},
+        memory_timeline={k: [tuple(p) for p in v] for k, v in d["memory_timeline"].items()},
+        traffic_bytes=d["traffic_bytes"],
+        cut_edge_bytes=d["cut_edge_bytes"],
+        transfers=[tuple(t) for t in d["transfers"]],
+        oom=OOMEvent(**d["oom"]) if d["oom"] else None,
+        decisions=[tuple(x) for x in d["decisions"]],
+    )

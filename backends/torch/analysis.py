@@ -1,0 +1,162 @@
+"""What a placed, scheduled step does where, before anything runs: `StepAnalysis` checks the placement and
+the per-device orders (every op once, on its device; no deadlock, by a static replay over the op
+dependencies, O(V + E)), then works out which values each device sends to which others, when each device
+drops what it holds (after the last local use; parameters and optimizer state are replaced in place by their
+new values), which factory ops to retarget to their device, and moves the persistent values (parameters,
+optimizer state, inputs) to their devices.
+
+Both torch runtimes use it: the thread runtime (`backends.torch.runtime.PlacedExecutor` extends it) and the
+process-per-device runtime's workers (`backends.torch.worker`, through ``PlacedExecutor(start_threads=False)``).
+Setup is O(N + U) for N traced nodes and U uses.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from algorithms.errors import InvalidPlacement, InvalidSchedule
+
+from .devices import PhysDevice
+from .program import Program
+
+
+class StepAnalysis:
+    """A captured program bound to a placement, a schedule and physical devices: the checks and the per-device
+    bookkeeping of one step (see the module docstring). O(N + U)."""
+
+    def __init__(
+        self,
+        prog: Program,
+        placement: Mapping[str, str],
+        schedule: Mapping[str, Sequence[str]],
+        devices: Sequence[PhysDevice],
+        params: Sequence[torch.Tensor],
+        states: Sequence[torch.Tensor],
+        batch: Sequence[torch.Tensor],
+    ):
+        self.prog = prog
+        self.devices = list(devices)
+        self.pos = {d.name: i for i, d in enumerate(self.devices)}
+        for op in prog.op_nodes:
+            if op not in placement:
+                raise InvalidPlacement(f"op {op!r} is not placed")
+            if placement[op] not in self.pos:
+                raise InvalidPlacement(
+                    f"op {op!r} is placed on unknown device {placement[op]!r}; devices: {list(self.pos)}"
+                )
+        self.order: list[list[str]] = [[] for _ in self.devices]
+        seen: set[str] = set()
+        for dev, ops in schedule.items():
+            if dev not in self.pos:
+                raise InvalidSchedule(f"schedule names unknown device {dev!r}; devices: {list(self.pos)}")
+            for op in ops:
+                if op not in prog.op_nodes:
+                    raise InvalidSchedule(f"schedule of {dev!r} names op {op!r}, which the graph lacks")
+                if op in seen:
+                    raise InvalidSchedule(f"op {op!r} is scheduled twice")
+                if placement[op] != dev:
+                    raise InvalidSchedule(f"op {op!r} is scheduled on {dev!r} but placed on {placement[op]!r}")
+                seen.add(op)
+                self.order[self.pos[dev]].append(op)
+        missing = [op for op in prog.op_nodes if op not in seen]
+        if missing:
+            raise InvalidSchedule(
+                f"op {missing[0]!r} is missing from the schedule of device "
+                f"{placement[missing[0]]!r} ({len(missing)} ops missing)"
+            )
+        self.node_dev: dict[int, int] = {nid: self.pos[placement[op]] for nid, op in prog.op_of.items()}
+        self._check_deadlock(placement)
+        nodes = prog.nodes
+        P = prog.n_params
+        # What a training step hands to the next one: the loss, new parameters and new optimizer state.  The
+        # gradients are also program outputs (for the correctness check) but are freed after their last use,
+        # as a training step frees them; `step(retain_grads=True)` keeps them, outside the accounting.
+        self.grad_nids = set(prog.outputs[1 : 1 + P])
+        keep = set(prog.outputs) - self.grad_nids
+        # In-place updates: a parameter (or state) and its new value on the same device share one storage in
+        # a real optimizer step (p.sub_(lr * g)); the captured program is functional, so the old value is
+        # released once its new value exists and its last local reader has run (it stays in memory otherwise).
+        ph_of_index = {r.index: r.nid for r in nodes if r.kind == "placeholder"}
+        self.replaces: dict[int, int] = {}  # new-value nid -> placeholder nid it replaces
+        for k in range(P + P * prog.n_state):
+            out_nid, ph_nid = prog.outputs[1 + P + k], ph_of_index[k]
+            if nodes[out_nid].kind == "call" and self.node_dev[out_nid] == self.node_dev[ph_nid]:
+                self.replaces[out_nid] = ph_nid
+        self.replaced_ph = set(self.replaces.values())
+        # remote destinations of every value, and when each device drops what it holds
+        self.sends: dict[int, list[int]] = defaultdict(list)
+        self.frees: list[dict[int, list[int]]] = [defaultdict(list) for _ in self.devices]
+        self.drop_now: set[int] = set()
+        local_use: set[tuple[int, int]] = set()
+        self.local_read: set[int] = set()  # placeholders read by an op on their own device
+        for d, ops in enumerate(self.order):
+            last: dict[int, int] = {}
+            for op in ops:
+                for nid in prog.op_nodes[op]:
+                    r = nodes[nid]
+                    if r.kind != "call":
+                        continue
+                    for i in r.inputs:
+                        if nodes[i].kind == "const":
+                            continue
+                        last[i] = nid
+                        if self.node_dev[i] != d and d not in self.sends[i]:
+                            self.sends[i].append(d)
+                        if self.node_dev[i] == d:
+                            local_use.add((i, d))
+            for i, nid in last.items():
+                if i not in keep or self.node_dev[i] != d:
+                    self.frees[d][nid].append(i)
+            for i in last:
+                if nodes[i].kind == "placeholder" and self.node_dev[i] == d:
+                    self.local_read.add(i)
+        for r in nodes:
+            if r.kind == "call" and r.nid not in keep and (r.nid, self.node_dev[r.nid]) not in local_use:
+                self.drop_now.add(r.nid)
+        self.placeholder_dev = {r.nid: self.node_dev[r.nid] for r in nodes if r.kind == "placeholder"}
+        self.consts = [{nid: c.to(d.torch_device) for nid, c in prog.consts.items()} for d in self.devices]
+        # factory ops were traced with the trace device baked into their `device` argument: retarget them
+        self.kwargs: list[dict[int, dict]] = [dict() for _ in self.devices]
+        for r in nodes:
+            if r.kind == "call" and isinstance(r.kwargs, dict) and isinstance(r.kwargs.get("device"), torch.device):
+                d = self.node_dev[r.nid]
+                self.kwargs[d][r.nid] = {**r.kwargs, "device": self.devices[d].torch_device}
+        # persistent values (parameters, optimizer state, inputs) on their devices
+        flat = [*params, *states, *batch]
+        self.store: dict[int, torch.Tensor] = {}
+        for r in nodes:
+            if r.kind == "placeholder":
+                self.store[r.nid] = flat[r.index].detach().to(self.devices[self.node_dev[r.nid]].torch_device)
+
+    # ------------------------------------------------------------------ checks
+    def _check_deadlock(self, placement: Mapping[str, str]) -> None:
+        """Replay the per-device orders over op dependencies; raise InvalidSchedule if some device is stuck."""
+        prog = self.prog
+        preds: dict[str, set[str]] = {op: set() for op in prog.op_nodes}
+        for op, nids in prog.op_nodes.items():
+            for nid in nids:
+                for i in prog.nodes[nid].inputs:
+                    src = prog.op_of.get(i)
+                    if src is not None and src != op:
+                        preds[op].add(src)
+        done: set[str] = set()
+        ptr = [0] * len(self.order)
+        progress = True
+        while progress:
+            progress = False
+            for d, ops in enumerate(self.order):
+                while ptr[d] < len(ops) and preds[ops[ptr[d]]] <= done:
+                    done.add(ops[ptr[d]])
+                    ptr[d] += 1
+                    progress = True
+        if len(done) < len(prog.op_nodes):
+            stuck = [
+                (self.devices[d].name, ops[ptr[d]], sorted(preds[ops[ptr[d]]] - done)[:3])
+                for d, ops in enumerate(self.order)
+                if ptr[d] < len(ops)
+            ]
+            desc = "; ".join(f"device {dv!r} waits at op {op!r} for {w}" for dv, op, w in stuck)
+            raise InvalidSchedule(f"schedule deadlocks: {desc}")
