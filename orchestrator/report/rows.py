@@ -16,13 +16,10 @@ KEY = ("model", "cluster", "optimizer", "placer", "scheduler", "pipeline")
 #: A param is ignored when its dotted name starts with one of IGNORED_PREFIXES, equals one of IGNORED_NAMES, or
 #: its last component is one of IGNORED_LEAVES or ends with one of IGNORED_SUFFIXES (`output_dir`, `tracking_uri`).
 IGNORED_PREFIXES = ("tracking.", "cache.", "hydra.")
-
 IGNORED_NAMES = frozenset({"experiment_name", "experiment"})
-
 IGNORED_LEAVES = frozenset(
     {"dir", "outdir", "logdir", "run_name", "run_id", "timestamp", "time_stamp", "date", "now", "cwd"}
 )
-
 IGNORED_SUFFIXES = ("_dir", "_uri")
 
 #: Column names of the report that a varying param's short name must not take.
