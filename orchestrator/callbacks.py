@@ -115,7 +115,7 @@ class MlflowSweepCallback(Callback):
             client.set_tag(self.parent_id, "failed_jobs", ",".join(j["job"] for j in failed) or "none")
             client.set_tag(self.parent_id, "n_jobs", str(len(jobs)))
             try:  # the comparison on the parent run: report, chart, best placer and its speed-up
-                from .report import summarize_sweep
+                from .report.sweep import summarize_sweep
 
                 summarize_sweep(self.uri, self.parent_id)
             except Exception as exc:  # the summary is a convenience; the sweep's own outcome stands

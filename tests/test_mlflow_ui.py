@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import tracking
+from orchestrator import run_naming, run_writers, runs_view, tracking
 from orchestrator.mlflow_store import prepare_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,7 +55,7 @@ CHOICES = {
 
 def test_short_params_are_the_choices_and_the_overridden_keys_and_the_name_reads_at_a_glance():
     overrides = ["placer=m_sct", "cluster.need_fraction=0.3", "+optimizer.passes.1.bound=0.4", "cache.dir=/x"]
-    params = tracking.short_params(_config(need_fraction=0.3), CHOICES, overrides)
+    params = run_naming.short_params(_config(need_fraction=0.3), CHOICES, overrides)
     assert params == {
         "placer": "m_sct",
         "model": "gnmt",
@@ -72,14 +72,16 @@ def test_short_params_are_the_choices_and_the_overridden_keys_and_the_name_reads
         "need_fraction": "0.3",
         "optimizer.passes.1.bound": "0.4",
     }
-    assert tracking.run_name(CHOICES, params, overrides) == "m_sct · gnmt · cpu4 · need_fraction=0.3 · bound=0.4"
-    assert tracking.run_name(CHOICES, params) == "m_sct · gnmt · cpu4"
+    assert run_naming.run_name(CHOICES, params, overrides) == "m_sct · gnmt · cpu4 · need_fraction=0.3 · bound=0.4"
+    assert run_naming.run_name(CHOICES, params) == "m_sct · gnmt · cpu4"
     pipe = {"model": "none", "cluster": "cpu4", "pipeline": "tessel"}
-    assert tracking.run_name(pipe, {}) == "tessel · none · cpu4"
+    assert run_naming.run_name(pipe, {}) == "tessel · none · cpu4"
     # a sweep value of a key no choice covers becomes a param; output folders never do
-    p2 = tracking.short_params(_config(), CHOICES, ["hydra.run.dir=/o", "tracking.uri=sqlite:///y", "thesis_graph=g2"])
+    p2 = run_naming.short_params(
+        _config(), CHOICES, ["hydra.run.dir=/o", "tracking.uri=sqlite:///y", "thesis_graph=g2"]
+    )
     assert p2["thesis_graph"] == "g2" and "hydra.run.dir" not in p2 and "need_fraction" not in p2
-    assert tracking.runs_page_url("7") == "http://127.0.0.1:5000/#/experiments/7/runs"
+    assert runs_view.runs_page_url("7") == "http://127.0.0.1:5000/#/experiments/7/runs"
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +90,7 @@ def store(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("store")
     uri = f"sqlite:///{folder / 'mlflow.db'}"
-    tracking.set_runs_view(MlflowClient(tracking_uri=uri), prepare_store(uri, "writers"))  # the lab's view
+    runs_view.set_runs_view(MlflowClient(tracking_uri=uri), prepare_store(uri, "writers"))  # the lab's view
     return uri, MlflowClient(tracking_uri=uri), folder
 
 
@@ -112,7 +114,7 @@ def test_the_direct_sqlite_writer_and_mlflow_client_write_the_same_run(store, tm
     uri, client, folder = store
     rev = {r[0] for r in sqlite3.connect(folder / "mlflow.db").execute("SELECT version_num FROM alembic_version")}
     # a new MLflow schema revision: check _DirectSqlite against it, then add it to DIRECT_SCHEMAS
-    assert rev <= tracking.DIRECT_SCHEMAS, rev
+    assert rev <= run_writers.DIRECT_SCHEMAS, rev
     parent = client.create_run(client.get_experiment_by_name("writers").experiment_id).info.run_id
     via_client = _log(uri, tmp_path, direct=False, parent=parent)
     direct = _log(uri, tmp_path, direct=True, parent=parent, ok=False)
@@ -135,7 +137,7 @@ def test_the_direct_sqlite_writer_and_mlflow_client_write_the_same_run(store, tm
     assert client.get_metric_history(direct.run_id, "predicted_step_s")[0].value == 0.25
     found = client.search_runs([a.info.experiment_id], f"tags.mlflow.parentRunId = '{parent}'")
     assert {r.info.run_id for r in found} == {via_client.run_id, direct.run_id}
-    view = client.get_experiment(a.info.experiment_id).tags[tracking.VIEW_TAG_PREFIX + tracking.VIEW_KEY]
+    view = client.get_experiment(a.info.experiment_id).tags[runs_view.VIEW_TAG_PREFIX + runs_view.VIEW_KEY]
     assert "params.`placer`" in json.loads(view)["selectedColumns"]
 
 
@@ -210,7 +212,7 @@ def test_mlflow_ui_expands_selects_and_compares_the_runs_of_a_sweep(lab, tmp_pat
                 if time.time() > deadline or server.poll() is not None:
                     pytest.fail("mlflow server did not start")
                 time.sleep(2)
-        url = tracking.runs_page_url(exp_id, f"http://127.0.0.1:{port}", share_key=tracking.VIEW_KEY)
+        url = runs_view.runs_page_url(exp_id, f"http://127.0.0.1:{port}", share_key=runs_view.VIEW_KEY)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
             try:

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from orchestrator import report
-from orchestrator.tracking import flatten
+from orchestrator.run_naming import flatten
 
 DEVS = ("cpu0", "cpu1", "cpu2", "cpu3")
 _clock = itertools.count(1_700_000_000_000, 1000)  # start times (ms): later runs are newer
