@@ -11,11 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from algorithms.cluster import Cluster, Device, uniform_cluster
-from algorithms.errors import InfeasiblePlacement
+from algorithms.errors import ConfigError, InfeasiblePlacement
 from algorithms.graph import OpGraph
 from algorithms.passes.celeritas import CelerFusion
 from algorithms.placement import check_placement, check_schedule
 from algorithms.placers.celeritas import CeleritasPlacer, OrderPlacePlacer
+from algorithms.placers.celeritas.timeline import Timeline
 from algorithms.simulator import simulate
 from algorithms.workloads.synthetic import level_dag
 from tests.strategies import random_clusters, random_dags
@@ -76,9 +77,77 @@ def test_simulator_never_slower_than_the_adjusting_plan_with_parallel_transfers(
     starts later than planned: the counterexample above is the algorithm's, not a simulator artefact.
     (Sequential transfers add queueing the EST model ignores; colocation overrides run members elsewhere
     than planned; both are left out here on purpose.)"""
-    p = CeleritasPlacer(R=R, check_memory=False).place(g, cl)
+    p = CeleritasPlacer(R=R, check_memory=False, plan="coarse").place(g, cl)
     res = simulate(g, cl, p, schedule=p.order)
     assert res.makespan <= p.info["planned_makespan_s"] + 1e-9
+
+
+@pytest.mark.slow
+@settings(max_examples=40, **SETTINGS)
+@given(
+    random_dags(max_ops=30, training=True, colocation=True),
+    random_clusters(max_devices=4, mode="parallel", hetero=True),
+    st.integers(1, 8),
+    st.sampled_from(["start", "finish"]),
+)
+def test_op_level_plan_is_the_simulators_makespan_with_parallel_transfers(g, cl, R, compare):
+    """plan="ops" (the default) plans on the simulator's model (`timeline`): with parallel transfers the
+    replay of the placement in its per-device order gives back the planned makespan exactly, colocation groups
+    pinned away from their coarse node and devices of different speeds included (issue 17, item 7)."""
+    p = CeleritasPlacer(R=R, check_memory=False, compare=compare).place(g, cl)
+    assert p.info["plan"] == "ops" and p.info["congestion"] == 0
+    res = simulate(g, cl, p, schedule=p.order)
+    assert res.makespan == pytest.approx(p.info["planned_makespan_s"], rel=1e-9, abs=1e-12)
+
+
+def _fan_out() -> tuple[OpGraph, Cluster]:
+    g = OpGraph("fan-out")
+    for name, w in [("a", 1.0), ("b", 1.0), ("c", 1.0)]:
+        g.add_op(name, compute_s=w, output_bytes=4)
+    g.add_edge("a", "b", bytes=4)
+    g.add_edge("a", "c", bytes=4)
+    cl = Cluster([Device("d0"), Device("d1"), Device("d2")], latency_s=0.0, bytes_per_s=1.0, mode="sequential")
+    return g, cl
+
+
+@pytest.mark.parametrize("congestion", [True, False])
+def test_congestion_queues_simultaneous_sends_of_one_device(congestion):
+    """Celeritas 6.1: a transfer is a task on the sending and the receiving device, so a's two sends (4 s each
+    at 1 B/s) queue: the second consumer starts at 1 + 4 + 4 with congestion, at 1 + 4 without."""
+    g, cl = _fan_out()
+    tl = Timeline(g.index(), cl, congestion=congestion)
+    pos = g.index().pos
+    tl.try_place([(pos["a"], 0)])
+    tl.commit()
+    assert tl.try_place([(pos["b"], 1)]) == (5.0, 6.0)
+    tl.commit()
+    s, f = tl.try_place([(pos["c"], 2)])
+    assert (s, f) == ((9.0, 10.0) if congestion else (5.0, 6.0))
+    tl.undo()  # a tentative placement leaves nothing behind
+    assert tl.try_place([(pos["c"], 2)]) == (s, f)
+    assert tl.makespan() == f
+
+
+def test_congestion_auto_follows_the_communication_mode():
+    g, cl = _fan_out()
+    assert CeleritasPlacer().congestion_for(cl) is True
+    par = Cluster(cl.devices, latency_s=0.0, bytes_per_s=1.0, mode="parallel")
+    assert CeleritasPlacer().congestion_for(par) is False
+    assert CeleritasPlacer(congestion=True).congestion_for(par) is True
+    assert CeleritasPlacer(plan="coarse").congestion_for(cl) is False
+    with pytest.raises(ConfigError, match="plan"):
+        CeleritasPlacer(plan="fine")
+    with pytest.raises(ConfigError, match="congestion"):
+        CeleritasPlacer(congestion="yes")
+
+
+def test_sequential_replay_is_planned_with_congestion():
+    """In sequential mode the simulator queues a's sends as the plan with congestion does: on the fan-out
+    both place the consumers on other devices or not, and the replay matches the plan."""
+    g, cl = _fan_out()
+    p = CeleritasPlacer(fuse=False).place(g, cl)
+    assert p.info["congestion"] == 1
+    assert simulate(g, cl, p, schedule=p.order).makespan == pytest.approx(p.info["planned_makespan_s"])
 
 
 @pytest.mark.slow

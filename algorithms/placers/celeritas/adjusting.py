@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from ...errors import ConfigError
 from ...graph import GraphIndex
 from .common import CoarseState
+from .timeline import Timeline
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,11 @@ def _insert(starts: list[float], ends: list[float], s: float, e: float) -> None:
 
 
 def adjusting_placement(
-    cidx: GraphIndex, state: CoarseState, seq: Sequence[int], compare: str = "finish"
+    cidx: GraphIndex,
+    state: CoarseState,
+    seq: Sequence[int],
+    compare: str = "finish",
+    timeline: Timeline | None = None,
 ) -> AdjustResult:
     """Algorithm 2 on the coarse graph `cidx` (node c of `cidx` is cluster c of `state`), visiting `seq`.
 
@@ -101,6 +106,8 @@ def adjusting_placement(
     """
     if compare not in ("start", "finish"):
         raise ConfigError(f"compare must be 'start' or 'finish', got {compare!r}")
+    if timeline is not None:
+        return _adjusting_on_ops(cidx, state, seq, compare == "finish", timeline)
     use_finish = compare == "finish"
     cluster = state.cluster
     devs = cluster.devices
@@ -164,4 +171,62 @@ def adjusting_placement(
     res.makespan = max(fin, default=0.0)
     pos = {c: k for k, c in enumerate(seq)}
     res.order_key = [(start[c], fin[c] > start[c], pos[c]) for c in range(n)]
+    return res
+
+
+def _adjusting_on_ops(
+    cidx: GraphIndex, state: CoarseState, seq: Sequence[int], use_finish: bool, tl: Timeline
+) -> AdjustResult:
+    """Algorithm 2 with the times of the op-level `Timeline` (the simulator's model): EST(d) is the earliest
+    planned start and the finish the latest planned finish of the node's ops when the node goes to d (members
+    of a colocation group pinned elsewhere run on their group's device); eq. 8's back_cost and eq. 9 as in
+    `adjusting_placement`. ``AdjustResult.order_key`` is empty: the per-op order comes from `tl.order_key`."""
+    devs = state.cluster.devices
+    nd = len(devs)
+    n = cidx.n
+    idx = state.idx
+    tt = state.cluster.transfer_time
+    res = AdjustResult(device=[-1] * n, start=[0.0] * n, finish=[0.0] * n, makespan=0.0)
+    members_sorted = [sorted(m) for m in state.clusters]
+    prev_dev = 0
+
+    def members_on(c: int, d: int) -> list[tuple[int, int]]:
+        out = []
+        for i in members_sorted[c]:
+            g = idx.colocation[i]
+            out.append((i, state.group_dev[g] if g is not None and g in state.group_dev else d))
+        return out
+
+    for c in seq:
+        allowed = set(state.allowed(c))
+        est = [math.inf] * nd
+        fin = [math.inf] * nd
+        for d in range(nd):
+            if d in allowed and state.avail[d] >= state.need(c, d):
+                est[d], fin[d] = tl.try_place(members_on(c, d))
+                tl.undo()
+        dk = prev_dev
+        key = fin if use_finish else est
+        d1 = min(range(nd), key=lambda d: (key[d], d != dk, d))
+        if math.isinf(est[d1]):  # every device full: best effort
+            d = state.best_effort_device(c)
+            res.best_effort.append(c)
+            state.best_effort_nodes.append(c)
+            log.debug("adjusting placement: no device has room for coarse node %d; best effort on %s", c, devs[d].name)
+        else:
+            back_cost = max((tt(d1, dk, b) for _, b in cidx.succ[c]), default=0.0)
+            if key[dk] - key[d1] > back_cost:  # eq. 9 (inf - finite > back_cost: dk full)
+                d = d1
+                if math.isinf(est[dk]):
+                    res.memory_moves += 1
+                elif d1 != dk:
+                    res.moves += 1
+            else:
+                d = dk
+        res.start[c], res.finish[c] = tl.try_place(members_on(c, d))
+        tl.commit()
+        state.commit(c, d)
+        res.device[c] = d
+        prev_dev = d
+    res.makespan = tl.makespan()
     return res

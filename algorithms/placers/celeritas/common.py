@@ -328,6 +328,23 @@ class CoarseState:
             order[devnames[d]].append(name)
         return assign, order
 
+    def expand_ops(self, op_keys: Sequence[tuple]) -> tuple[dict[str, str], dict[str, list[str]]]:
+        """As `expand`, with a key per original op (e.g. its planned start, `timeline.Timeline.order_key`)."""
+        names = self.idx.names
+        devnames = self.cluster.names
+        assign: dict[str, str] = {}
+        rows: list[tuple] = []
+        for c, members in enumerate(self.clusters):
+            for i in members:
+                d = self.op_device(i, c)
+                assign[names[i]] = devnames[d]
+                rows.append((op_keys[i], d, names[i]))
+        rows.sort(key=lambda r: r[0])
+        order: dict[str, list[str]] = {d: [] for d in devnames}
+        for _, d, name in rows:
+            order[devnames[d]].append(name)
+        return assign, order
+
     def best_effort_ops(self) -> list[str]:
         """Ops of the nodes placed best effort (every allowed device full)."""
         return [self.idx.names[i] for c in self.best_effort_nodes for i in self.clusters[c]]
