@@ -7,7 +7,8 @@ fraction of the graph's single-device need (`algorithms.memory.single_device_nee
 places it; a returned placement is replayed by the simulator in the placer's own per-device order.
 
 Prints, per placer and mode: cases, placements returned, simulated OOMs among them, InfeasiblePlacement
-raised, and *false infeasibles* (InfeasiblePlacement although the whole graph fits on one device).
+raised, *false infeasibles* (InfeasiblePlacement although the whole graph fits on one device), and, when
+m-SCT is among the placers, the InfeasiblePlacement raised in cases where m-SCT's placement fits.
 
     PYTHONPATH=. python benchmarks/fuzz_placers.py [--cases 2000] [--seed 0] [--placers m_topo,m_etf,m_sct] [-v]
 
@@ -127,30 +128,42 @@ def main() -> None:
     t0 = time.perf_counter()
     for k in range(args.cases):
         graph, cluster, frac = case(rng, k)
+        outcome: dict[str, str] = {}
         for name in names:
             s = stats[(name, cluster.mode)]
             s["cases"] += 1
             try:
                 pl = make_placer(name).place(graph, cluster)
             except InfeasiblePlacement as exc:
+                outcome[name] = "infeasible"
                 s["infeasible"] += 1
                 if frac >= 1.0:
                     s["false_infeasible"] += 1
                     if args.verbose:
                         print(f"case {k} {name} {cluster.mode} frac {frac:.2f}: false infeasible: {exc}")
+                elif args.verbose:
+                    print(f"case {k} {name} {cluster.mode} frac {frac:.2f}: infeasible: {exc}")
                 continue
             s["placed"] += 1
             res = simulate(graph, cluster, pl, pl.order or None)
+            outcome[name] = "ok" if res.ok else "oom"
             if not res.ok:
                 s["sim_oom"] += 1
                 if args.verbose:
                     print(f"case {k} {name} {cluster.mode} frac {frac:.2f}: {res.oom.message()}")
+        if outcome.get("m_sct") == "ok":
+            for name, out in outcome.items():
+                if out == "infeasible":
+                    stats[(name, cluster.mode)]["refused_msct_fits"] += 1
     print(f"{args.cases} cases, seed {args.seed}, {time.perf_counter() - t0:.1f} s")
-    print(f"{'placer':12} {'mode':11} {'cases':>6} {'placed':>7} {'sim OOM':>8} {'infeasible':>11} {'false inf.':>11}")
+    print(
+        f"{'placer':12} {'mode':11} {'cases':>6} {'placed':>7} {'sim OOM':>8} {'infeasible':>11} {'false inf.':>11} "
+        f"{'inf. where m-SCT fits':>22}"
+    )
     for (name, mode), s in sorted(stats.items()):
         print(
             f"{name:12} {mode:11} {s['cases']:6d} {s['placed']:7d} {s['sim_oom']:8d} {s['infeasible']:11d} "
-            f"{s['false_infeasible']:11d}"
+            f"{s['false_infeasible']:11d} {s['refused_msct_fits'] if 'm_sct' in names else '-':>22}"
         )
 
 

@@ -275,3 +275,36 @@ def test_eq9_compares_finish_times_on_devices_of_different_speeds():
         CeleritasPlacer(R=5, compare="start").place(h, same).assignment
         == CeleritasPlacer(R=5, compare="finish").place(h, same).assignment
     )
+
+
+def _fuzz_case(k: int):
+    import random
+
+    from benchmarks.fuzz_placers import case
+
+    rng = random.Random(0)
+    for j in range(k):
+        case(rng, j)
+    return case(rng, k)
+
+
+@pytest.mark.parametrize("k", [45, 77])
+def test_relaxed_accounting_fits_where_m_sct_does(k, monkeypatch):
+    """Fuzz cases (benchmarks/fuzz_placers.py, seed 0) where m-SCT fits and Celeritas' static accounting
+    (every tensor held for the whole step) called every device full: the best-effort placement ran out of
+    memory in the replay and Celeritas refused. The relaxed accounting and the per-device repair (`place`)
+    find a placement that fits in the simulator."""
+    from algorithms.placers.baechi import MSCTPlacer
+    from algorithms.placers.celeritas import placer as celeritas_placer
+
+    g, cl, frac = _fuzz_case(k)
+    assert frac < 1.0 and celeritas_placer.memory_scales(g, cl)
+    m = MSCTPlacer().place(g, cl)
+    assert simulate(g, cl, m, m.order or None).ok
+    with monkeypatch.context() as mp:  # the paper's accounting alone refuses
+        mp.setattr(celeritas_placer, "memory_scales", lambda graph, cluster: [])
+        with pytest.raises(InfeasiblePlacement, match="out of memory"):
+            CeleritasPlacer(repair_rounds=0).place(g, cl)
+    p = CeleritasPlacer().place(g, cl)
+    assert p.info["memory_scale"] > 1.0
+    assert simulate(g, cl, p, schedule=p.order).ok

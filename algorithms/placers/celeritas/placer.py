@@ -38,7 +38,7 @@ from typing import Any
 
 from ...base import Placer
 from ...cluster import Cluster
-from ...errors import ConfigError, InfeasiblePlacement
+from ...errors import ConfigError, InfeasiblePlacement, OutOfMemory
 from ...graph import GraphIndex, OpGraph
 from ...memory import single_device_need, single_device_placement
 from ...placement import Placement
@@ -103,6 +103,10 @@ def memory_scales(graph: OpGraph, cluster: Cluster, steps: int = 3) -> list[floa
     return [r ** (k / steps) for k in range(1, steps + 1)]
 
 
+#: Factor applied to the accounting scale of the device that overflowed, per repair round (`place`).
+REPAIR_FACTOR = 0.8
+
+
 class _CeleritasBase(Placer):
     def __init__(
         self,
@@ -110,8 +114,12 @@ class _CeleritasBase(Placer):
         memory_fraction: float = 0.25,
         fuse: bool | str = "auto",
         check_memory: bool = True,
+        repair_rounds: int = 8,
     ):
         self.check_memory = bool(check_memory)
+        if not isinstance(repair_rounds, int) or repair_rounds < 0:
+            raise ConfigError(f"repair_rounds must be an integer >= 0, got {repair_rounds!r}")
+        self.repair_rounds = repair_rounds
         self.auto_R = R == "auto"
         if self.auto_R:
             R = 200
@@ -133,16 +141,34 @@ class _CeleritasBase(Placer):
         Memory (with `check_memory`): when no candidate fits in the simulator's replay, the static accounting
         is relaxed step by step (`memory_scales`: the device limits the accounting works with are multiplied
         by s, ``info["memory_scale"]``) and the candidates are placed again; every result is still checked by
-        the replay against the true limits. Then the one-device placement
+        the replay against the true limits. Then, for each candidate range, up to `repair_rounds` repairs
+        starting from the most relaxed scale: the scale of the device the replay ran out of memory on is
+        multiplied by `REPAIR_FACTOR` (0.8) and the graph placed again, so that Adjusting Placement moves work
+        off that device (as Baechi's placers here place again with a margin on an overflowing device). Then the
+        one-device placement
         (`algorithms.memory.single_device_placement`, ``info["fallback"]``); then `InfeasiblePlacement` with
         the first candidate's error, which names the op and device that ran out of memory."""
         cands = auto_ranges(graph.index().n, len(cluster.devices)) if self.auto_R else [self.R]
         best, first_error = self._best_of(graph, cluster, cands, 1.0)
+        nd = len(cluster.devices)
         if best is None and self.check_memory:
-            for scale in memory_scales(graph, cluster):
-                best, _ = self._best_of(graph, cluster, cands, scale)
+            scales = memory_scales(graph, cluster)
+            for scale in scales:
+                best, _ = self._best_of(graph, cluster, cands, [scale] * nd)
                 if best is not None:
                     log.info("%s: fits with the static accounting relaxed %.3gx", self.name, scale)
+                    break
+            top = scales[-1] if scales else 1.0
+            for R in cands if best is None else []:
+                per = [top] * nd
+                for _ in range(self.repair_rounds):
+                    try:
+                        best = self._place_R(graph, cluster, R, list(per))
+                        break
+                    except OutOfMemory as exc:  # less room in the accounting of the device that overflowed
+                        per[cluster.names.index(str(exc.device))] *= REPAIR_FACTOR
+                if best is not None:
+                    log.info("%s: fits with per-device accounting scales %s", self.name, per)
                     break
         if best is None:
             assert first_error is not None
@@ -158,7 +184,7 @@ class _CeleritasBase(Placer):
         return best
 
     def _best_of(
-        self, graph: OpGraph, cluster: Cluster, cands: list[int], scale: float
+        self, graph: OpGraph, cluster: Cluster, cands: list[int], scale: float | list[float]
     ) -> tuple[Placement | None, InfeasiblePlacement | None]:
         best: Placement | None = None
         first_error: InfeasiblePlacement | None = None
@@ -172,10 +198,10 @@ class _CeleritasBase(Placer):
                 best = pl
         return best, first_error
 
-    def _place_R(self, graph: OpGraph, cluster: Cluster, R: int, scale: float = 1.0) -> Placement:
+    def _place_R(self, graph: OpGraph, cluster: Cluster, R: int, scale: float | list[float] = 1.0) -> Placement:
         raise NotImplementedError
 
-    def _prepare(self, graph: OpGraph, cluster: Cluster, R: int, scale: float = 1.0) -> Prepared:
+    def _prepare(self, graph: OpGraph, cluster: Cluster, R: int, scale: float | list[float] = 1.0) -> Prepared:
         t0 = time.perf_counter()
         idx = graph.index()
         types = effective_types(idx)
@@ -205,7 +231,8 @@ class _CeleritasBase(Placer):
         ccr_after = ccr_of(cidx, wc, ecc)
         seq = cpd_topo(cidx, wc, ecc)
         state = CoarseState(idx, cluster, clusters, types)
-        state.avail = [a * scale for a in state.avail]
+        per = scale if isinstance(scale, list) else [scale] * len(state.avail)
+        state.avail = [a * k for a, k in zip(state.avail, per)]
         info = {
             "n_ops": idx.n,
             "n_coarse_ops": cidx.n,
@@ -214,7 +241,7 @@ class _CeleritasBase(Placer):
             "cut_communication_s": cut,
             "R": R,
             "memory_limit_bytes": M,
-            "memory_scale": scale,
+            "memory_scale": max(per),
             "fused": int(bool(do_fuse)),
             "fusion_time_s": time.perf_counter() - t0,
         }
@@ -230,10 +257,16 @@ class _CeleritasBase(Placer):
         res = simulate(graph, cluster, pl.assignment, pl.order, record_memory=False)
         pl.info["simulated_makespan_s"] = res.makespan
         if res.oom is not None and self.check_memory:
-            raise InfeasiblePlacement(
+            o = res.oom
+            raise OutOfMemory(
                 f"{self.name}: the placement runs out of memory when simulated: {res.oom.message()} "
                 f"({pl.info.get('best_effort_ops_count', 0)} ops were placed best effort). Give the devices more "
-                f"memory, or set placer.check_memory=false to keep the best-effort placement."
+                f"memory, or set placer.check_memory=false to keep the best-effort placement.",
+                op=o.op,
+                device=o.device,
+                time_s=o.time_s,
+                used_bytes=o.used_bytes,
+                limit_bytes=o.limit_bytes,
             )
         return pl
 
@@ -285,8 +318,9 @@ class CeleritasPlacer(_CeleritasBase):
         check_memory: bool = True,
         plan: str = "ops",
         congestion: bool | str = "auto",
+        repair_rounds: int = 8,
     ):
-        super().__init__(R, memory_fraction, fuse, check_memory)
+        super().__init__(R, memory_fraction, fuse, check_memory, repair_rounds)
         if compare not in ("start", "finish"):
             raise ConfigError(f"compare must be 'start' or 'finish', got {compare!r}")
         if plan not in ("ops", "coarse"):
@@ -310,7 +344,7 @@ class CeleritasPlacer(_CeleritasBase):
             return cluster.mode == "sequential"
         return bool(self.congestion)
 
-    def _place_R(self, graph: OpGraph, cluster: Cluster, R: int, scale: float = 1.0) -> Placement:
+    def _place_R(self, graph: OpGraph, cluster: Cluster, R: int, scale: float | list[float] = 1.0) -> Placement:
         prep = self._prepare(graph, cluster, R, scale)
         t0 = time.perf_counter()
         congestion = self.congestion_for(cluster)
@@ -345,7 +379,7 @@ class OrderPlacePlacer(_CeleritasBase):
 
     name = "order_place"
 
-    def _place_R(self, graph: OpGraph, cluster: Cluster, R: int, scale: float = 1.0) -> Placement:
+    def _place_R(self, graph: OpGraph, cluster: Cluster, R: int, scale: float | list[float] = 1.0) -> Placement:
         prep = self._prepare(graph, cluster, R, scale)
         t0 = time.perf_counter()
         order_place(prep.state, prep.seq)
