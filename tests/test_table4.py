@@ -1,5 +1,6 @@
 """Baechi Table 4's shape, end to end: the `gnmt_mem_limited` preset swept over single device, expert, m-TOPO,
-m-ETF and m-SCT, run for real (planned order), then the report."""
+m-ETF and m-SCT at 0.7 of the need and at 2.0 (the paper's baseline: forward-operator-based placement with
+sufficient memory), run for real (planned order), then the report."""
 
 from __future__ import annotations
 
@@ -26,11 +27,13 @@ def test_gnmt_mem_limited_sweep_has_table_4s_shape(lab):
         "-m",
         timeout=1200,
     )
-    results = {}
+    results, baseline = {}, {}
     for path in (lab.cwd / "multirun").rglob("result.json"):
         r = json.loads(path.read_text())
-        results[r["placer"]] = r
-    assert set(results) == {"single", "expert", "m_topo", "m_etf", "m_sct"}
+        frac = json.loads((path.parent / "config.json").read_text())["cluster"]["need_fraction"]
+        (results if frac == 0.7 else baseline)[r["placer"]] = r
+        assert frac in (0.7, 2.0)
+    assert set(results) == set(baseline) == {"single", "expert", "m_topo", "m_etf", "m_sct"}
     need = results["single"]["memory_need_bytes"]
     for r in results.values():
         assert r["memory_limit_bytes"]["cpu0"] == pytest.approx(0.7 * need)
@@ -52,6 +55,15 @@ def test_gnmt_mem_limited_sweep_has_table_4s_shape(lab):
     for name in ("m_etf", "m_sct"):
         assert results[name]["predicted_step_s"] < results["expert"]["predicted_step_s"]
         assert results[name]["predicted_step_s"] < results["m_topo"]["predicted_step_s"]
+    # Table 4's parentheses: against the same placer with sufficient memory and forward-operator-based placement
+    # (only forward ops placed: fewer ops than the forced pairs), the slowdown is small (paper: 0 to 3.2% on
+    # GNMT; 13.8% at most for these placers on Inception-V3)
+    for name in ("single", *fits):
+        assert baseline[name]["status"] == "ok", (name, baseline[name].get("error"))
+    for name in ("m_topo", "m_etf", "m_sct"):
+        assert baseline[name]["n_ops_placed"] < results[name]["n_ops_placed"]
+        slow = results[name]["predicted_step_s"] / baseline[name]["predicted_step_s"] - 1
+        assert slow < 0.15, (name, slow)
     rep = subprocess.run(
         [sys.executable, "-m", "orchestrator.report", "gnmt_mem_limited", "--out", str(lab.cwd / "report")],
         cwd=lab.cwd,
@@ -62,6 +74,7 @@ def test_gnmt_mem_limited_sweep_has_table_4s_shape(lab):
     )
     assert rep.returncode == 0, rep.stderr[-2000:]
     with open(lab.cwd / "report" / "report.csv") as f:
-        recs = {r["placer"]: r for r in csv.DictReader(f)}
-    assert recs["single"]["status"] == "oom"
-    assert not any(recs[n]["status"] == "oom" for n in fits)
+        recs = list(csv.DictReader(f))
+    # one row per placer and need fraction; only the single device at 0.7 is out of memory
+    assert len(recs) == 10
+    assert sorted(r["placer"] for r in recs if r["status"] == "oom") == ["single"]

@@ -105,6 +105,9 @@ def memory_scales(graph: OpGraph, cluster: Cluster, steps: int = 3) -> list[floa
 
 #: Factor applied to the accounting scale of the device that overflowed, per repair round (`place`).
 REPAIR_FACTOR = 0.8
+#: How many of the candidate ranges (the first ones: the paper's 200 and about n / (2 D) under R="auto") the
+#: relaxed accounting and the repair try: each try places and replays the whole graph (seconds on 5,000 ops).
+RECOVERY_RANGES = 2
 
 
 class _CeleritasBase(Placer):
@@ -140,26 +143,27 @@ class _CeleritasBase(Placer):
 
         Memory (with `check_memory`): when no candidate fits in the simulator's replay, the static accounting
         is relaxed step by step (`memory_scales`: the device limits the accounting works with are multiplied
-        by s, ``info["memory_scale"]``) and the candidates are placed again; every result is still checked by
-        the replay against the true limits. Then, for each candidate range, up to `repair_rounds` repairs
-        starting from the most relaxed scale: the scale of the device the replay ran out of memory on is
-        multiplied by `REPAIR_FACTOR` (0.8) and the graph placed again, so that Adjusting Placement moves work
-        off that device (as Baechi's placers here place again with a margin on an overflowing device). Then the
-        one-device placement
-        (`algorithms.memory.single_device_placement`, ``info["fallback"]``); then `InfeasiblePlacement` with
-        the first candidate's error, which names the op and device that ran out of memory."""
+        by s, ``info["memory_scale"]``) and the first `RECOVERY_RANGES` candidates are placed again; every
+        result is still checked by the replay against the true limits. Then, for each of those ranges, up to
+        `repair_rounds` repairs starting from the most relaxed scale: the scale of the device the replay ran
+        out of memory on is multiplied by `REPAIR_FACTOR` (0.8) and the graph placed again, so that Adjusting
+        Placement moves work off that device (as Baechi's placers here place again with a margin on an
+        overflowing device). Then the one-device placement (`algorithms.memory.single_device_placement`,
+        ``info["fallback"]``); then `InfeasiblePlacement` with the first candidate's error, which names the op
+        and device that ran out of memory."""
         cands = auto_ranges(graph.index().n, len(cluster.devices)) if self.auto_R else [self.R]
         best, first_error = self._best_of(graph, cluster, cands, 1.0)
         nd = len(cluster.devices)
         if best is None and self.check_memory:
             scales = memory_scales(graph, cluster)
+            rec = cands[:RECOVERY_RANGES]
             for scale in scales:
-                best, _ = self._best_of(graph, cluster, cands, [scale] * nd)
+                best, _ = self._best_of(graph, cluster, rec, [scale] * nd)
                 if best is not None:
                     log.info("%s: fits with the static accounting relaxed %.3gx", self.name, scale)
                     break
             top = scales[-1] if scales else 1.0
-            for R in cands if best is None else []:
+            for R in rec if best is None else []:
                 per = [top] * nd
                 for _ in range(self.repair_rounds):
                     try:
