@@ -11,7 +11,7 @@ largest group and largest op by static memory (persistent + temporary + output b
 at once) as fractions of the need: a device must hold its largest group whole, so no fraction below that fits.
 
     PYTHONPATH=. python experiments/baechi_min_fraction.py GRAPH.json [--fractions 0.4 0.5 0.6 0.7 0.8 0.9]
-        [--placers m_topo,m_etf,m_sct,celeritas]
+        [--placers m_topo,m_etf,m_sct,celeritas] [--same-as 2.0]
 
 Feasibility need not be monotone in the fraction (a list placer's decisions change with the limit); the grid
 shows each point.
@@ -29,6 +29,11 @@ from algorithms.errors import InfeasiblePlacement
 from algorithms.graph import OpGraph
 from algorithms.memory import single_device_need
 from algorithms.simulator import simulate
+
+try:  # run as a script from the repository root: experiments/ is on sys.path
+    from baechi_table4 import same_devices
+except ImportError:  # imported as experiments.baechi_min_fraction
+    from experiments.baechi_table4 import same_devices
 
 
 def make(name: str):
@@ -50,6 +55,12 @@ def main() -> None:
     ap.add_argument("--fractions", type=float, nargs="+", default=[0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
     ap.add_argument("--placers", default="m_topo,m_etf,m_sct,celeritas")
     ap.add_argument("--devices", type=int, default=4)
+    ap.add_argument(
+        "--same-as",
+        type=float,
+        default=None,
+        help="also place at this fraction and print the share of ops on the same device (devices renamed)",
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
     g = OpGraph.load(args.graph)
@@ -71,6 +82,14 @@ def main() -> None:
             f"{groups[big] / need:.3f} of need"
         )
     print(f"largest op {idx.names[op]!r}: {static[op] / 1e6:.2f} MB static = {static[op] / need:.3f} of need")
+    ref: dict[str, dict[str, str]] = {}
+    if args.same_as is not None:
+        cl = uniform_cluster(args.devices, args.same_as * need, latency_s=2e-5, bytes_per_s=5e9)
+        for name in args.placers.split(","):
+            try:
+                ref[name] = make(name).place(g, cl).assignment
+            except InfeasiblePlacement:
+                pass
     print(f"{'fraction':>8} {'placer':10} {'result':8} {'step (s)':>9} {'peak/limit':>22} {'time':>6}  error")
     for frac in args.fractions:
         cl = uniform_cluster(args.devices, frac * need, latency_s=2e-5, bytes_per_s=5e9)
@@ -87,7 +106,11 @@ def main() -> None:
             res = simulate(g, cl, pl, pl.order or None)
             peaks = " ".join(f"{res.peak_memory[d.name] / d.memory_bytes:.2f}" for d in cl.devices)
             status = "fits" if res.ok else "OOM"
-            print(f"{frac:8.2f} {name:10} {status:8} {res.makespan:9.4f} {peaks:>22} {time.perf_counter() - t0:6.1f}")
+            same = f"  same devices as at {args.same_as:g}: {same_devices(pl.assignment, ref.get(name))}" if ref else ""
+            print(
+                f"{frac:8.2f} {name:10} {status:8} {res.makespan:9.4f} {peaks:>22} "
+                f"{time.perf_counter() - t0:6.1f}{same}"
+            )
 
 
 if __name__ == "__main__":
