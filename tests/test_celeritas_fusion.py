@@ -8,7 +8,7 @@ import math
 
 import networkx as nx
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from algorithms.errors import InvalidGraph
@@ -118,7 +118,7 @@ def test_breakpoints_are_optimal_against_brute_force(g, R, M):
 
 
 @pytest.mark.slow
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # 60-op graphs, loaded host
 @given(random_dags(max_ops=60, training=True, device_types=True), st.integers(1, 12))
 def test_coarse_graph_is_a_dag_and_preserves_costs(g, R):
     idx = g.index()
