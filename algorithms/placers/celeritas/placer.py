@@ -171,6 +171,8 @@ class _CeleritasBase(Placer):
                         break
                     except OutOfMemory as exc:  # less room in the accounting of the device that overflowed
                         per[cluster.names.index(str(exc.device))] *= REPAIR_FACTOR
+                    except InfeasiblePlacement:
+                        break
                 if best is not None:
                     log.info("%s: fits with per-device accounting scales %s", self.name, per)
                     break
