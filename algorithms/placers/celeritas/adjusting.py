@@ -15,6 +15,12 @@ memory is below v_i's need gets EST = +inf. Let d_k be the device of v_{i-1} and
     place v_i on d_1 if EST(d_k) - EST(d_1) > back_cost, else on d_k if EST(d_k) < inf                    (eq. 9)
     otherwise (every device full) on the allowed device with the most memory left (best effort, 6.3).
 
+Op-level times (`timeline.Timeline`, the placers' default ``plan="ops"``): EST(d) and the finish time of v_i on d
+come from scheduling v_i's ops on the simulator's model (each op on its own device, a tensor sent once per
+destination device, transfers queued on send/receive channels with congestion, Celeritas 6.1), so that the
+planned makespan is the simulator's (`_adjusting_on_ops`); the rule of eqs. 8 and 9 is unchanged. Without a
+timeline the node-level model below (the paper's eq. 7) is used.
+
 Choices where the paper is vague:
 
 * costs: the exact execution time of the node on each device (`GraphIndex.exec_time`) and the exact transfer

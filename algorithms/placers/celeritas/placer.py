@@ -21,8 +21,10 @@ never fused twice.
 memory_limit_bytes (M), best_effort (0/1: some node found every allowed device full), best_effort_nodes,
 best_effort_ops (names, at most 1000), colocation_overflow_nodes (nodes whose colocated members' received copies
 pushed another device over its limit), memory_overflow_bytes (static bytes above the limits in all),
-fusion_time_s, adjust_time_s (or place_time_s), planned_makespan_s (Adjusting's own EST model), moves (eq. 9
-moves), memory_moves (moves forced by a full or forbidden d_k).
+fusion_time_s, adjust_time_s (or place_time_s), planned_makespan_s (Adjusting's own plan: the op-level
+`timeline` with ``plan="ops"``, the node-level EST of eq. 7 with ``plan="coarse"``), plan, congestion (0/1),
+memory_scale (the relaxation of the static accounting that fitted, 1 without), simulated_makespan_s, moves
+(eq. 9 moves), memory_moves (moves forced by a full or forbidden d_k).
 
 Complexity: O(V + E log dmax + E * R) for fusion, O((V' + E') * D + V' * D log V') for Adjusting Placement,
 O(V + E) for the expansion.
