@@ -312,7 +312,10 @@ class CeleritasPlacer(_CeleritasBase):
     the smallest device memory (0.25), `fuse` (True, False, "auto"), `compare` ("finish" or "start": what eq. 9
     compares on devices of different speeds; identical on identical devices, see `adjusting`), `check_memory`
     (True: a placement whose simulated replay runs out of memory raises `InfeasiblePlacement` naming the op
-    and device; False: the best-effort placement of 6.3 is returned). See the module docstring.
+    and device; False: the best-effort placement of 6.3 is returned), `plan` ("ops": plan on the simulator's
+    op-level model, `timeline`; "coarse": the paper's node-level EST), `congestion` (Section 6.1: transfers are
+    tasks on the sending and receiving devices' channels; "auto": `congestion_for`), `repair_rounds` (see
+    `place`). See the module docstring.
     """
 
     name = "celeritas"
