@@ -115,6 +115,7 @@ class WorkerJob:
     time_ops: bool = False
     specs: dict[int, Any] = field(default_factory=dict)
     threads: int | None = None  # intra-op threads (default: the worker's core count)
+    trace: bool = False  # debug: record per message when it was sent and how long its receiver waited
 
 
 def free_port() -> int:
@@ -187,10 +188,15 @@ class _Worker:
         live = [0.0]
         retained: dict[int, Any] = {}
         op_times: dict[str, float] = {}
-        sends: list[tuple[int, list[Any]]] = []  # (nid held for the send or -1, works)
+        send_works: dict[int, list[Any]] = {}  # nid -> the works of its sends not waited for yet
+        moves_out: list[Any] = []  # the works sending new parameters / state to their Variable's device
         held: dict[int, float] = {}  # home values freed locally, still being sent: nid -> bytes
         half_done: set[int] = set()
         traffic = 0.0
+        trace = self.job.trace
+        sent_at: dict[int, float] = {}  # trace: nid -> time its isend was posted (perf_counter, system-wide)
+        waited: dict[int, tuple[float, float]] = {}  # trace: nid -> (wait start, wait end)
+        op_end: dict[str, float] = {}  # trace: op -> time it finished
 
         def account(delta: float) -> None:
             live[0] += delta
@@ -206,23 +212,31 @@ class _Worker:
             return works
 
         def send_value(i: int, v: Any) -> None:
+            if trace:
+                sent_at[i] = time.perf_counter()
             for dst in ex.sends[i]:
-                sends.append((i, isend(i, v, dst, i)))
+                send_works.setdefault(i, []).extend(isend(i, v, dst, i))
 
         def reap() -> None:
-            if not held:
-                return
-            pending = {i for i, w in sends if i in held and not all(x.is_completed() for x in w)}
-            for i in [i for i in held if i not in pending]:
-                account(-held.pop(i))
+            # NCCL: O(held values) per op, only the sends of values already freed locally are checked (gloo
+            # never holds: its works report completion only from wait(), see free_home)
+            if held:
+                for i in [i for i in held if all(x.is_completed() for x in send_works[i])]:
+                    account(-held.pop(i))
 
         def free_home(i: int, nbytes: float) -> None:
             v = env.pop(i, None)
             if retain and i in ex.grad_nids and v is not None:
                 retained[i] = v
-            if i in sent:
+            if i in sent and cuda:
                 held[i] = nbytes
             else:
+                if i in sent:
+                    # gloo: a send's work completes only in wait(), and holds the tensor until then. Every
+                    # receive is posted at the start of the step, so by now the data has (almost always) been
+                    # written: the wait returns at once and the memory is really freed here
+                    for w in send_works.pop(i, ()):
+                        w.wait()
                 account(-nbytes)
 
         def release_old(ph: int) -> None:
@@ -268,8 +282,14 @@ class _Worker:
             if i not in recvs:
                 post_recv(i)
             val, works = recvs.pop(i)
-            for w in works:
-                w.wait()
+            if trace:
+                tw = time.perf_counter()
+                for w in works:
+                    w.wait()
+                waited[i] = (tw, time.perf_counter())
+            else:
+                for w in works:
+                    w.wait()
             env[i] = val
             return val
 
@@ -304,6 +324,8 @@ class _Worker:
                     elif i in env:
                         free_home(i, nodes[i].alloc_bytes)
             reap()
+            if trace:
+                op_end[op] = time.perf_counter()
             if time_ops:
                 if cuda:
                     torch.cuda.synchronize(dev)
@@ -318,7 +340,7 @@ class _Worker:
                 ex.store[ph] = env.get(out, ex.store.get(out))
             elif src == d:
                 v = env.get(out, ex.store.get(out))
-                sends.append((-1, isend(out, v, dst, self.tag_base + ph)))
+                moves_out.extend(isend(out, v, dst, self.tag_base + ph))
             elif dst == d:
                 val, bufs = _alloc(value_spec(ex.store[ph]), dev)
                 moves.append(
@@ -328,9 +350,11 @@ class _Worker:
             for w in works:
                 w.wait()
             ex.store[ph] = val
-        for _, works in sends:
+        for works in send_works.values():  # a gloo work must be waited for once only
             for w in works:
                 w.wait()
+        for w in moves_out:
+            w.wait()
         if cuda:
             torch.cuda.synchronize(dev)
         elapsed = time.perf_counter() - t0
@@ -339,6 +363,8 @@ class _Worker:
         self.traffic = traffic
         loss_nid = prog.outputs[0]
         out: dict[str, Any] = {"elapsed": elapsed, "op_times": op_times}
+        if trace:
+            out["trace"] = {"t0": t0, "end": t0 + elapsed, "sent_at": sent_at, "waited": waited, "op_end": op_end}
         if ex.node_dev[loss_nid] == d:
             out["loss"] = float(env[loss_nid])
         if retain:
@@ -368,7 +394,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
         rss0 = _rss_bytes()
         if job.cuda:
             torch.cuda.reset_peak_memory_stats(w.dev)
-        times, losses, op_samples = [], [], {}
+        times, losses, op_samples, traces = [], [], {}, []
         grads = None
         rss_peak = rss0
         for k in range(job.warmup + job.steps):
@@ -380,6 +406,8 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
             rss_peak = max(rss_peak, _rss_bytes())
             if k >= job.warmup:
                 times.append(o["elapsed"])
+                if "trace" in o:
+                    traces.append(o["trace"])
                 for op, t in o["op_times"].items():
                     op_samples.setdefault(op, []).append(t)
         peak = float(torch.cuda.max_memory_allocated(w.dev)) if job.cuda else w.peak
@@ -399,6 +427,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                     "threads": threads,
                     "op_times": op_samples,
                     "cores": list(job.cores[rank]) if not job.cuda else [],
+                    "traces": traces,
                 },
             )
         )
