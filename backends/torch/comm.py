@@ -151,9 +151,12 @@ def comm_benchmark_distributed(
     tensors of every size in `sizes` (default 1 KB to 64 MB) with ``isend``/``irecv`` over gloo; a sample is
     half a round trip. The least-squares fit and its residual (root mean square, absolute and relative to the
     mean sample) are logged and kept in the samples. All device pairs get the same fit (one host: every pair
-    goes through the same loopback). The processor time per message (send: ``contiguous()`` + ``isend``;
-    receive: buffer + ``irecv`` + waiting on an arrived message; 200 messages of 1 KB) is measured too and
-    returned in the fit's `send_overhead_s` / `recv_overhead_s`. Cost: sizes x (repeats + 1) round trips plus
+    goes through the same loopback). The processor time a *busy* worker spends per message
+    (`distributed._busy_message_cost`: sender and receiver run a loop of small ops, the receives posted
+    first, one 1 KB message per sender op; the extra time over the same loop without messages, per message)
+    is returned in the fit's `send_overhead_s` / `recv_overhead_s`. It includes what gloo's transport threads,
+    pinned to the worker's core, take from its compute thread (timed on idle workers, as before, it missed
+    that part). Cost: sizes x (repeats + 1) round trips plus
     two process starts.
     """
     import os

@@ -111,6 +111,61 @@ def launch(job: WorkerJob, timeout_s: float = 600.0) -> list[dict[str, Any]]:
     return [reports[k] for k in range(n)]
 
 
+def _busy_loop(n: int, a: torch.Tensor, b: torch.Tensor) -> None:
+    for _ in range(n):
+        torch.mm(a, b)
+
+
+def _busy_message_cost(rank: int, n_msg: int) -> float:
+    """Processor time one message costs a busy worker, as in a placed step (issue 16). Rank 0 is the sender,
+    rank 1 the receiver. The receiver posts `n_msg` receives of 1 KB right after a barrier (as a step does);
+    the sender runs a loop of small ops (the first
+    ones without messages, so the receives are posted before it sends, as in a step) and sends one message
+    after each of the others (``contiguous()`` + ``isend``, waited
+    for later, as the worker waits where the value is freed); the receiver runs 20 times as many ops, so
+    the messages arrive while it computes, then waits for them. Each side's extra time over the same loop without
+    messages, per message, is its cost: on the sender the isend calls, and gloo's transport thread handling
+    the receiver's ready-to-receive notices; on the receiver the posting, and the transport thread reading the
+    arrivals; both include the wake-ups of those threads on the worker's own core (gloo's threads inherit the
+    worker's pinning). A blocking wait for a message that has not arrived yet is not counted here: that is the
+    latency of the ping-pong fit. Median of 5 trials. Returns seconds per message for this rank."""
+    a, b = torch.randn(32, 32), torch.randn(32, 32)
+    msg = torch.ones(256)
+    n_ops = n_msg if rank == 0 else 20 * n_msg  # the receiver computes well past the last arrival
+    lead_ops = 2 * n_msg
+    _busy_loop(50, a, b)
+    costs = []
+    for trial in range(6):
+        dist.barrier()
+        t0 = time.perf_counter()
+        _busy_loop(n_ops + (lead_ops if rank == 0 else 0), a, b)
+        base = time.perf_counter() - t0
+        dist.barrier()
+        tag0 = 200_000 + trial * n_msg
+        if rank == 1:
+            t0 = time.perf_counter()
+            works = [dist.irecv(torch.empty(256), 0, tag=tag0 + k) for k in range(n_msg)]
+            _busy_loop(n_ops, a, b)
+            spent = time.perf_counter() - t0
+            for w in works:
+                w.wait()
+        else:
+            t0 = time.perf_counter()
+            _busy_loop(lead_ops, a, b)  # as in a step, the receives are posted before the values are sent
+            works = []
+            for k in range(n_msg):
+                torch.mm(a, b)
+                works.append(dist.isend(msg.contiguous(), 1, tag=tag0 + k))
+            spent = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            for w in works:
+                w.wait()
+            spent += time.perf_counter() - t1
+        if trial > 0:  # the first trial warms up
+            costs.append(max(0.0, spent - base) / n_msg)
+    return float(statistics.median(costs))
+
+
 def _pingpong_main(rank: int, port: int, cores: list[list[int]], sizes: list[int], repeats: int, results: Any) -> None:
     """Two pinned workers bounce a tensor of every size with isend/irecv (the runtime's own path); rank 0
     reports half the round-trip time of each bounce."""
@@ -133,33 +188,8 @@ def _pingpong_main(rank: int, port: int, cores: list[list[int]], sizes: list[int
                 dt = time.perf_counter() - t0
                 if k > 0:
                     samples.append((float(buf.numel() * 4), dt / 2.0))
-        # processor time per message, as the worker spends it: the sender's contiguous() + isend call; the
-        # receiver's buffer allocation + irecv call + the wait on a message that has already arrived
-        n_msg, small = 200, torch.ones(256)
-        dist.barrier()
-        post = 0.0
-        works = []
-        if rank == 1:
-            t0 = time.perf_counter()
-            for k in range(n_msg):
-                works.append(dist.irecv(torch.empty(256), 0, tag=100_000 + k))
-            post = time.perf_counter() - t0
-        dist.barrier()
-        if rank == 0:
-            t0 = time.perf_counter()
-            for k in range(n_msg):
-                works.append(dist.isend(small.contiguous(), 1, tag=100_000 + k))
-            post = time.perf_counter() - t0
-            for w in works:
-                w.wait()
-        dist.barrier()
-        if rank == 1:
-            time.sleep(0.05)
-            t0 = time.perf_counter()
-            for w in works:
-                w.wait()
-            post += time.perf_counter() - t0
-        results.put((rank, {"samples": samples, "per_message_s": post / n_msg}))
+        per_message = _busy_message_cost(rank, n_msg=200)
+        results.put((rank, {"samples": samples, "per_message_s": per_message}))
         dist.barrier()
         dist.destroy_process_group()
     except BaseException as exc:
@@ -173,15 +203,22 @@ def pingpong(
     cores: list[list[int]], sizes: Sequence[int], repeats: int, timeout_s: float = 600.0
 ) -> tuple[list[tuple[float, float]], float, float]:
     """(bytes, one-way seconds) samples between two worker processes pinned to `cores[0]` and `cores[1]`, and
-    the processor time per message of a send and of a receive (1 KB messages)."""
+    the processor time per message of a send and of a receive on busy workers (`_busy_message_cost`)."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     args = (free_port(), cores, [int(s) for s in sizes], int(repeats), results)
     pc = mp.start_processes(_pingpong_main, args=args, nprocs=2, join=False, start_method="spawn")
     reps: dict[int, dict[str, Any]] = {}
+    deadline = time.monotonic() + timeout_s
     try:
         while len(reps) < 2:
-            rank, rep = results.get(timeout=timeout_s)
+            try:
+                rank, rep = results.get(timeout=1.0)
+            except Exception:  # queue.Empty: a worker that died without reporting must not hang the caller
+                bad = [(k, p.exitcode) for k, p in enumerate(pc.processes) if p.exitcode not in (None, 0)]
+                if bad or time.monotonic() > deadline:
+                    raise WorkerError(f"comm benchmark workers failed or timed out (exit codes {bad})") from None
+                continue
             if "error" in rep:
                 raise WorkerError(f"comm benchmark worker {rank} failed: {rep['error']}")
             reps[rank] = rep
@@ -214,6 +251,27 @@ class Prepared:
     cluster_name: str
 
 
+def trace_summary(traces: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Medians over the measured steps of one worker's trace (`runtime.trace=true`, a debug option): the step,
+    the time blocked in receive waits, in isend calls, in waits for sends, in the step's set-up (posting the
+    receives, sending the parameters), and the count of receives and sends. Seconds. O(steps x messages)."""
+    if not traces:
+        return {}
+
+    def med(xs: list[float]) -> float:
+        return float(statistics.median(xs))
+
+    return {
+        "step_s": med([t["end"] - t["t0"] for t in traces]),
+        "recv_wait_s": med([sum(e - s for s, e in t["waited"].values()) for t in traces]),
+        "send_s": med([t["spent"]["send"] for t in traces]),
+        "send_wait_s": med([t["spent"]["send_wait"] for t in traces]),
+        "setup_s": med([t["setup"] - t["t0"] for t in traces]),
+        "receives": med([float(len(t["waited"])) for t in traces]),
+        "sends": med([float(len(t["sent_at"])) for t in traces]),
+    }
+
+
 # ---------------------------------------------------------------------------- the runtime plugin
 class TorchDistributedRuntime(Runtime):
     """One OS process per device on torch.distributed (gloo on CPU, NCCL on CUDA); see the module docstring.
@@ -221,7 +279,9 @@ class TorchDistributedRuntime(Runtime):
     warmup/steps: unmeasured and measured steps (steps >= 1; 10 by default); check_correctness: compare the
     first step's loss and gradients with a single-device step within rtol/atol; threads: intra-op threads per
     CPU worker (None: the worker's core count); device: "auto" (CUDA when every device is a GPU and CUDA is
-    present), "cpu" or "cuda"; timeout_s: how long the workers may take in all.
+    present), "cpu" or "cuda"; timeout_s: how long the workers may take in all; trace: a debug option that
+    records per step each worker's time blocked in receive waits, in isend calls and in the set-up
+    (`extra["trace"]`, see `trace_summary`; off by default: it adds a clock read per op and message).
     """
 
     name = "torch_distributed"
@@ -237,6 +297,7 @@ class TorchDistributedRuntime(Runtime):
         device: str = "auto",
         timeout_s: float = 600.0,
         granularity: str | None = None,
+        trace: bool = False,
     ):
         if int(steps) < 1:
             raise ConfigError(f"runtime.steps must be >= 1, got {steps}")
@@ -251,6 +312,7 @@ class TorchDistributedRuntime(Runtime):
         self.device = device
         self.timeout_s = float(timeout_s)
         self.granularity = granularity
+        self.trace = bool(trace)
 
     def use_cuda(self, cluster: Cluster) -> bool:
         have = torch.cuda.is_available() and torch.cuda.device_count() > 0
@@ -337,6 +399,7 @@ class TorchDistributedRuntime(Runtime):
             retain_first=self.check_correctness,
             specs=value_specs(prog, flat, sent),
             threads=self.threads,
+            trace=self.trace,
         )
         return Prepared(job, prog, flat, extra, cluster.names, model.name, cluster.name)
 
@@ -373,6 +436,8 @@ class TorchDistributedRuntime(Runtime):
                 "worker_step_s": {names[k]: statistics.median(r["times"]) for k, r in enumerate(reports)},
             }
         )
+        if self.trace:
+            extra["trace"] = {names[k]: trace_summary(r.get("traces", [])) for k, r in enumerate(reports)}
         traffic = sum(r["traffic"] for r in reports)
         log.info(
             "ran %s on %s (%d processes, %s): median step %.4g s, IQR %.3g s over %d steps, traffic %.3g B/step",
@@ -412,4 +477,5 @@ __all__ = [
     "free_port",
     "iqr",
     "pingpong",
+    "trace_summary",
 ]

@@ -197,6 +197,8 @@ class _Worker:
         sent_at: dict[int, float] = {}  # trace: nid -> time its isend was posted (perf_counter, system-wide)
         waited: dict[int, tuple[float, float]] = {}  # trace: nid -> (wait start, wait end)
         op_end: dict[str, float] = {}  # trace: op -> time it finished
+        spent = {"send": 0.0, "send_wait": 0.0}  # trace: seconds in isend calls / in waits for sends
+        send_s: list[float] = []  # trace: seconds of each send_value
 
         def account(delta: float) -> None:
             live[0] += delta
@@ -216,6 +218,9 @@ class _Worker:
                 sent_at[i] = time.perf_counter()
             for dst in ex.sends[i]:
                 send_works.setdefault(i, []).extend(isend(i, v, dst, i))
+            if trace:
+                spent["send"] += time.perf_counter() - sent_at[i]
+                send_s.append(time.perf_counter() - sent_at[i])
 
         def reap() -> None:
             # NCCL: O(held values) per op, only the sends of values already freed locally are checked (gloo
@@ -235,8 +240,10 @@ class _Worker:
                     # gloo: a send's work completes only in wait(), and holds the tensor until then. Every
                     # receive is posted at the start of the step, so by now the data has (almost always) been
                     # written: the wait returns at once and the memory is really freed here
+                    tw = time.perf_counter()
                     for w in send_works.pop(i, ()):
                         w.wait()
+                    spent["send_wait"] += time.perf_counter() - tw
                 account(-nbytes)
 
         def release_old(ph: int) -> None:
@@ -271,6 +278,7 @@ class _Worker:
         for i in self.my_ph:
             if i in sent:
                 send_value(i, ex.store[i])
+        t_setup = time.perf_counter()
         consts, frees, kw_over = ex.consts[d], ex.frees[d], ex.kwargs[d]
 
         def get(i: int) -> Any:
@@ -364,7 +372,16 @@ class _Worker:
         loss_nid = prog.outputs[0]
         out: dict[str, Any] = {"elapsed": elapsed, "op_times": op_times}
         if trace:
-            out["trace"] = {"t0": t0, "end": t0 + elapsed, "sent_at": sent_at, "waited": waited, "op_end": op_end}
+            out["trace"] = {
+                "t0": t0,
+                "setup": t_setup,
+                "end": t0 + elapsed,
+                "sent_at": sent_at,
+                "waited": waited,
+                "op_end": op_end,
+                "spent": spent,
+                "send_s": send_s,
+            }
         if ex.node_dev[loss_nid] == d:
             out["loss"] = float(env[loss_nid])
         if retain:

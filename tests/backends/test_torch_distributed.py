@@ -108,8 +108,18 @@ def test_placed_step_matches_single_device(model_name, seed):
     cluster = Cluster([Device("cpu0"), Device("cpu1")], latency_s=1e-5, bytes_per_s=1e9, name="cpu2")
     placement = _random_placement(graph, cluster, seed)
     sched = topological_schedule(graph, placement, cluster.names)
-    res = TorchDistributedRuntime(warmup=1, steps=3).run(backend, model, graph, placement, sched, cluster)
+    trace = model_name == "mlp_tiny"  # the debug trace must not change the result
+    res = TorchDistributedRuntime(warmup=1, steps=3, trace=trace).run(backend, model, graph, placement, sched, cluster)
     assert res.extra["correct"], res.extra
+    if trace:
+        tr = res.extra["trace"]
+        assert set(tr) == {"cpu0", "cpu1"}
+        # two devices: every value one sends, the other receives (once per step)
+        assert tr["cpu0"]["sends"] + tr["cpu1"]["sends"] == tr["cpu0"]["receives"] + tr["cpu1"]["receives"] > 0
+        for t in tr.values():
+            assert 0 <= t["recv_wait_s"] + t["send_s"] + t["setup_s"] <= 1.01 * t["step_s"] + 1e-3
+    else:
+        assert "trace" not in res.extra
     assert res.extra["max_grad_abs_diff"] < 1e-5
     assert len(res.step_times_s) == 3 and res.measured_step_s > 0 and res.step_iqr_s >= 0
     assert [w["device"] for w in res.workers] == ["cpu0", "cpu1"]
@@ -119,6 +129,18 @@ def test_placed_step_matches_single_device(model_name, seed):
     # the losses go down from step to step (the update ran and the parameters stayed on their devices)
     losses = res.extra["losses"]
     assert len(losses) == 4 and losses[-1] < losses[0]
+
+
+@pytest.mark.slow
+def test_distributed_comm_fit_measures_latency_and_per_message_time():
+    from backends.torch.comm import comm_benchmark_distributed
+
+    cluster = Cluster([Device("cpu0"), Device("cpu1")], latency_s=1e-5, bytes_per_s=1e9, name="cpu2")
+    fit = comm_benchmark_distributed(cluster, sizes=[1024, 1 << 20], repeats=2)
+    assert fit.latency_s >= 0 and fit.bytes_per_s > 0
+    assert len(fit.samples) == 2 * 2
+    # a gloo message over loopback costs its busy sender and receiver some processor time, well under 10 ms
+    assert 0 < fit.send_overhead_s < 1e-2 and 0 < fit.recv_overhead_s < 1e-2
 
 
 @pytest.mark.slow
