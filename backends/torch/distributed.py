@@ -29,9 +29,11 @@ Warm-up steps, then `steps` measured ones: median and inter-quartile range of th
 peak of live tensor bytes (parameters, outputs until their last local use or their last send, receive buffers
 from their posting, i.e. the start of the step on gloo, until their last local use; the simulator counts a
 received copy from its arrival, so pre-posted receives can make the measured peak exceed the predicted one;
-on CUDA the allocator's peak instead), and the growth of the process's RSS; bytes sent per step. Memory limits
-are not enforced here (the thread runtime checks them). With `check_correctness`, the loss and gradients of the
-first step are compared with a single-device execution (`runtime.compare_outputs`).
+on CUDA the allocator's peak instead), and the growth of the process's RSS; bytes sent per step. A worker
+whose live bytes (same accounting) exceed its device's ``memory_bytes`` stops with `OutOfMemory` naming the
+device and the op or receive buffer; `launch` raises it in the caller, so the run's status is "oom".
+With `check_correctness`, the loss and gradients of the first step are compared with a single-device
+execution (`runtime.compare_outputs`).
 
 Cost: per step, the ops plus O(N + U) Python work per worker and one message per (value, destination).
 Start-up: one process spawn (a Python and torch import) per device and one pickled program per worker.
@@ -52,7 +54,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from algorithms.cluster import Cluster, oversubscription, worker_cores
-from algorithms.errors import ConfigError, InvalidGraph
+from algorithms.errors import ConfigError, InvalidGraph, OutOfMemory
 
 from ..base import RunResult, Runtime
 from .capture import trace_program
@@ -73,6 +75,26 @@ from .worker import (
 )
 
 log = logging.getLogger(__name__)
+
+
+def _raise_worker_error(job: WorkerJob, rank: int, rep: dict[str, Any], results: Any) -> None:
+    """Raise the failure a worker reported. A worker over its device's memory limit reports an out-of-memory
+    error; its peers then fail too (their messages never come), possibly first: the other reports of the next
+    two seconds are read so that OutOfMemory (status "oom") wins over the peers' consequential errors."""
+    reps = [(rank, rep)]
+    deadline = time.monotonic() + 2.0
+    while not any("oom" in r for _, r in reps) and time.monotonic() < deadline:
+        try:
+            reps.append(results.get(timeout=max(0.01, deadline - time.monotonic())))
+        except Exception:  # queue.Empty
+            break
+    for _, r in reps:
+        if "oom" in r:
+            o = r["oom"]
+            raise OutOfMemory(
+                o["message"], op=o["op"], device=o["device"], used_bytes=o["used_bytes"], limit_bytes=o["limit_bytes"]
+            )
+    raise WorkerError(f"worker for device {job.devices[rank]!r} failed: {rep['error']}")
 
 
 def launch(job: WorkerJob, timeout_s: float = 600.0) -> list[dict[str, Any]]:
@@ -99,7 +121,7 @@ def launch(job: WorkerJob, timeout_s: float = 600.0) -> list[dict[str, Any]]:
                     raise WorkerError(f"workers {job.devices} did not finish in {timeout_s:.0f} s") from None
                 continue
             if "error" in rep:
-                raise WorkerError(f"worker for device {job.devices[rank]!r} failed: {rep['error']}")
+                _raise_worker_error(job, rank, rep, results)
             reports[rank] = rep
         pc.join(timeout=60)
     finally:
@@ -400,6 +422,7 @@ class TorchDistributedRuntime(Runtime):
             specs=value_specs(prog, flat, sent),
             threads=self.threads,
             trace=self.trace,
+            memory_limits=[float(d.memory_bytes) for d in cluster.devices],
         )
         return Prepared(job, prog, flat, extra, cluster.names, model.name, cluster.name)
 

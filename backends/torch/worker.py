@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from algorithms.errors import LabError
+from algorithms.errors import LabError, OutOfMemory
 
 from .devices import PhysDevice
 from .program import Program, resolve, tensors_of
@@ -116,6 +116,7 @@ class WorkerJob:
     specs: dict[int, Any] = field(default_factory=dict)
     threads: int | None = None  # intra-op threads (default: the worker's core count)
     trace: bool = False  # debug: record per message when it was sent and how long its receiver waited
+    memory_limits: list[float] = field(default_factory=list)  # bytes per device (empty: no limit)
 
 
 def free_port() -> int:
@@ -200,10 +201,22 @@ class _Worker:
         spent = {"send": 0.0, "send_wait": 0.0}  # trace: seconds in isend calls / in waits for sends
         send_s: list[float] = []  # trace: seconds of each send_value
 
+        limit = self.job.memory_limits[d] if self.job.memory_limits else float("inf")
+        where = ["the step's start"]  # what is being allocated, for the out-of-memory message
+
         def account(delta: float) -> None:
             live[0] += delta
             if live[0] > self.peak:
                 self.peak = live[0]
+            if delta > 0 and live[0] > limit:
+                name = self.job.devices[d]
+                raise OutOfMemory(
+                    f"out of memory on device {name!r} at {where[0]}: {live[0]:.6g} bytes live, limit {limit:.6g}",
+                    op=where[0],
+                    device=name,
+                    used_bytes=live[0],
+                    limit_bytes=limit,
+                )
 
         def isend(i: int, v: Any, dst: int, tag: int) -> list[Any]:
             nonlocal traffic
@@ -260,6 +273,7 @@ class _Worker:
         t0 = time.perf_counter()
         for i in self.my_ph:
             env[i] = ex.store[i]
+            where[0] = f"parameter/input {prog.op_of.get(i, i)!r}"
             account(nodes[i].nbytes)
         recvs: dict[int, tuple[Any, list[Any]]] = {}
 
@@ -267,6 +281,7 @@ class _Worker:
             val, bufs = _alloc(specs[i], dev)
             src = ex.node_dev[i]
             recvs[i] = (val, [dist.irecv(b, src, tag=i * 16 + k) for k, b in enumerate(bufs)])
+            where[0] = f"receive buffer for {prog.op_of.get(i, i)!r}"
             account(nodes[i].nbytes)  # the buffer is held from here
 
         if not cuda:
@@ -309,6 +324,7 @@ class _Worker:
                     continue
                 val = r.target(*resolve(r.args, get), **resolve(kw_over.get(nid, r.kwargs), get))
                 env[nid] = val
+                where[0] = repr(op)
                 account(r.alloc_bytes)
                 if retain and nid in ex.grad_nids:
                     retained[nid] = val
@@ -454,5 +470,14 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
     except BaseException as exc:
         import traceback
 
-        results.put((rank, {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}))
+        rep: dict[str, Any] = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}
+        if isinstance(exc, OutOfMemory):  # the parent raises it again: the run's status is "oom"
+            rep["oom"] = {
+                "message": str(exc),
+                "op": exc.op,
+                "device": exc.device,
+                "used_bytes": exc.used_bytes,
+                "limit_bytes": exc.limit_bytes,
+            }
+        results.put((rank, rep))
         raise
