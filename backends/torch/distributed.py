@@ -138,59 +138,55 @@ def _busy_loop(n: int, a: torch.Tensor, b: torch.Tensor) -> None:
         torch.mm(a, b)
 
 
-def _busy_message_cost(rank: int, n_msg: int) -> float:
-    """Processor time one message costs a busy worker, as in a placed step (issue 16). Rank 0 is the sender,
-    rank 1 the receiver. The receiver posts `n_msg` receives of 1 KB right after a barrier (as a step does);
-    the sender runs a loop of small ops (the first
-    ones without messages, so the receives are posted before it sends, as in a step) and sends one message
-    after each of the others (``contiguous()`` + ``isend``, waited
-    for later, as the worker waits where the value is freed); the receiver runs 20 times as many ops, so
-    the messages arrive while it computes, then waits for them. Each side's extra time over the same loop without
-    messages, per message, is its cost: on the sender the isend calls, and gloo's transport thread handling
-    the receiver's ready-to-receive notices; on the receiver the posting, and the transport thread reading the
-    arrivals; both include the wake-ups of those threads on the worker's own core (gloo's threads inherit the
-    worker's pinning). A blocking wait for a message that has not arrived yet is not counted here: that is the
-    latency of the ping-pong fit. Median of 5 trials. Returns seconds per message for this rank."""
+def _busy_message_cost(rank: int, n_msg: int, two_way: bool, tag0: int) -> float:
+    """Processor time one message costs a busy worker, as in a placed step (issue 16).
+
+    One way (`two_way` false): rank 0 sends, rank 1 receives. Two ways: both do both at once, as the two
+    workers of a placed step do. A receiving rank posts `n_msg` receives of 1 KB right after a barrier (as a
+    step does); every rank runs a loop of small ops: first 2 * n_msg without messages (so the receives are
+    posted before anything is sent, as in a step), then n_msg ops each followed, on a sending rank, by one
+    message (``contiguous()`` + ``isend``, waited for at the end, as the worker waits where the value is
+    freed), then, on a receiving rank, 20 * n_msg more ops so that the messages arrive while it computes. The
+    extra time over the same loop without messages, per message, is the rank's cost: the isend calls, the
+    posting, and what gloo's transport threads take from the worker's core (they inherit its pinning) to
+    handle notices and read arrivals. A wait for a message that has not arrived yet is not in it (that is the
+    ping-pong's latency). Median of 5 trials after a warm-up trial. Returns seconds per message."""
     a, b = torch.randn(32, 32), torch.randn(32, 32)
     msg = torch.ones(256)
-    n_ops = n_msg if rank == 0 else 20 * n_msg  # the receiver computes well past the last arrival
-    lead_ops = 2 * n_msg
+    sends, recvs = two_way or rank == 0, two_way or rank == 1
+    lead, tail = 2 * n_msg, (20 * n_msg if recvs else 0)
     _busy_loop(50, a, b)
     costs = []
     for trial in range(6):
         dist.barrier()
         t0 = time.perf_counter()
-        _busy_loop(n_ops + (lead_ops if rank == 0 else 0), a, b)
+        _busy_loop(lead + n_msg + tail, a, b)
         base = time.perf_counter() - t0
         dist.barrier()
-        tag0 = 200_000 + trial * n_msg
-        if rank == 1:
-            t0 = time.perf_counter()
-            works = [dist.irecv(torch.empty(256), 0, tag=tag0 + k) for k in range(n_msg)]
-            _busy_loop(n_ops, a, b)
-            spent = time.perf_counter() - t0
-            for w in works:
-                w.wait()
-        else:
-            t0 = time.perf_counter()
-            _busy_loop(lead_ops, a, b)  # as in a step, the receives are posted before the values are sent
-            works = []
-            for k in range(n_msg):
-                torch.mm(a, b)
-                works.append(dist.isend(msg.contiguous(), 1, tag=tag0 + k))
-            spent = time.perf_counter() - t0
-            t1 = time.perf_counter()
-            for w in works:
-                w.wait()
-            spent += time.perf_counter() - t1
-        if trial > 0:  # the first trial warms up
+        tag = tag0 + trial * n_msg
+        t0 = time.perf_counter()
+        rworks = [dist.irecv(torch.empty(256), 1 - rank, tag=tag + k) for k in range(n_msg)] if recvs else []
+        _busy_loop(lead, a, b)
+        sworks = []
+        for k in range(n_msg):
+            torch.mm(a, b)
+            if sends:
+                sworks.append(dist.isend(msg.contiguous(), 1 - rank, tag=tag + k))
+        _busy_loop(tail, a, b)
+        for w in sworks:
+            w.wait()
+        spent = time.perf_counter() - t0
+        for w in rworks:  # arrived during the tail: not timed
+            w.wait()
+        if trial > 0:
             costs.append(max(0.0, spent - base) / n_msg)
     return float(statistics.median(costs))
 
 
 def _pingpong_main(rank: int, port: int, cores: list[list[int]], sizes: list[int], repeats: int, results: Any) -> None:
-    """Two pinned workers bounce a tensor of every size with isend/irecv (the runtime's own path); rank 0
-    reports half the round-trip time of each bounce."""
+    """Two pinned workers bounce a tensor of every size with isend/irecv (the runtime's own path: receives
+    posted before the sends); rank 0 reports half the round-trip time of each bounce, then both measure the
+    per-message processor time on busy workers (`_busy_message_cost`)."""
     try:
         pin_worker(cores[rank])
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
@@ -198,20 +194,25 @@ def _pingpong_main(rank: int, port: int, cores: list[list[int]], sizes: list[int
         samples = []
         for size in sizes:
             buf = torch.ones(max(1, size // 4), dtype=torch.float32)
+            back = torch.empty_like(buf)
             for k in range(repeats + 1):  # the first bounce of each size is a warm-up
+                # as in a step, each receive is posted before its message is sent (gloo then sends the data
+                # at once instead of first exchanging ready notices between the transport threads)
+                r = dist.irecv(back if rank == 0 else buf, other, tag=k)
                 dist.barrier()
                 t0 = time.perf_counter()
                 if rank == 0:
                     dist.isend(buf, other, tag=k).wait()
-                    dist.irecv(buf, other, tag=k).wait()
+                    r.wait()
                 else:
-                    dist.irecv(buf, other, tag=k).wait()
+                    r.wait()
                     dist.isend(buf, other, tag=k).wait()
                 dt = time.perf_counter() - t0
                 if k > 0:
                     samples.append((float(buf.numel() * 4), dt / 2.0))
-        per_message = _busy_message_cost(rank, n_msg=200)
-        results.put((rank, {"samples": samples, "per_message_s": per_message}))
+        one_way = _busy_message_cost(rank, 200, two_way=False, tag0=200_000)
+        two_way = _busy_message_cost(rank, 200, two_way=True, tag0=300_000)
+        results.put((rank, {"samples": samples, "one_way_s": one_way, "two_way_s": two_way}))
         dist.barrier()
         dist.destroy_process_group()
     except BaseException as exc:
@@ -249,7 +250,20 @@ def pingpong(
         for p in pc.processes:
             if p.is_alive():
                 p.terminate()
-    return reps[0]["samples"], reps[0]["per_message_s"], reps[1]["per_message_s"]
+    # one way: rank 0's cost is a send's, rank 1's a receive's. Two ways (each rank sends and receives one
+    # message per op, as the workers of a step do): a rank pays a send and a receive, and more than the sum of
+    # the one-way costs (both transport threads and the compute thread share the core); the excess is put on
+    # the send, which the simulator charges where the value is produced
+    recv_s = reps[1]["one_way_s"]
+    both = 0.5 * (reps[0]["two_way_s"] + reps[1]["two_way_s"])
+    send_s = max(reps[0]["one_way_s"], both - recv_s)
+    log.info(
+        "busy per-message time: one way send %.3g s, receive %.3g s; both ways %.3g s per message pair",
+        reps[0]["one_way_s"],
+        recv_s,
+        both,
+    )
+    return reps[0]["samples"], send_s, recv_s
 
 
 def iqr(xs: Sequence[float]) -> float:
