@@ -317,7 +317,10 @@ class TorchDistributedRuntime(Runtime):
     CPU worker (None: the worker's core count); device: "auto" (CUDA when every device is a GPU and CUDA is
     present), "cpu" or "cuda"; timeout_s: how long the workers may take in all; trace: a debug option that
     records per step each worker's time blocked in receive waits, in isend calls and in the set-up
-    (`extra["trace"]`, see `trace_summary`; off by default: it adds a clock read per op and message).
+    (`extra["trace"]`, see `trace_summary`; off by default: it adds a clock read per op and message);
+    pin_transport_threads: False pins a CPU worker only after gloo has started its transport threads, which
+    then run on any host core instead of taking turns with the worker's compute thread on its own core (one
+    A/B on gnmt_tiny m-SCT under load: 118 ms against 164 ms; on mlp_tiny within the noise).
     """
 
     name = "torch_distributed"
@@ -334,6 +337,7 @@ class TorchDistributedRuntime(Runtime):
         timeout_s: float = 600.0,
         granularity: str | None = None,
         trace: bool = False,
+        pin_transport_threads: bool = True,
     ):
         if int(steps) < 1:
             raise ConfigError(f"runtime.steps must be >= 1, got {steps}")
@@ -349,6 +353,7 @@ class TorchDistributedRuntime(Runtime):
         self.timeout_s = float(timeout_s)
         self.granularity = granularity
         self.trace = bool(trace)
+        self.pin_transport_threads = bool(pin_transport_threads)
 
     def use_cuda(self, cluster: Cluster) -> bool:
         have = torch.cuda.is_available() and torch.cuda.device_count() > 0
@@ -436,6 +441,7 @@ class TorchDistributedRuntime(Runtime):
             specs=value_specs(prog, flat, sent),
             threads=self.threads,
             trace=self.trace,
+            pin_transport=self.pin_transport_threads,
             memory_limits=[float(d.memory_bytes) for d in cluster.devices],
         )
         return Prepared(job, prog, flat, extra, cluster.names, model.name, cluster.name)

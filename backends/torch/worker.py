@@ -117,6 +117,7 @@ class WorkerJob:
     threads: int | None = None  # intra-op threads (default: the worker's core count)
     trace: bool = False  # debug: record per message when it was sent and how long its receiver waited
     memory_limits: list[float] = field(default_factory=list)  # bytes per device (empty: no limit)
+    pin_transport: bool = True  # False: pin only the compute thread, gloo's transport threads stay unpinned
 
 
 def free_port() -> int:
@@ -411,9 +412,9 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
     """Entry point of a spawned worker: pin, join the group, run the steps, report to `results`."""
     try:
         threads = 1
-        if not job.cuda:
-            # under torchrun on another host only the cores this host has count (none: threads set, no pinning)
-            mine = [c for c in job.cores[rank] if c in os.sched_getaffinity(0)]
+        # under torchrun on another host only the cores this host has count (none: threads set, no pinning)
+        mine = [c for c in job.cores[rank] if c in os.sched_getaffinity(0)] if not job.cuda else []
+        if not job.cuda and job.pin_transport:
             threads = pin_worker(mine, job.threads or len(job.cores[rank]))
         world = len(job.devices)
         if world > 1:
@@ -423,6 +424,10 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                 rank=rank,
                 world_size=world,
             )
+        if not job.cuda and not job.pin_transport:
+            # pinned after gloo started its transport threads: sched_setaffinity(0) pins the calling thread
+            # only, so those threads stay free to run on any host core
+            threads = pin_worker(mine, job.threads or len(job.cores[rank]))
         w = _Worker(rank, job)
         rss0 = _rss_bytes()
         if job.cuda:

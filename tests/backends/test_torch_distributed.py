@@ -108,8 +108,10 @@ def test_placed_step_matches_single_device(model_name, seed):
     cluster = Cluster([Device("cpu0"), Device("cpu1")], latency_s=1e-5, bytes_per_s=1e9, name="cpu2")
     placement = _random_placement(graph, cluster, seed)
     sched = topological_schedule(graph, placement, cluster.names)
-    trace = model_name == "mlp_tiny"  # the debug trace must not change the result
-    res = TorchDistributedRuntime(warmup=1, steps=3, trace=trace).run(backend, model, graph, placement, sched, cluster)
+    trace = model_name == "mlp_tiny"  # the debug trace and unpinned transport threads must not change the result
+    res = TorchDistributedRuntime(warmup=1, steps=3, trace=trace, pin_transport_threads=not trace).run(
+        backend, model, graph, placement, sched, cluster
+    )
     assert res.extra["correct"], res.extra
     if trace:
         tr = res.extra["trace"]
