@@ -85,6 +85,19 @@ def test_relative_fit_recovers_latency_and_bandwidth(lat, bw, noise):
         assert abs((a + s / b) - (lat + s / bw)) <= 0.12 * (lat + s / bw)
 
 
+def test_relative_fit_mean_keeps_the_tail_the_median_drops():
+    sizes = [1024 * 4**k for k in range(5)]
+    lat, bw = 1e-4, 1e9
+    samples = [(float(s), lat + s / bw) for s in sizes for _ in range(4)]
+    samples += [(float(s), lat + s / bw + 4e-3) for s in sizes]  # one preempted sample per size
+    a_med, _ = fit_linear_relative(samples, stat="median")
+    a_mean, _ = fit_linear_relative(samples, stat="mean")
+    assert a_med == pytest.approx(lat, rel=0.05)
+    assert a_mean > 5 * lat  # the mean of five samples carries 1/5 of the 4 ms tail
+    with pytest.raises(ValueError, match="stat"):
+        fit_linear_relative(samples, stat="max")
+
+
 def test_iqr():
     assert iqr([1.0]) == 0.0
     assert iqr([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(2.0)
