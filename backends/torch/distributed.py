@@ -150,14 +150,16 @@ def _busy_message_cost(rank: int, n_msg: int, two_way: bool, tag0: int) -> float
     extra time over the same loop without messages, per message, is the rank's cost: the isend calls, the
     posting, and what gloo's transport threads take from the worker's core (they inherit its pinning) to
     handle notices and read arrivals. A wait for a message that has not arrived yet is not in it (that is the
-    ping-pong's latency). Median of 5 trials after a warm-up trial. Returns seconds per message."""
+    ping-pong's latency). Mean over 10 trials after a warm-up trial (not the median: the rare long blocks a
+    message now and then causes, a lost scheduler tick on a shared core, are part of what a step of hundreds of
+    messages pays). Returns seconds per message."""
     a, b = torch.randn(32, 32), torch.randn(32, 32)
     msg = torch.ones(256)
     sends, recvs = two_way or rank == 0, two_way or rank == 1
     lead, tail = 2 * n_msg, (20 * n_msg if recvs else 0)
     _busy_loop(50, a, b)
     costs = []
-    for trial in range(6):
+    for trial in range(11):
         dist.barrier()
         t0 = time.perf_counter()
         _busy_loop(lead + n_msg + tail, a, b)
@@ -179,8 +181,8 @@ def _busy_message_cost(rank: int, n_msg: int, two_way: bool, tag0: int) -> float
         for w in rworks:  # arrived during the tail: not timed
             w.wait()
         if trial > 0:
-            costs.append(max(0.0, spent - base) / n_msg)
-    return float(statistics.median(costs))
+            costs.append((spent - base) / n_msg)
+    return max(0.0, float(statistics.fmean(costs)))
 
 
 def _pingpong_main(rank: int, port: int, cores: list[list[int]], sizes: list[int], repeats: int, results: Any) -> None:
