@@ -152,10 +152,12 @@ def comm_benchmark_distributed(
 ) -> DistributedCommFit:
     """Fit ``latency + bytes / bandwidth`` from the process-per-device runtime's own send/recv (issue 16).
 
-    Two worker processes, pinned as the cluster's first two devices' workers are (`worker_cores`), bounce
-    tensors of every size in `sizes` (default 1 KB to 64 MB) with ``isend``/``irecv`` over gloo; a sample is
-    half a round trip. The fit (`fit_linear_relative` over the per-size means) and its residual (root mean
-    square, absolute and relative to the mean sample) are logged and kept in the samples. All device pairs get
+    Two worker processes, pinned as the cluster's first two devices' workers are (`worker_cores`), send
+    tensors of every size in `sizes` (default 1 KB to 64 MB) with ``isend``/``irecv`` over gloo as a placed
+    step does (`distributed.pingpong`: the receive posted first, the receiver blocked in ``wait()`` while the
+    sender computes); a sample is the time from the ``isend`` to the receiver's wake-up. The fit
+    (`fit_linear_relative` over the per-size means) and its residual (root mean square, absolute and relative
+    to the mean sample) are logged and kept in the samples. All device pairs get
     the same fit (one host: every pair goes through the same loopback). The processor time a *busy* worker
     spends per message (`distributed._busy_message_cost`: sender and receiver run a loop of small ops, the
     receives posted first, one 1 KB message per sender op; the extra time over the same loop without

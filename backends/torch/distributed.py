@@ -186,32 +186,39 @@ def _busy_message_cost(rank: int, n_msg: int, two_way: bool, tag0: int) -> float
 
 
 def _pingpong_main(rank: int, port: int, cores: list[list[int]], sizes: list[int], repeats: int, results: Any) -> None:
-    """Two pinned workers bounce a tensor of every size with isend/irecv (the runtime's own path: receives
-    posted before the sends); rank 0 reports half the round-trip time of each bounce, then both measure the
-    per-message processor time on busy workers (`_busy_message_cost`)."""
+    """Two pinned workers time one-way transfers of a tensor of every size with isend/irecv as a placed step
+    makes them (the runtime's own path): the receiver posts its receive and blocks in ``wait()`` while the
+    sender computes for about a millisecond (the receiver's core may meanwhile go to another process, as in a
+    step), then the sender sends; a sample is the time from the ``isend`` call to the receiver's return from
+    ``wait()`` (``time.perf_counter`` is the host's monotonic clock in both processes). Rank 1 reports the
+    samples (a ping-pong, which this was, blocks only briefly and measured a third of the hop a step pays).
+    Then both measure the per-message processor time on busy workers (`_busy_message_cost`)."""
     try:
         pin_worker(cores[rank])
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-        other = 1 - rank
         samples = []
+        a = torch.randn(32, 32)
+        stamp = torch.zeros(1, dtype=torch.float64)
         for size in sizes:
             buf = torch.ones(max(1, size // 4), dtype=torch.float32)
-            back = torch.empty_like(buf)
-            for k in range(repeats + 1):  # the first bounce of each size is a warm-up
-                # as in a step, each receive is posted before its message is sent (gloo then sends the data
-                # at once instead of first exchanging ready notices between the transport threads)
-                r = dist.irecv(back if rank == 0 else buf, other, tag=k)
+            for k in range(repeats + 1):  # the first transfer of each size is a warm-up
+                r = dist.irecv(buf, 0, tag=k) if rank == 1 else None
                 dist.barrier()
-                t0 = time.perf_counter()
                 if rank == 0:
-                    dist.isend(buf, other, tag=k).wait()
-                    r.wait()
+                    t_busy = time.perf_counter()
+                    while time.perf_counter() - t_busy < 1e-3:
+                        torch.mm(a, a)
+                    t0 = time.perf_counter()
+                    dist.isend(buf, 1, tag=k).wait()
+                    stamp[0] = t0
+                    dist.send(stamp, 1, tag=100_000 + k)
                 else:
-                    r.wait()
-                    dist.isend(buf, other, tag=k).wait()
-                dt = time.perf_counter() - t0
-                if k > 0:
-                    samples.append((float(buf.numel() * 4), dt / 2.0))
+                    if r is not None:
+                        r.wait()
+                    t1 = time.perf_counter()
+                    dist.recv(stamp, 0, tag=100_000 + k)
+                    if k > 0:
+                        samples.append((float(buf.numel() * 4), max(0.0, t1 - float(stamp[0]))))
         one_way = _busy_message_cost(rank, 200, two_way=False, tag0=200_000)
         two_way = _busy_message_cost(rank, 200, two_way=True, tag0=300_000)
         results.put((rank, {"samples": samples, "one_way_s": one_way, "two_way_s": two_way}))
@@ -265,7 +272,7 @@ def pingpong(
         recv_s,
         both,
     )
-    return reps[0]["samples"], send_s, recv_s
+    return reps[1]["samples"], send_s, recv_s
 
 
 def iqr(xs: Sequence[float]) -> float:
