@@ -115,18 +115,23 @@ class DistributedCommFit(CommFit):
     recv_overhead_s: float = 0.0
 
 
-def fit_linear_relative(samples: Sequence[tuple[float, float]]) -> tuple[float, float]:
+def fit_linear_relative(samples: Sequence[tuple[float, float]], stat: str = "median") -> tuple[float, float]:
     """(latency_s, bytes_per_s) minimising the squared *relative* error of ``latency + bytes / bandwidth``
-    over the per-size medians of (bytes, s) samples: tiny and huge transfers weigh alike (an absolute fit over
-    1 KB..64 MB is set by the largest transfers and misses the latency that small tensors pay), and the median
-    per size drops outliers of a shared machine. Same clipping as `fit_linear`. O(samples log samples)."""
+    over the per-size medians (`stat="median"`) or means (`"mean"`) of (bytes, s) samples: tiny and huge
+    transfers weigh alike (an absolute fit over 1 KB..64 MB is set by the largest transfers and misses the
+    latency that small tensors pay). The median per size drops the outliers of a shared machine; the mean keeps
+    them, which is what a step of many messages pays (its time is a sum over hundreds of transfers, so its median
+    is near the sum of their means). Same clipping as `fit_linear`. O(samples log samples)."""
+    if stat not in ("median", "mean"):
+        raise ValueError(f"stat must be 'median' or 'mean', got {stat!r}")
+    agg = np.median if stat == "median" else np.mean
     if not samples:
         raise ValueError("no samples to fit")
     by: dict[float, list[float]] = {}
     for b, t in samples:
         by.setdefault(float(b), []).append(float(t))
     x = np.array(sorted(by), dtype=float)
-    y = np.array([float(np.median(by[b])) for b in x])
+    y = np.array([float(agg(by[b])) for b in x])
     if len(x) < 2:
         return max(0.0, float(y.mean())), MAX_BYTES_PER_S
     w = 1.0 / np.maximum(y, 1e-12)
@@ -147,14 +152,19 @@ def comm_benchmark_distributed(
 ) -> DistributedCommFit:
     """Fit ``latency + bytes / bandwidth`` from the process-per-device runtime's own send/recv (issue 16).
 
-    Two worker processes, pinned as the cluster's first two devices' workers are (`worker_cores`), bounce
-    tensors of every size in `sizes` (default 1 KB to 64 MB) with ``isend``/``irecv`` over gloo; a sample is
-    half a round trip. The least-squares fit and its residual (root mean square, absolute and relative to the
-    mean sample) are logged and kept in the samples. All device pairs get the same fit (one host: every pair
-    goes through the same loopback). The processor time per message (send: ``contiguous()`` + ``isend``;
-    receive: buffer + ``irecv`` + waiting on an arrived message; 200 messages of 1 KB) is measured too and
-    returned in the fit's `send_overhead_s` / `recv_overhead_s`. Cost: sizes x (repeats + 1) round trips plus
-    two process starts.
+    Two worker processes, pinned as the cluster's first two devices' workers are (`worker_cores`), send
+    tensors of every size in `sizes` (default 1 KB to 64 MB) with ``isend``/``irecv`` over gloo as a placed
+    step does (`distributed.pingpong`: the receive posted first, the receiver blocked in ``wait()`` while the
+    sender computes); a sample is the time from the ``isend`` to the receiver's wake-up. The fit
+    (`fit_linear_relative` over the per-size means) and its residual (root mean square, absolute and relative
+    to the mean sample) are logged and kept in the samples. All device pairs get
+    the same fit (one host: every pair goes through the same loopback). The processor time a *busy* worker
+    spends per message (`distributed._busy_message_cost`: sender and receiver run a loop of small ops, the
+    receives posted first, one 1 KB message per sender op; the extra time over the same loop without
+    messages, per message) is returned in the fit's `send_overhead_s` / `recv_overhead_s`. It includes what
+    gloo's transport threads, pinned to the worker's core, take from its compute thread (timed on idle
+    workers, as before, it missed that part). Cost: sizes x (repeats + 1) round trips plus two process
+    starts.
     """
     import os
 
@@ -168,7 +178,7 @@ def comm_benchmark_distributed(
     host = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
     cores = worker_cores(cluster, host)[:2]
     raw, send_s, recv_s = pingpong(cores, sizes, int(repeats), timeout_s)
-    lat, bw = fit_linear_relative(raw)
+    lat, bw = fit_linear_relative(raw, stat="mean")  # a step pays the mean hop (see fit_linear_relative)
     rel = np.array([(lat + b / bw - t) / t for b, t in raw if t > 0])
     log.info(
         "distributed comm fit on %s (gloo, workers pinned to %s): latency %.3g s, bandwidth %.3g B/s; "

@@ -29,9 +29,11 @@ Warm-up steps, then `steps` measured ones: median and inter-quartile range of th
 peak of live tensor bytes (parameters, outputs until their last local use or their last send, receive buffers
 from their posting, i.e. the start of the step on gloo, until their last local use; the simulator counts a
 received copy from its arrival, so pre-posted receives can make the measured peak exceed the predicted one;
-on CUDA the allocator's peak instead), and the growth of the process's RSS; bytes sent per step. Memory limits
-are not enforced here (the thread runtime checks them). With `check_correctness`, the loss and gradients of the
-first step are compared with a single-device execution (`runtime.compare_outputs`).
+on CUDA the allocator's peak instead), and the growth of the process's RSS; bytes sent per step. A worker
+whose live bytes (same accounting) exceed its device's ``memory_bytes`` stops with `OutOfMemory` naming the
+device and the op or receive buffer; `launch` raises it in the caller, so the run's status is "oom".
+With `check_correctness`, the loss and gradients of the first step are compared with a single-device
+execution (`runtime.compare_outputs`).
 
 Cost: per step, the ops plus O(N + U) Python work per worker and one message per (value, destination).
 Start-up: one process spawn (a Python and torch import) per device and one pickled program per worker.
@@ -52,7 +54,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from algorithms.cluster import Cluster, oversubscription, worker_cores
-from algorithms.errors import ConfigError, InvalidGraph
+from algorithms.errors import ConfigError, InvalidGraph, OutOfMemory
 
 from ..base import RunResult, Runtime
 from .capture import trace_program
@@ -73,6 +75,26 @@ from .worker import (
 )
 
 log = logging.getLogger(__name__)
+
+
+def _raise_worker_error(job: WorkerJob, rank: int, rep: dict[str, Any], results: Any) -> None:
+    """Raise the failure a worker reported. A worker over its device's memory limit reports an out-of-memory
+    error; its peers then fail too (their messages never come), possibly first: the other reports of the next
+    two seconds are read so that OutOfMemory (status "oom") wins over the peers' consequential errors."""
+    reps = [(rank, rep)]
+    deadline = time.monotonic() + 2.0
+    while not any("oom" in r for _, r in reps) and time.monotonic() < deadline:
+        try:
+            reps.append(results.get(timeout=max(0.01, deadline - time.monotonic())))
+        except Exception:  # queue.Empty
+            break
+    for _, r in reps:
+        if "oom" in r:
+            o = r["oom"]
+            raise OutOfMemory(
+                o["message"], op=o["op"], device=o["device"], used_bytes=o["used_bytes"], limit_bytes=o["limit_bytes"]
+            )
+    raise WorkerError(f"worker for device {job.devices[rank]!r} failed: {rep['error']}")
 
 
 def launch(job: WorkerJob, timeout_s: float = 600.0) -> list[dict[str, Any]]:
@@ -99,7 +121,7 @@ def launch(job: WorkerJob, timeout_s: float = 600.0) -> list[dict[str, Any]]:
                     raise WorkerError(f"workers {job.devices} did not finish in {timeout_s:.0f} s") from None
                 continue
             if "error" in rep:
-                raise WorkerError(f"worker for device {job.devices[rank]!r} failed: {rep['error']}")
+                _raise_worker_error(job, rank, rep, results)
             reports[rank] = rep
         pc.join(timeout=60)
     finally:
@@ -111,55 +133,95 @@ def launch(job: WorkerJob, timeout_s: float = 600.0) -> list[dict[str, Any]]:
     return [reports[k] for k in range(n)]
 
 
+def _busy_loop(n: int, a: torch.Tensor, b: torch.Tensor) -> None:
+    for _ in range(n):
+        torch.mm(a, b)
+
+
+def _busy_message_cost(rank: int, n_msg: int, two_way: bool, tag0: int) -> float:
+    """Processor time one message costs a busy worker, as in a placed step (issue 16).
+
+    One way (`two_way` false): rank 0 sends, rank 1 receives. Two ways: both do both at once, as the two
+    workers of a placed step do. A receiving rank posts `n_msg` receives of 1 KB right after a barrier (as a
+    step does); every rank runs a loop of small ops: first 2 * n_msg without messages (so the receives are
+    posted before anything is sent, as in a step), then n_msg ops each followed, on a sending rank, by one
+    message (``contiguous()`` + ``isend``, waited for at the end, as the worker waits where the value is
+    freed), then, on a receiving rank, 20 * n_msg more ops so that the messages arrive while it computes. The
+    extra time over the same loop without messages, per message, is the rank's cost: the isend calls, the
+    posting, and what gloo's transport threads take from the worker's core (they inherit its pinning) to
+    handle notices and read arrivals. A wait for a message that has not arrived yet is not in it (that is the
+    ping-pong's latency). Mean over 10 trials after a warm-up trial (not the median: the rare long blocks a
+    message now and then causes, a lost scheduler tick on a shared core, are part of what a step of hundreds of
+    messages pays). Returns seconds per message."""
+    a, b = torch.randn(32, 32), torch.randn(32, 32)
+    msg = torch.ones(256)
+    sends, recvs = two_way or rank == 0, two_way or rank == 1
+    lead, tail = 2 * n_msg, (20 * n_msg if recvs else 0)
+    _busy_loop(50, a, b)
+    costs = []
+    for trial in range(11):
+        dist.barrier()
+        t0 = time.perf_counter()
+        _busy_loop(lead + n_msg + tail, a, b)
+        base = time.perf_counter() - t0
+        dist.barrier()
+        tag = tag0 + trial * n_msg
+        t0 = time.perf_counter()
+        rworks = [dist.irecv(torch.empty(256), 1 - rank, tag=tag + k) for k in range(n_msg)] if recvs else []
+        _busy_loop(lead, a, b)
+        sworks = []
+        for k in range(n_msg):
+            torch.mm(a, b)
+            if sends:
+                sworks.append(dist.isend(msg.contiguous(), 1 - rank, tag=tag + k))
+        _busy_loop(tail, a, b)
+        for w in sworks:
+            w.wait()
+        spent = time.perf_counter() - t0
+        for w in rworks:  # arrived during the tail: not timed
+            w.wait()
+        if trial > 0:
+            costs.append((spent - base) / n_msg)
+    return max(0.0, float(statistics.fmean(costs)))
+
+
 def _pingpong_main(rank: int, port: int, cores: list[list[int]], sizes: list[int], repeats: int, results: Any) -> None:
-    """Two pinned workers bounce a tensor of every size with isend/irecv (the runtime's own path); rank 0
-    reports half the round-trip time of each bounce."""
+    """Two pinned workers time one-way transfers of a tensor of every size with isend/irecv as a placed step
+    makes them (the runtime's own path): the receiver posts its receive and blocks in ``wait()`` while the
+    sender computes for about a millisecond (the receiver's core may meanwhile go to another process, as in a
+    step), then the sender sends; a sample is the time from the ``isend`` call to the receiver's return from
+    ``wait()`` (``time.perf_counter`` is the host's monotonic clock in both processes). Rank 1 reports the
+    samples (a ping-pong, which this was, blocks only briefly and measured a third of the hop a step pays).
+    Then both measure the per-message processor time on busy workers (`_busy_message_cost`)."""
     try:
         pin_worker(cores[rank])
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-        other = 1 - rank
         samples = []
+        a = torch.randn(32, 32)
+        stamp = torch.zeros(1, dtype=torch.float64)
         for size in sizes:
             buf = torch.ones(max(1, size // 4), dtype=torch.float32)
-            for k in range(repeats + 1):  # the first bounce of each size is a warm-up
+            for k in range(repeats + 1):  # the first transfer of each size is a warm-up
+                r = dist.irecv(buf, 0, tag=k) if rank == 1 else None
                 dist.barrier()
-                t0 = time.perf_counter()
                 if rank == 0:
-                    dist.isend(buf, other, tag=k).wait()
-                    dist.irecv(buf, other, tag=k).wait()
+                    t_busy = time.perf_counter()
+                    while time.perf_counter() - t_busy < 1e-3:
+                        torch.mm(a, a)
+                    t0 = time.perf_counter()
+                    dist.isend(buf, 1, tag=k).wait()
+                    stamp[0] = t0
+                    dist.send(stamp, 1, tag=100_000 + k)
                 else:
-                    dist.irecv(buf, other, tag=k).wait()
-                    dist.isend(buf, other, tag=k).wait()
-                dt = time.perf_counter() - t0
-                if k > 0:
-                    samples.append((float(buf.numel() * 4), dt / 2.0))
-        # processor time per message, as the worker spends it: the sender's contiguous() + isend call; the
-        # receiver's buffer allocation + irecv call + the wait on a message that has already arrived
-        n_msg, small = 200, torch.ones(256)
-        dist.barrier()
-        post = 0.0
-        works = []
-        if rank == 1:
-            t0 = time.perf_counter()
-            for k in range(n_msg):
-                works.append(dist.irecv(torch.empty(256), 0, tag=100_000 + k))
-            post = time.perf_counter() - t0
-        dist.barrier()
-        if rank == 0:
-            t0 = time.perf_counter()
-            for k in range(n_msg):
-                works.append(dist.isend(small.contiguous(), 1, tag=100_000 + k))
-            post = time.perf_counter() - t0
-            for w in works:
-                w.wait()
-        dist.barrier()
-        if rank == 1:
-            time.sleep(0.05)
-            t0 = time.perf_counter()
-            for w in works:
-                w.wait()
-            post += time.perf_counter() - t0
-        results.put((rank, {"samples": samples, "per_message_s": post / n_msg}))
+                    if r is not None:
+                        r.wait()
+                    t1 = time.perf_counter()
+                    dist.recv(stamp, 0, tag=100_000 + k)
+                    if k > 0:
+                        samples.append((float(buf.numel() * 4), max(0.0, t1 - float(stamp[0]))))
+        one_way = _busy_message_cost(rank, 200, two_way=False, tag0=200_000)
+        two_way = _busy_message_cost(rank, 200, two_way=True, tag0=300_000)
+        results.put((rank, {"samples": samples, "one_way_s": one_way, "two_way_s": two_way}))
         dist.barrier()
         dist.destroy_process_group()
     except BaseException as exc:
@@ -173,15 +235,22 @@ def pingpong(
     cores: list[list[int]], sizes: Sequence[int], repeats: int, timeout_s: float = 600.0
 ) -> tuple[list[tuple[float, float]], float, float]:
     """(bytes, one-way seconds) samples between two worker processes pinned to `cores[0]` and `cores[1]`, and
-    the processor time per message of a send and of a receive (1 KB messages)."""
+    the processor time per message of a send and of a receive on busy workers (`_busy_message_cost`)."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     args = (free_port(), cores, [int(s) for s in sizes], int(repeats), results)
     pc = mp.start_processes(_pingpong_main, args=args, nprocs=2, join=False, start_method="spawn")
     reps: dict[int, dict[str, Any]] = {}
+    deadline = time.monotonic() + timeout_s
     try:
         while len(reps) < 2:
-            rank, rep = results.get(timeout=timeout_s)
+            try:
+                rank, rep = results.get(timeout=1.0)
+            except Exception:  # queue.Empty: a worker that died without reporting must not hang the caller
+                bad = [(k, p.exitcode) for k, p in enumerate(pc.processes) if p.exitcode not in (None, 0)]
+                if bad or time.monotonic() > deadline:
+                    raise WorkerError(f"comm benchmark workers failed or timed out (exit codes {bad})") from None
+                continue
             if "error" in rep:
                 raise WorkerError(f"comm benchmark worker {rank} failed: {rep['error']}")
             reps[rank] = rep
@@ -190,7 +259,20 @@ def pingpong(
         for p in pc.processes:
             if p.is_alive():
                 p.terminate()
-    return reps[0]["samples"], reps[0]["per_message_s"], reps[1]["per_message_s"]
+    # one way: rank 0's cost is a send's, rank 1's a receive's. Two ways (each rank sends and receives one
+    # message per op, as the workers of a step do): a rank pays a send and a receive, and more than the sum of
+    # the one-way costs (both transport threads and the compute thread share the core); the excess is put on
+    # the send, which the simulator charges where the value is produced
+    recv_s = reps[1]["one_way_s"]
+    both = 0.5 * (reps[0]["two_way_s"] + reps[1]["two_way_s"])
+    send_s = max(reps[0]["one_way_s"], both - recv_s)
+    log.info(
+        "busy per-message time: one way send %.3g s, receive %.3g s; both ways %.3g s per message pair",
+        reps[0]["one_way_s"],
+        recv_s,
+        both,
+    )
+    return reps[1]["samples"], send_s, recv_s
 
 
 def iqr(xs: Sequence[float]) -> float:
@@ -214,6 +296,27 @@ class Prepared:
     cluster_name: str
 
 
+def trace_summary(traces: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Medians over the measured steps of one worker's trace (`runtime.trace=true`, a debug option): the step,
+    the time blocked in receive waits, in isend calls, in waits for sends, in the step's set-up (posting the
+    receives, sending the parameters), and the count of receives and sends. Seconds. O(steps x messages)."""
+    if not traces:
+        return {}
+
+    def med(xs: list[float]) -> float:
+        return float(statistics.median(xs))
+
+    return {
+        "step_s": med([t["end"] - t["t0"] for t in traces]),
+        "recv_wait_s": med([sum(e - s for s, e in t["waited"].values()) for t in traces]),
+        "send_s": med([t["spent"]["send"] for t in traces]),
+        "send_wait_s": med([t["spent"]["send_wait"] for t in traces]),
+        "setup_s": med([t["setup"] - t["t0"] for t in traces]),
+        "receives": med([float(len(t["waited"])) for t in traces]),
+        "sends": med([float(len(t["sent_at"])) for t in traces]),
+    }
+
+
 # ---------------------------------------------------------------------------- the runtime plugin
 class TorchDistributedRuntime(Runtime):
     """One OS process per device on torch.distributed (gloo on CPU, NCCL on CUDA); see the module docstring.
@@ -221,7 +324,12 @@ class TorchDistributedRuntime(Runtime):
     warmup/steps: unmeasured and measured steps (steps >= 1; 10 by default); check_correctness: compare the
     first step's loss and gradients with a single-device step within rtol/atol; threads: intra-op threads per
     CPU worker (None: the worker's core count); device: "auto" (CUDA when every device is a GPU and CUDA is
-    present), "cpu" or "cuda"; timeout_s: how long the workers may take in all.
+    present), "cpu" or "cuda"; timeout_s: how long the workers may take in all; trace: a debug option that
+    records per step each worker's time blocked in receive waits, in isend calls and in the set-up
+    (`extra["trace"]`, see `trace_summary`; off by default: it adds a clock read per op and message);
+    pin_transport_threads: False pins a CPU worker only after gloo has started its transport threads, which
+    then run on any host core instead of taking turns with the worker's compute thread on its own core (one
+    A/B on gnmt_tiny m-SCT under load: 118 ms against 164 ms; on mlp_tiny within the noise).
     """
 
     name = "torch_distributed"
@@ -237,6 +345,8 @@ class TorchDistributedRuntime(Runtime):
         device: str = "auto",
         timeout_s: float = 600.0,
         granularity: str | None = None,
+        trace: bool = False,
+        pin_transport_threads: bool = True,
     ):
         if int(steps) < 1:
             raise ConfigError(f"runtime.steps must be >= 1, got {steps}")
@@ -251,6 +361,8 @@ class TorchDistributedRuntime(Runtime):
         self.device = device
         self.timeout_s = float(timeout_s)
         self.granularity = granularity
+        self.trace = bool(trace)
+        self.pin_transport_threads = bool(pin_transport_threads)
 
     def use_cuda(self, cluster: Cluster) -> bool:
         have = torch.cuda.is_available() and torch.cuda.device_count() > 0
@@ -337,6 +449,9 @@ class TorchDistributedRuntime(Runtime):
             retain_first=self.check_correctness,
             specs=value_specs(prog, flat, sent),
             threads=self.threads,
+            trace=self.trace,
+            pin_transport=self.pin_transport_threads,
+            memory_limits=[float(d.memory_bytes) for d in cluster.devices],
         )
         return Prepared(job, prog, flat, extra, cluster.names, model.name, cluster.name)
 
@@ -373,6 +488,8 @@ class TorchDistributedRuntime(Runtime):
                 "worker_step_s": {names[k]: statistics.median(r["times"]) for k, r in enumerate(reports)},
             }
         )
+        if self.trace:
+            extra["trace"] = {names[k]: trace_summary(r.get("traces", [])) for k, r in enumerate(reports)}
         traffic = sum(r["traffic"] for r in reports)
         log.info(
             "ran %s on %s (%d processes, %s): median step %.4g s, IQR %.3g s over %d steps, traffic %.3g B/step",
@@ -412,4 +529,5 @@ __all__ = [
     "free_port",
     "iqr",
     "pingpong",
+    "trace_summary",
 ]

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from algorithms.errors import LabError
+from algorithms.errors import LabError, OutOfMemory
 
 from .devices import PhysDevice
 from .program import Program, resolve, tensors_of
@@ -115,6 +115,9 @@ class WorkerJob:
     time_ops: bool = False
     specs: dict[int, Any] = field(default_factory=dict)
     threads: int | None = None  # intra-op threads (default: the worker's core count)
+    trace: bool = False  # debug: record per message when it was sent and how long its receiver waited
+    memory_limits: list[float] = field(default_factory=list)  # bytes per device (empty: no limit)
+    pin_transport: bool = True  # False: pin only the compute thread, gloo's transport threads stay unpinned
 
 
 def free_port() -> int:
@@ -187,15 +190,34 @@ class _Worker:
         live = [0.0]
         retained: dict[int, Any] = {}
         op_times: dict[str, float] = {}
-        sends: list[tuple[int, list[Any]]] = []  # (nid held for the send or -1, works)
+        send_works: dict[int, list[Any]] = {}  # nid -> the works of its sends not waited for yet
+        moves_out: list[Any] = []  # the works sending new parameters / state to their Variable's device
         held: dict[int, float] = {}  # home values freed locally, still being sent: nid -> bytes
         half_done: set[int] = set()
         traffic = 0.0
+        trace = self.job.trace
+        sent_at: dict[int, float] = {}  # trace: nid -> time its isend was posted (perf_counter, system-wide)
+        waited: dict[int, tuple[float, float]] = {}  # trace: nid -> (wait start, wait end)
+        op_end: dict[str, float] = {}  # trace: op -> time it finished
+        spent = {"send": 0.0, "send_wait": 0.0}  # trace: seconds in isend calls / in waits for sends
+        send_s: list[float] = []  # trace: seconds of each send_value
+
+        limit = self.job.memory_limits[d] if self.job.memory_limits else float("inf")
+        where = ["the step's start"]  # what is being allocated, for the out-of-memory message
 
         def account(delta: float) -> None:
             live[0] += delta
             if live[0] > self.peak:
                 self.peak = live[0]
+            if delta > 0 and live[0] > limit:
+                name = self.job.devices[d]
+                raise OutOfMemory(
+                    f"out of memory on device {name!r} at {where[0]}: {live[0]:.6g} bytes live, limit {limit:.6g}",
+                    op=where[0],
+                    device=name,
+                    used_bytes=live[0],
+                    limit_bytes=limit,
+                )
 
         def isend(i: int, v: Any, dst: int, tag: int) -> list[Any]:
             nonlocal traffic
@@ -206,23 +228,36 @@ class _Worker:
             return works
 
         def send_value(i: int, v: Any) -> None:
+            if trace:
+                sent_at[i] = time.perf_counter()
             for dst in ex.sends[i]:
-                sends.append((i, isend(i, v, dst, i)))
+                send_works.setdefault(i, []).extend(isend(i, v, dst, i))
+            if trace:
+                spent["send"] += time.perf_counter() - sent_at[i]
+                send_s.append(time.perf_counter() - sent_at[i])
 
         def reap() -> None:
-            if not held:
-                return
-            pending = {i for i, w in sends if i in held and not all(x.is_completed() for x in w)}
-            for i in [i for i in held if i not in pending]:
-                account(-held.pop(i))
+            # NCCL: O(held values) per op, only the sends of values already freed locally are checked (gloo
+            # never holds: its works report completion only from wait(), see free_home)
+            if held:
+                for i in [i for i in held if all(x.is_completed() for x in send_works[i])]:
+                    account(-held.pop(i))
 
         def free_home(i: int, nbytes: float) -> None:
             v = env.pop(i, None)
             if retain and i in ex.grad_nids and v is not None:
                 retained[i] = v
-            if i in sent:
+            if i in sent and cuda:
                 held[i] = nbytes
             else:
+                if i in sent:
+                    # gloo: a send's work completes only in wait(), and holds the tensor until then. Every
+                    # receive is posted at the start of the step, so by now the data has (almost always) been
+                    # written: the wait returns at once and the memory is really freed here
+                    tw = time.perf_counter()
+                    for w in send_works.pop(i, ()):
+                        w.wait()
+                    spent["send_wait"] += time.perf_counter() - tw
                 account(-nbytes)
 
         def release_old(ph: int) -> None:
@@ -239,6 +274,7 @@ class _Worker:
         t0 = time.perf_counter()
         for i in self.my_ph:
             env[i] = ex.store[i]
+            where[0] = f"parameter/input {prog.op_of.get(i, i)!r}"
             account(nodes[i].nbytes)
         recvs: dict[int, tuple[Any, list[Any]]] = {}
 
@@ -246,6 +282,7 @@ class _Worker:
             val, bufs = _alloc(specs[i], dev)
             src = ex.node_dev[i]
             recvs[i] = (val, [dist.irecv(b, src, tag=i * 16 + k) for k, b in enumerate(bufs)])
+            where[0] = f"receive buffer for {prog.op_of.get(i, i)!r}"
             account(nodes[i].nbytes)  # the buffer is held from here
 
         if not cuda:
@@ -257,6 +294,7 @@ class _Worker:
         for i in self.my_ph:
             if i in sent:
                 send_value(i, ex.store[i])
+        t_setup = time.perf_counter()
         consts, frees, kw_over = ex.consts[d], ex.frees[d], ex.kwargs[d]
 
         def get(i: int) -> Any:
@@ -268,8 +306,14 @@ class _Worker:
             if i not in recvs:
                 post_recv(i)
             val, works = recvs.pop(i)
-            for w in works:
-                w.wait()
+            if trace:
+                tw = time.perf_counter()
+                for w in works:
+                    w.wait()
+                waited[i] = (tw, time.perf_counter())
+            else:
+                for w in works:
+                    w.wait()
             env[i] = val
             return val
 
@@ -281,6 +325,7 @@ class _Worker:
                     continue
                 val = r.target(*resolve(r.args, get), **resolve(kw_over.get(nid, r.kwargs), get))
                 env[nid] = val
+                where[0] = repr(op)
                 account(r.alloc_bytes)
                 if retain and nid in ex.grad_nids:
                     retained[nid] = val
@@ -304,6 +349,8 @@ class _Worker:
                     elif i in env:
                         free_home(i, nodes[i].alloc_bytes)
             reap()
+            if trace:
+                op_end[op] = time.perf_counter()
             if time_ops:
                 if cuda:
                     torch.cuda.synchronize(dev)
@@ -318,7 +365,7 @@ class _Worker:
                 ex.store[ph] = env.get(out, ex.store.get(out))
             elif src == d:
                 v = env.get(out, ex.store.get(out))
-                sends.append((-1, isend(out, v, dst, self.tag_base + ph)))
+                moves_out.extend(isend(out, v, dst, self.tag_base + ph))
             elif dst == d:
                 val, bufs = _alloc(value_spec(ex.store[ph]), dev)
                 moves.append(
@@ -328,9 +375,11 @@ class _Worker:
             for w in works:
                 w.wait()
             ex.store[ph] = val
-        for _, works in sends:
+        for works in send_works.values():  # a gloo work must be waited for once only
             for w in works:
                 w.wait()
+        for w in moves_out:
+            w.wait()
         if cuda:
             torch.cuda.synchronize(dev)
         elapsed = time.perf_counter() - t0
@@ -339,6 +388,17 @@ class _Worker:
         self.traffic = traffic
         loss_nid = prog.outputs[0]
         out: dict[str, Any] = {"elapsed": elapsed, "op_times": op_times}
+        if trace:
+            out["trace"] = {
+                "t0": t0,
+                "setup": t_setup,
+                "end": t0 + elapsed,
+                "sent_at": sent_at,
+                "waited": waited,
+                "op_end": op_end,
+                "spent": spent,
+                "send_s": send_s,
+            }
         if ex.node_dev[loss_nid] == d:
             out["loss"] = float(env[loss_nid])
         if retain:
@@ -352,9 +412,9 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
     """Entry point of a spawned worker: pin, join the group, run the steps, report to `results`."""
     try:
         threads = 1
-        if not job.cuda:
-            # under torchrun on another host only the cores this host has count (none: threads set, no pinning)
-            mine = [c for c in job.cores[rank] if c in os.sched_getaffinity(0)]
+        # under torchrun on another host only the cores this host has count (none: threads set, no pinning)
+        mine = [c for c in job.cores[rank] if c in os.sched_getaffinity(0)] if not job.cuda else []
+        if not job.cuda and job.pin_transport:
             threads = pin_worker(mine, job.threads or len(job.cores[rank]))
         world = len(job.devices)
         if world > 1:
@@ -364,11 +424,15 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                 rank=rank,
                 world_size=world,
             )
+        if not job.cuda and not job.pin_transport:
+            # pinned after gloo started its transport threads: sched_setaffinity(0) pins the calling thread
+            # only, so those threads stay free to run on any host core
+            threads = pin_worker(mine, job.threads or len(job.cores[rank]))
         w = _Worker(rank, job)
         rss0 = _rss_bytes()
         if job.cuda:
             torch.cuda.reset_peak_memory_stats(w.dev)
-        times, losses, op_samples = [], [], {}
+        times, losses, op_samples, traces = [], [], {}, []
         grads = None
         rss_peak = rss0
         for k in range(job.warmup + job.steps):
@@ -380,6 +444,8 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
             rss_peak = max(rss_peak, _rss_bytes())
             if k >= job.warmup:
                 times.append(o["elapsed"])
+                if "trace" in o:
+                    traces.append(o["trace"])
                 for op, t in o["op_times"].items():
                     op_samples.setdefault(op, []).append(t)
         peak = float(torch.cuda.max_memory_allocated(w.dev)) if job.cuda else w.peak
@@ -399,6 +465,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                     "threads": threads,
                     "op_times": op_samples,
                     "cores": list(job.cores[rank]) if not job.cuda else [],
+                    "traces": traces,
                 },
             )
         )
@@ -408,5 +475,14 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
     except BaseException as exc:
         import traceback
 
-        results.put((rank, {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}))
+        rep: dict[str, Any] = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}
+        if isinstance(exc, OutOfMemory):  # the parent raises it again: the run's status is "oom"
+            rep["oom"] = {
+                "message": str(exc),
+                "op": exc.op,
+                "device": exc.device,
+                "used_bytes": exc.used_bytes,
+                "limit_bytes": exc.limit_bytes,
+            }
+        results.put((rank, rep))
         raise

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from algorithms.cluster import Cluster, Device, uniform_cluster
-from algorithms.errors import InvalidPlacement
+from algorithms.errors import InvalidPlacement, OutOfMemory
 from algorithms.placement import topological_schedule
 from backends.torch import TorchBackend
 from backends.torch.capture import trace_program
@@ -85,6 +85,19 @@ def test_relative_fit_recovers_latency_and_bandwidth(lat, bw, noise):
         assert abs((a + s / b) - (lat + s / bw)) <= 0.12 * (lat + s / bw)
 
 
+def test_relative_fit_mean_keeps_the_tail_the_median_drops():
+    sizes = [1024 * 4**k for k in range(5)]
+    lat, bw = 1e-4, 1e9
+    samples = [(float(s), lat + s / bw) for s in sizes for _ in range(4)]
+    samples += [(float(s), lat + s / bw + 4e-3) for s in sizes]  # one preempted sample per size
+    a_med, _ = fit_linear_relative(samples, stat="median")
+    a_mean, _ = fit_linear_relative(samples, stat="mean")
+    assert a_med == pytest.approx(lat, rel=0.05)
+    assert a_mean > 5 * lat  # the mean of five samples carries 1/5 of the 4 ms tail
+    with pytest.raises(ValueError, match="stat"):
+        fit_linear_relative(samples, stat="max")
+
+
 def test_iqr():
     assert iqr([1.0]) == 0.0
     assert iqr([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(2.0)
@@ -108,8 +121,22 @@ def test_placed_step_matches_single_device(model_name, seed):
     cluster = Cluster([Device("cpu0"), Device("cpu1")], latency_s=1e-5, bytes_per_s=1e9, name="cpu2")
     placement = _random_placement(graph, cluster, seed)
     sched = topological_schedule(graph, placement, cluster.names)
-    res = TorchDistributedRuntime(warmup=1, steps=3).run(backend, model, graph, placement, sched, cluster)
+    trace = model_name == "mlp_tiny"  # the debug trace and unpinned transport threads must not change the result
+    res = TorchDistributedRuntime(warmup=1, steps=3, trace=trace, pin_transport_threads=not trace).run(
+        backend, model, graph, placement, sched, cluster
+    )
     assert res.extra["correct"], res.extra
+    if trace:
+        tr = res.extra["trace"]
+        assert set(tr) == {"cpu0", "cpu1"}
+        # two devices: every value one sends, the other receives (once per step)
+        assert tr["cpu0"]["sends"] + tr["cpu1"]["sends"] == tr["cpu0"]["receives"] + tr["cpu1"]["receives"] > 0
+        for t in tr.values():
+            # disjoint parts of the step (the set-up's own sends are in send_s too)
+            assert 0 <= t["recv_wait_s"] + t["send_s"] <= 1.01 * t["step_s"] + 1e-3
+            assert 0 <= t["setup_s"] <= t["step_s"]
+    else:
+        assert "trace" not in res.extra
     assert res.extra["max_grad_abs_diff"] < 1e-5
     assert len(res.step_times_s) == 3 and res.measured_step_s > 0 and res.step_iqr_s >= 0
     assert [w["device"] for w in res.workers] == ["cpu0", "cpu1"]
@@ -119,6 +146,30 @@ def test_placed_step_matches_single_device(model_name, seed):
     # the losses go down from step to step (the update ran and the parameters stayed on their devices)
     losses = res.extra["losses"]
     assert len(losses) == 4 and losses[-1] < losses[0]
+
+
+@pytest.mark.slow
+def test_distributed_comm_fit_measures_latency_and_per_message_time():
+    from backends.torch.comm import comm_benchmark_distributed
+
+    cluster = Cluster([Device("cpu0"), Device("cpu1")], latency_s=1e-5, bytes_per_s=1e9, name="cpu2")
+    fit = comm_benchmark_distributed(cluster, sizes=[1024, 1 << 20], repeats=2)
+    assert fit.latency_s >= 0 and fit.bytes_per_s > 0
+    assert len(fit.samples) == 2 * 2
+    # a gloo message over loopback costs its busy sender and receiver some processor time, well under 10 ms
+    assert 0 < fit.send_overhead_s < 1e-2 and 0 < fit.recv_overhead_s < 1e-2
+
+
+@pytest.mark.slow
+def test_worker_over_its_memory_limit_fails_the_run_with_out_of_memory():
+    backend, model, graph = _setup()
+    cluster = Cluster([Device("cpu0"), Device("cpu1", memory_bytes=300.0)], name="small")
+    placement = _random_placement(graph, cluster, 0)
+    sched = topological_schedule(graph, placement, cluster.names)
+    with pytest.raises(OutOfMemory, match="cpu1") as info:
+        TorchDistributedRuntime(warmup=0, steps=1).run(backend, model, graph, placement, sched, cluster)
+    assert info.value.device == "cpu1" and info.value.op
+    assert info.value.used_bytes > info.value.limit_bytes == 300.0
 
 
 @pytest.mark.slow
