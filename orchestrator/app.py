@@ -162,7 +162,7 @@ def _run_placement(ctx: JobContext, result: dict[str, Any], metrics: dict[str, A
     schedule, skey = stage_schedule(ctx, p.graph, p.cluster, p.coarse_placement, p.cmap, p.assignment, p.key)
     atomic_write_json(out / "schedule.json", schedule, indent=0)
     artifacts.append(out / "schedule.json")
-    sim = stage_simulate(ctx, p.graph, p.cluster, p.assignment, schedule, skey)
+    sim = stage_simulate(ctx, p.graph, p.cluster, p.assignment, schedule, skey, result)
     atomic_write_json(out / "timeline.json", sim.timeline(), indent=0)
     artifacts.append(out / "timeline.json")
     artifacts.append(write_trace(out / "trace.json", sim, p.graph, p.cluster))
