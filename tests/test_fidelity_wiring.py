@@ -280,3 +280,39 @@ def test_kendall_tau_matches_scipy_tau_b(pairs):
         assert math.isnan(ref)
     else:
         assert ours == pytest.approx(ref)
+
+
+def test_measured_ranks_share_a_rank_within_the_spread():
+    from orchestrator.report.table import measured_ranks, table
+
+    rows = [
+        _row("mlp", "cpu2", "single", 1.0, 1.0, 0.5),
+        _row("mlp", "cpu2", "m_etf", 2.0, 8.5, 7.2),  # 7.5 above single: more than both spreads -> rank 2
+        _row("mlp", "cpu2", "m_topo", 3.0, 18.4, 11.0),  # 9.9 above m_etf: within m_topo's spread -> =2
+        _row("mlp", "cpu2", "heft", 4.0, 40.0, None),  # no spread: its own rank
+        _row("mlp", "cpu4", "single", 1.0, 1.0, 0.1),
+        {**_row("mlp", "cpu4", "m_etf", 1.0, 1.0, 0.1), "measured_step_s": None},
+    ]
+    ranks = measured_ranks(rows)
+    assert [ranks.get(id(r)) for r in rows] == ["1", "=2", "=2", "4", "1", None]
+    for r in rows:
+        r.update(
+            rank=1,
+            optimizer="none",
+            scheduler="placer_order",
+            pipeline=None,
+            failures=[],
+            memory_limit_bytes={},
+            need_fraction=None,
+            speedup_vs_single=None,
+            speedup_vs_expert=None,
+            measured_speedup_vs_single=None,
+            measured_speedup_vs_expert=None,
+            placement_time_s=None,
+            traffic_bytes=None,
+            bubble_rate=None,
+            search_time_s=None,
+        )
+    head, body = table(rows)
+    col = head.index("measured rank")
+    assert [b[col] for b in body] == ["1", "=2", "=2", "4", "1", "-"]
