@@ -208,6 +208,8 @@ def test_simulate_gets_host_cores_and_overheads_on_an_oversubscribed_host(tmp_pa
     plain = real(g, cpu4, assign, None, send_overhead_s=1e-4, recv_overhead_s=2e-4)
     assert sim.makespan > plain.makespan
 
+    assert "predicted_fixed_step_s" not in result  # PyTorch's op costs add up to the step
+
     ctx, cpu2 = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2")
     result = {}
     simulate_stage.stage_simulate(ctx, g, cpu2, {"a": "cpu0", "b": "cpu1", "c": "cpu1"}, None, "skey", result)
@@ -316,3 +318,80 @@ def test_measured_ranks_share_a_rank_within_the_spread():
     head, body = table(rows)
     col = head.index("measured rank")
     assert [b[col] for b in body] == ["1", "=2", "=2", "4", "1", "-"]
+
+
+# ----------------------------------------------------------------------------------------- end to end
+@pytest.mark.slow
+@pytest.mark.torch
+def test_fidelity_sweep_end_to_end(lab, tmp_path):
+    """`+experiment=fidelity -m` on mlp_tiny with two placers: one profile in the workers' setting shared by both
+    jobs, the fit with its per-message times, a measured and a predicted step per job, and the report's fidelity
+    figures. The bound is loose (a factor 20): this checks the protocol, docs/fidelity.md the accuracy."""
+    pytest.importorskip("torch")
+    lab.run(
+        "+experiment=fidelity",
+        "model=mlp_tiny",
+        "placer=single,m_etf",
+        "cluster=cpu2",
+        "profiler.steps=3",
+        "profiler.warmup=1",
+        "profiler.comm_repeats=2",
+        "profiler.comm_sizes=[1024,65536]",
+        "runtime.steps=5",
+        "runtime.warmup=1",
+        "-m",
+        timeout=1200,
+    )
+    results = [json.loads(p.read_text()) for p in sorted((lab.cwd / "multirun").rglob("result.json"))]
+    assert [r["placer"] for r in results] == ["single", "m_etf"]
+    for r in results:
+        assert r["status"] == "ok" and r["measured_steps"] == 5 and "host_cores" not in r
+        assert 1 / 20 < r["predicted_step_s"] / r["measured_step_s"] < 20
+    assert results[1]["cache_hits"]["profile"] and results[1]["cache_hits"]["comm"]
+    (report,) = list((lab.cwd / "cache").rglob("profile_report.json"))
+    assert json.loads(report.read_text())["setting"]["cores"] == 1
+    (comm,) = list((lab.cwd / "cache").rglob("comm.json"))
+    fit = json.loads(comm.read_text())
+    assert fit["setting"] == "worker" and fit["send_overhead_s"] > 0 and fit["recv_overhead_s"] > 0
+
+    from orchestrator.report import main
+
+    main(["fidelity", "--tracking-uri", f"sqlite:///{lab.db}", "--out", str(tmp_path / "rep")])
+    lines = (tmp_path / "rep" / "fidelity.csv").read_text().splitlines()
+    assert lines[0].startswith("model,cluster,where,runs,median_abs_error,kendall_tau")
+    cells = lines[1].split(",")
+    assert cells[:2] == ["mlp_tiny", "cpu2"] and cells[3] == "2" and float(cells[4]) >= 0
+    assert cells[5] in ("1.0", "-1.0", "")  # two placements: the orders agree or not (empty: a tie)
+    assert (tmp_path / "rep" / "predicted_vs_measured.png").stat().st_size > 1000
+
+
+def test_fixed_step_cost_of_a_worker_profile_is_recorded(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    from backends.torch import TorchMeasuredProfiler
+
+    seen: list[Any] = []
+
+    def fixed(self, report, comm, n_workers):
+        seen.append((dict(report), dict(comm), n_workers))
+        return 0.25
+
+    monkeypatch.setattr(TorchMeasuredProfiler, "fixed_step_s", fixed)
+    cache = StageCache(tmp_path / "cache", enabled=False)
+    ctx, cpu2 = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2")
+    result: dict[str, Any] = {}
+    simulate_stage.stage_simulate(ctx, _tiny_graph(), cpu2, {"a": "cpu0", "b": "cpu1", "c": "cpu1"}, None, "k", result)
+    assert "predicted_fixed_step_s" not in result and not seen  # no worker profile in this job
+    ctx.profile, ctx.comm = {"step_s": 1.0}, {"step_overhead_s": 0.5}
+    simulate_stage.stage_simulate(ctx, _tiny_graph(), cpu2, {"a": "cpu0", "b": "cpu1", "c": "cpu1"}, None, "k", result)
+    assert result["predicted_fixed_step_s"] == 0.25 and seen == [({"step_s": 1.0}, {"step_overhead_s": 0.5}, 2)]
+
+
+def test_tensorflow_fixed_step_is_the_empty_step():
+    pytest.importorskip("tensorflow")
+    from backends.tensorflow import TFMeasuredProfiler
+
+    p = TFMeasuredProfiler()
+    assert p.fixed_step_s({"step_overhead_s": 0.5}, {"step_overhead_s": 0.7}, 1) == 0.5
+    assert p.fixed_step_s({"step_overhead_s": 0.5}, {"step_overhead_s": 0.7}, 2) == 0.7
+    assert p.fixed_step_s({"step_overhead_s": 0.5}, {}, 3) == 0.5
+    assert p.fixed_step_s({}, {}, 1) == 0.0

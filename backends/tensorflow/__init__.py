@@ -219,3 +219,12 @@ class TFMeasuredProfiler(MeasuredProfiler):
         from .dist_profile import comm_benchmark_distributed
 
         return comm_benchmark_distributed(cluster, self.comm_sizes, self.comm_repeats)
+
+    def fixed_step_s(self, report: Mapping[str, Any], comm: Mapping[str, Any], n_workers: int) -> float:
+        """The empty step (client, master and executors running one NoOp): the profile's on one worker, the
+        fit's (`step_overhead_s`, measured on two workers) on more (`dist_profile.predicted_step`: the op times
+        are calibrated to the single-device step less that fixed cost, which the prediction adds back)."""
+        one = float(report.get("step_overhead_s") or 0.0)
+        if n_workers <= 1:
+            return one
+        return float(comm.get("step_overhead_s") or one)

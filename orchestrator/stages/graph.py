@@ -125,6 +125,7 @@ def stage_profile(ctx: JobContext, graph: OpGraph, gkey: str, cluster: Cluster) 
     if workers is not None:
         log.info("profile measured in the runtime's workers: %s", workers)
     g, report = res.value
+    ctx.profile = dict(report or {})
     if report:
         metrics, paths = profiler.publish(report, ctx.out)
         ctx.metrics.update(metrics)

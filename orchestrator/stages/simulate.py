@@ -39,7 +39,9 @@ def stage_simulate(
     result: dict[str, Any] | None = None,
 ) -> SimResult:
     """The simulator's step; in the workers' setting (`worker_sim_options`) with shared host cores and the
-    per-message processor time, recorded in `result` (`host_cores`, `oversubscribed`) when they apply."""
+    per-message processor time, recorded in `result` (`host_cores`, `oversubscribed`) when they apply, and
+    the fixed per-step cost of the workers' runtime (`fixed_step_s`) as `result["predicted_fixed_step_s"]`,
+    which the job adds to the makespan for `predicted_step_s`."""
     opts = worker_sim_options(ctx, cluster)
 
     def compute() -> SimResult:
@@ -50,7 +52,26 @@ def stage_simulate(
     if "host_cores" in opts and result is not None:
         result["host_cores"] = opts["host_cores"]
         result["oversubscribed"] = oversubscription(cluster, opts["host_cores"])
+    fixed = fixed_step_s(ctx, cluster, assignment)
+    if fixed > 0 and result is not None:
+        result["predicted_fixed_step_s"] = fixed
     return res.value
+
+
+def fixed_step_s(ctx: JobContext, cluster: Cluster, assignment: dict[str, str]) -> float:
+    """The per-step cost besides ops and messages that the job's worker profile measured for a placement on
+    this many devices (`MeasuredProfiler.fixed_step_s`: TensorFlow's empty step; 0 for PyTorch, whose op costs
+    add up to the step, and for every job that does not profile in the workers' setting)."""
+    from backends.profilers import MeasuredProfiler
+
+    from .graph import job_profiler
+
+    if not ctx.profile:
+        return 0.0
+    profiler = job_profiler(ctx, cluster)
+    if not isinstance(profiler, MeasuredProfiler) or profiler.workers is None:
+        return 0.0
+    return profiler.fixed_step_s(ctx.profile, ctx.comm, len(set(assignment.values())))
 
 
 def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | None = None) -> dict[str, Any]:
