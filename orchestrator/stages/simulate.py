@@ -14,8 +14,10 @@ from algorithms.graph import OpGraph, atomic_write_json
 from algorithms.placement import Schedule
 from algorithms.sim_result import SimResult, sim_result_from_dict, sim_result_to_dict
 from algorithms.simulator import simulate
+from backends.profilers import MeasuredProfiler
 
 from ..context import JobContext
+from .graph import job_profiler, predicts_workers
 
 log = logging.getLogger("orchestrator")
 
@@ -62,10 +64,6 @@ def fixed_step_s(ctx: JobContext, cluster: Cluster, assignment: dict[str, str]) 
     """The per-step cost besides ops and messages that the job's worker profile measured for a placement on
     this many devices (`MeasuredProfiler.fixed_step_s`: TensorFlow's empty step; 0 for PyTorch, whose op costs
     add up to the step, and for every job that does not profile in the workers' setting)."""
-    from backends.profilers import MeasuredProfiler
-
-    from .graph import job_profiler
-
     if not ctx.profile:
         return 0.0
     profiler = job_profiler(ctx, cluster)
@@ -81,8 +79,6 @@ def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | No
     turns; and `send_overhead_s` / `recv_overhead_s`, the processor time per message of the communication fit
     (comm.json), when measured (non-zero). Empty for any other job: a simulation of an abstract cluster does
     not depend on the host it runs on."""
-    from .graph import predicts_workers
-
     if not predicts_workers(ctx, cluster):
         return {}
     n = n_host_cores if n_host_cores is not None else host_core_count()
