@@ -57,7 +57,9 @@ class Capabilities:
     `conf/profiler/<name>.yaml` or `conf/runtime/<name>.yaml` without `_target_` gets (its other keys are the
     constructor's arguments); `device_types`: the cluster device types it can run on; `follows_plan`:
     `run(..., plan=...)` executes ops in a simulated plan's order; `times_ops`: `run(..., time_ops=True)` times
-    every op on its device (`RunResult.extra["op_times_s"]`)."""
+    every op on its device (`RunResult.extra["op_times_s"]`); `worker_runtimes`: the names in `runtimes` that run
+    one pinned OS process per device, so that a job running one profiles, fits communication and simulates in
+    that worker setting (docs/fidelity.md)."""
 
     models: Mapping[str, str] = field(default_factory=dict)
     profilers: Mapping[str, str] = field(default_factory=dict)
@@ -65,6 +67,7 @@ class Capabilities:
     device_types: tuple[str, ...] = ("CPU",)
     follows_plan: bool = False
     times_ops: bool = False
+    worker_runtimes: tuple[str, ...] = ()
 
 
 class GraphModel(ABC):

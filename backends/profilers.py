@@ -1,19 +1,24 @@
 """The profilers every backend provides: `file` (the graph's own costs) and `measured` (the backend's profiler).
 
 `conf/profiler/file.yaml` names `FileProfiler` with `_target_`; `conf/profiler/measured.yaml` names the profiler
-`measured`, which each backend maps to `MeasuredProfiler` in its `capabilities.profilers`.
+`measured`, which each backend maps in its `capabilities.profilers` to `MeasuredProfiler` or to a subclass that
+can also measure in the setting of its process-per-device runtime (`TorchMeasuredProfiler`, `TFMeasuredProfiler`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 
-from .base import Backend, Profiler
+from .base import Backend, CommFit, Profiler
+
+log = logging.getLogger(__name__)
 
 
 class FileProfiler(Profiler):
@@ -32,7 +37,24 @@ class MeasuredProfiler(Profiler):
 
     `batch_size` None profiles at the model's batch size; `comm_benchmark` also fits latency + bytes / bandwidth
     between the cluster's devices (sizes `comm_sizes`, `comm_repeats` repeats each). Cost: warmup + steps
-    training steps of the model on one device, plus the micro-benchmark."""
+    training steps of the model on one device, plus the micro-benchmark.
+
+    `setting` says where ops and messages are measured (issue 16: profile in the setting the step runs in):
+
+    * ``"process"``: in this process (`backend.profile`, `backend.comm_benchmark`), the setting of the
+      in-process runtimes;
+    * ``"worker"``: in the setting of the backend's process-per-device runtime (one pinned worker process with
+      the workers' thread count; communication from that runtime's own send/recv between two workers, with the
+      processor time per message). Only the backends' subclasses (`supports_workers`) can;
+    * ``"auto"`` (default): ``"worker"`` when the job runs a runtime the backend declares in
+      `capabilities.worker_runtimes`, else ``"process"``.
+
+    The job resolves the setting (`resolve`) and fixes the workers' setting with `use_workers` before
+    profiling; that dict (cores per worker, threads, ...) is part of the profile's and the fit's cache keys."""
+
+    #: Whether this class can measure in the workers' setting (`profile_in_workers`, `comm_in_workers`).
+    supports_workers: bool = False
+    SETTINGS = ("auto", "worker", "process")
 
     def __init__(
         self,
@@ -42,19 +64,86 @@ class MeasuredProfiler(Profiler):
         comm_benchmark: bool = True,
         comm_sizes: Sequence[int] | None = None,
         comm_repeats: int = 5,
+        setting: str = "auto",
     ):
         if int(steps) < 1 or int(warmup) < 0:
             raise ConfigError(f"profiler.steps must be >= 1 and profiler.warmup >= 0, got {steps} and {warmup}")
+        if setting not in self.SETTINGS:
+            raise ConfigError(f"profiler.setting {setting!r} is not one of {list(self.SETTINGS)}")
         self.warmup, self.steps = int(warmup), int(steps)
         self.batch_size = None if batch_size is None else int(batch_size)
         self.comm_benchmark = bool(comm_benchmark)
         self.comm_sizes = [int(s) for s in comm_sizes] if comm_sizes else None
         self.comm_repeats = int(comm_repeats)
+        self.setting = setting
+        #: The workers' setting measured in (set by `use_workers`); None: in this process.
+        self.workers: dict[str, Any] | None = None
+
+    def resolve(self, runtime_in_workers: bool, cluster: Cluster) -> bool:
+        """Whether to measure in the workers' setting, given whether the job's runtime runs in workers. An
+        explicit ``setting: worker`` that this class cannot honour on `cluster` is a ConfigError; ``auto`` then
+        measures in this process."""
+        want = runtime_in_workers if self.setting == "auto" else self.setting == "worker"
+        if not want:
+            return False
+        why = self.workers_unsupported(cluster)
+        if why is None:
+            return True
+        if self.setting == "worker":
+            raise ConfigError(f"profiler.setting=worker: {why}")
+        log.warning("profiling in this process, not in the runtime's workers: %s", why)
+        return False
+
+    def workers_unsupported(self, cluster: Cluster) -> str | None:
+        """Why this class cannot measure in the workers' setting on `cluster` (None: it can)."""
+        if not self.supports_workers:
+            return f"{type(self).__name__} cannot measure in a worker process"
+        return None
+
+    def worker_setting(self, backend: Backend, cluster: Cluster, threads: int | None) -> dict[str, Any]:
+        """What the runtime's workers look like (for the cache keys): overridden by the backends' subclasses.
+        `threads` is the runtime's intra-op thread count (None: one per core)."""
+        raise ConfigError(f"{type(self).__name__} cannot measure in a worker process")
+
+    def use_workers(self, setting: dict[str, Any] | None) -> None:
+        """Measure in this workers' setting from now on (None: in this process)."""
+        self.workers = None if setting is None else dict(setting)
 
     def profile(
         self, backend: Backend | None, model: Any, graph: OpGraph, cluster: Cluster, *, model_cfg: Mapping[str, Any]
     ) -> tuple[OpGraph, dict[str, Any]]:
         if backend is None:
             raise ConfigError("profiler=measured needs a framework backend (backend=torch or backend=tensorflow)")
+        if self.workers is not None:
+            return self.profile_in_workers(backend, model, graph, cluster)
         g = backend.profile(model, graph, warmup=self.warmup, steps=self.steps, batch_size=self.batch_size)
         return g, {}
+
+    def fit_comm(self, backend: Backend, cluster: Cluster) -> CommFit:
+        """The communication fit between the cluster's devices, in the setting measured in."""
+        if self.workers is not None:
+            return self.comm_in_workers(backend, cluster)
+        return backend.comm_benchmark(cluster, self.comm_sizes, self.comm_repeats)
+
+    def publish(self, report: Mapping[str, Any], out: Path) -> tuple[dict[str, float], list[Path]]:
+        """The numbers of a worker profile's report (its check against the measured single-device step: e.g.
+        `sum_op_s`, `step_s`, `median_scale` on PyTorch, `untraced_step_s`, `step_overhead_s`, `scale` on
+        TensorFlow) as metrics `profile.<key>`; nothing to write."""
+        nums = {k: v for k, v in report.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        return {f"profile.{k}": float(v) for k, v in nums.items()}, []
+
+    def fixed_step_s(self, report: Mapping[str, Any], comm: Mapping[str, Any], n_workers: int) -> float:
+        """Time every step of the workers' runtime pays besides its ops and messages, for a placement on
+        `n_workers` devices, from the profile's `report` and the fit's comm.json (`comm`); added to the
+        simulated makespan. 0 here: the op costs add up to the measured step."""
+        return 0.0
+
+    def profile_in_workers(
+        self, backend: Backend, model: Any, graph: OpGraph, cluster: Cluster
+    ) -> tuple[OpGraph, dict[str, Any]]:
+        """The profile taken in a worker process of `self.workers`' setting (the backends' subclasses)."""
+        raise ConfigError(f"{type(self).__name__} cannot profile in a worker process")
+
+    def comm_in_workers(self, backend: Backend, cluster: Cluster) -> CommFit:
+        """The fit from the process-per-device runtime's own transfers (the backends' subclasses)."""
+        raise ConfigError(f"{type(self).__name__} cannot fit communication between worker processes")

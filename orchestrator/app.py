@@ -162,11 +162,12 @@ def _run_placement(ctx: JobContext, result: dict[str, Any], metrics: dict[str, A
     schedule, skey = stage_schedule(ctx, p.graph, p.cluster, p.coarse_placement, p.cmap, p.assignment, p.key)
     atomic_write_json(out / "schedule.json", schedule, indent=0)
     artifacts.append(out / "schedule.json")
-    sim = stage_simulate(ctx, p.graph, p.cluster, p.assignment, schedule, skey)
+    sim = stage_simulate(ctx, p.graph, p.cluster, p.assignment, schedule, skey, result)
     atomic_write_json(out / "timeline.json", sim.timeline(), indent=0)
     artifacts.append(out / "timeline.json")
     artifacts.append(write_trace(out / "trace.json", sim, p.graph, p.cluster))
-    result["predicted_step_s"] = sim.makespan
+    # the makespan, plus what every step of the workers' runtime pays besides ops and messages (TensorFlow)
+    result["predicted_step_s"] = sim.makespan + result.get("predicted_fixed_step_s", 0.0)
     result["peak_memory_bytes"] = dict(sim.peak_memory)
     result["traffic_bytes"] = sim.traffic_bytes
     metrics["cut_edge_bytes"] = sim.cut_edge_bytes

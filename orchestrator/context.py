@@ -78,6 +78,12 @@ class JobContext:
     artifacts: list[Path] = field(default_factory=list)
     backend: Backend | None = None
     model: Any = None
+    #: The communication fit of stage comm as written to comm.json ({} when none ran); stage simulate reads
+    #: the per-message processor times from it.
+    comm: dict[str, Any] = field(default_factory=dict)
+    #: The report of stage profile (profile_report.json; {} when nothing was measured); stage simulate reads the
+    #: fixed per-step cost of a worker profile from it.
+    profile: dict[str, Any] = field(default_factory=dict)
     _backend_built: bool = False
 
     def stage(

@@ -140,6 +140,18 @@ def build_runtime(node: Any, backend: Backend | None) -> Runtime | None:
     return _provided(node, "runtime", table, backend, Runtime)
 
 
+def runs_in_workers(node: Any, backend: Backend | None) -> bool:
+    """Whether the runtime of a conf/runtime config is one the backend declares as one pinned OS process per
+    device (`backend.capabilities.worker_runtimes`): by its `name`, or by a `_target_` naming the class of such
+    a runtime. False for `runtime=none`, for no backend, and for any runtime the backend does not declare."""
+    if is_none(node) or backend is None:
+        return False
+    caps = backend.capabilities
+    if "_target_" in node:
+        return node["_target_"] in {caps.runtimes[n] for n in caps.worker_runtimes if n in caps.runtimes}
+    return node.get("name") in caps.worker_runtimes
+
+
 def build_graph_model(node: Any) -> GraphModel:
     """A model config with `_target_`: a GraphModel (the graph without a framework)."""
     model = instantiate(node, "model")

@@ -468,7 +468,14 @@ def test_a_failed_rerun_never_hides_a_result_and_noise_is_named(store, tmp_path,
     assert run.data.metrics["best_predicted_step_s"] == pytest.approx(0.2)
     assert run.data.metrics["best_speedup_vs_single"] == pytest.approx(4.0)
     names = {a.path for a in client.list_artifacts(parent, "report")}
-    assert names == {"report/report.md", "report/report.csv", "report/step_time.png"}
+    # the runs were predicted and measured: the fidelity summary and the scatter come too
+    assert names == {
+        "report/report.md",
+        "report/report.csv",
+        "report/step_time.png",
+        "report/fidelity.csv",
+        "report/predicted_vs_measured.png",
+    }
 
     # no experiment named: the store's experiments with their run counts
     report.main(["--tracking-uri", uri])

@@ -25,6 +25,7 @@ from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 from backends.base import Backend, Capabilities, CommFit, RunResult
+from backends.profilers import MeasuredProfiler
 
 from .capture import capture as _capture
 from .comm import comm_benchmark as _comm_benchmark
@@ -34,7 +35,7 @@ from .profiler import CALIBRATIONS
 from .profiler import profile as _profile
 from .runtime import run_placed
 
-__all__ = ["TFBackend", "TFModel"]
+__all__ = ["TFBackend", "TFMeasuredProfiler", "TFModel"]
 
 
 class TFBackend(Backend):
@@ -59,7 +60,7 @@ class TFBackend(Backend):
     #: the placed run does not time single ops.
     capabilities = Capabilities(
         models={family: f"{fn.__module__}.{fn.__qualname__}" for family, fn in _BUILDERS.items()},
-        profilers={"measured": "backends.profilers.MeasuredProfiler"},
+        profilers={"measured": "backends.tensorflow.TFMeasuredProfiler"},
         runtimes={
             "threads": "backends.threads.ThreadsRuntime",
             "real": "backends.tensorflow.distributed.TFDistributedRuntime",
@@ -67,6 +68,7 @@ class TFBackend(Backend):
         device_types=("CPU", "GPU"),
         follows_plan=False,
         times_ops=False,
+        worker_runtimes=("real",),
     )
 
     def __init__(
@@ -168,3 +170,61 @@ class TFBackend(Backend):
             check_correctness=check,
             rtol=self.loss_rtol,
         )
+
+
+class TFMeasuredProfiler(MeasuredProfiler):
+    """`profiler=measured` on TensorFlow: `MeasuredProfiler`, which can also measure in the setting of
+    `TFDistributedRuntime` (`runtime=real`, issue 16): ops traced in one pinned `tf.distribute.Server` worker
+    of the cluster's first device (intra-op threads = its cores, one inter-op thread), driven over gRPC as a
+    placed run is, op times calibrated to the untraced single-device step less the empty step
+    (`dist_profile.profile_distributed`, with the backend's `profile_statistic` and `profile_calibration`); the
+    communication model fitted from gRPC transfers between two worker processes
+    (`dist_profile.comm_benchmark_distributed`, which also measures the empty step of two workers and the cost
+    of a transfer in a burst). Cost: one worker start and warmup + 2 x steps steps; the fit: two worker starts
+    and len(sizes) x 2 x repeats runs."""
+
+    supports_workers = True
+
+    def worker_setting(self, backend: Backend, cluster: Cluster, threads: int | None) -> dict[str, Any]:
+        cores = int(cluster.devices[0].cores)
+        return {
+            "runtime": "tf_distributed",
+            "device": cluster.devices[0].type.lower(),
+            "pinned": True,
+            "cores": cores,
+            "intra_op_threads": cores,
+            "inter_op_threads": 1,
+        }
+
+    def profile_in_workers(
+        self, backend: Backend, model: Any, graph: OpGraph, cluster: Cluster
+    ) -> tuple[OpGraph, dict[str, Any]]:
+        from .dist_profile import profile_distributed
+
+        if not isinstance(backend, TFBackend):
+            raise ConfigError(f"{type(self).__name__} needs backend=tensorflow, got {backend.name!r}")
+        g = profile_distributed(
+            model,
+            graph,
+            cluster,
+            warmup=self.warmup,
+            steps=self.steps,
+            batch_size=self.batch_size,
+            statistic=backend.profile_statistic,
+            calibration=backend.profile_calibration,
+        )
+        return g, dict(g.nx.graph.get("profile", {}))
+
+    def comm_in_workers(self, backend: Backend, cluster: Cluster) -> CommFit:
+        from .dist_profile import comm_benchmark_distributed
+
+        return comm_benchmark_distributed(cluster, self.comm_sizes, self.comm_repeats)
+
+    def fixed_step_s(self, report: Mapping[str, Any], comm: Mapping[str, Any], n_workers: int) -> float:
+        """The empty step (client, master and executors running one NoOp): the profile's on one worker, the
+        fit's (`step_overhead_s`, measured on two workers) on more (`dist_profile.predicted_step`: the op times
+        are calibrated to the single-device step less that fixed cost, which the prediction adds back)."""
+        one = float(report.get("step_overhead_s") or 0.0)
+        if n_workers <= 1:
+            return one
+        return float(comm.get("step_overhead_s") or one)

@@ -25,6 +25,7 @@ from algorithms.errors import ConfigError, InvalidGraph
 from algorithms.graph import OpGraph
 
 from ..base import Backend, Capabilities, CommFit, RunResult
+from ..profilers import MeasuredProfiler
 from .capture import GRANULARITIES, build_graph, trace_program
 from .comm import comm_benchmark as _comm_benchmark
 from .devices import DEVICE_CHOICES, map_devices, set_threads
@@ -54,7 +55,7 @@ class TorchBackend(Backend):
     #: ThreadsRuntime there).
     capabilities = Capabilities(
         models={family: f"{fn.__module__}.{fn.__qualname__}" for family, fn in BUILDERS.items()},
-        profilers={"measured": "backends.profilers.MeasuredProfiler"},
+        profilers={"measured": "backends.torch.TorchMeasuredProfiler"},
         runtimes={
             "threads": "backends.threads.ThreadsRuntime",
             "real": "backends.torch.distributed.TorchDistributedRuntime",
@@ -62,6 +63,7 @@ class TorchBackend(Backend):
         device_types=("CPU", "GPU"),
         follows_plan=True,
         times_ops=True,
+        worker_runtimes=("real",),
     )
 
     def __init__(
@@ -263,4 +265,49 @@ class TorchBackend(Backend):
         )
 
 
-__all__ = ["TorchBackend", "TorchModel", "build_model"]
+class TorchMeasuredProfiler(MeasuredProfiler):
+    """`profiler=measured` on PyTorch: `MeasuredProfiler`, which can also measure in the setting of
+    `TorchDistributedRuntime` (`runtime=real`, issue 16): every op timed in one worker process of that runtime,
+    pinned to a device's cores with the workers' thread count, running the whole step through the worker's own
+    loop (`profiler.profile_in_worker`, its scaled-median statistic); the communication model fitted from two
+    such workers' isend/irecv, with the processor time per message (`comm.comm_benchmark_distributed`). CPU
+    clusters only: the worker profile runs on the CPU. Cost: one worker start and warmup + steps steps; the fit:
+    len(sizes) x (repeats + 1) round trips and two worker starts."""
+
+    supports_workers = True
+
+    def workers_unsupported(self, cluster: Cluster) -> str | None:
+        gpus = [d.name for d in cluster.devices if d.type != "CPU"]
+        if gpus:
+            return f"the PyTorch worker profile runs on CPU workers; cluster {cluster.name!r} has {gpus}"
+        return None
+
+    def worker_setting(self, backend: Backend, cluster: Cluster, threads: int | None) -> dict[str, Any]:
+        from .profiler import worker_setting
+
+        return worker_setting(cluster, threads)
+
+    def profile_in_workers(
+        self, backend: Backend, model: Any, graph: OpGraph, cluster: Cluster
+    ) -> tuple[OpGraph, dict[str, Any]]:
+        from .profiler import profile_in_worker
+
+        if not isinstance(backend, TorchBackend):
+            raise ConfigError(f"{type(self).__name__} needs backend=torch, got {backend.name!r}")
+        return profile_in_worker(
+            model,
+            graph,
+            granularity=backend.granularity,
+            setting=self.workers,
+            warmup=self.warmup,
+            steps=self.steps,
+            batch_size=self.batch_size,
+        )
+
+    def comm_in_workers(self, backend: Backend, cluster: Cluster) -> CommFit:
+        from .comm import comm_benchmark_distributed
+
+        return comm_benchmark_distributed(cluster, self.comm_sizes, self.comm_repeats)
+
+
+__all__ = ["TorchBackend", "TorchMeasuredProfiler", "TorchModel", "build_model"]

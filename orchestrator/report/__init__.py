@@ -23,11 +23,15 @@ Columns whose cell is the same on every row are stated once above the table. Als
 limit (Table 4's "insufficient memory"), placement time, traffic, bubble rate and search time (pipeline runs),
 and the simulated and the measured peak memory per device. Written as Markdown and CSV (every column), plus a
 PNG chart (predicted and measured step side by side, speed-ups, peak memory per device against its limit) into
-`reports/<experiment>/` (or --out).
+`reports/<experiment>/` (or --out). Where runs were both predicted and measured (e.g. `+experiment=fidelity`),
+the report adds per model and cluster the median |predicted - measured| / measured step and Kendall's tau
+between the predicted and the measured order, and a predicted-against-measured scatter with the y = x line
+(`orchestrator.report.fidelity`).
 """
 
 from .chart import bar_chart, chart
 from .cli import main
+from .fidelity import fidelity_markdown, fidelity_summary, kendall_tau, scatter
 from .rows import (
     IGNORED_LEAVES,
     IGNORED_NAMES,
@@ -56,12 +60,16 @@ __all__ = [
     "best",
     "chart",
     "collect",
+    "fidelity_markdown",
+    "fidelity_summary",
+    "kendall_tau",
     "ignored_param",
     "list_experiments",
     "main",
     "markdown",
     "noise_notes",
     "rows_from_runs",
+    "scatter",
     "short_names",
     "split_constant",
     "summarize_sweep",

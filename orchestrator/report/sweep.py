@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .chart import chart
+from .fidelity import fidelity_markdown, scatter, write_fidelity_csv
 from .rows import rows_from_runs
 from .store import _all_runs, _client
 from .table import _label, _where, markdown, write_csv
@@ -15,13 +16,21 @@ log = logging.getLogger(__name__)
 
 
 def write_report(rows: list[dict[str, Any]], experiment: str, out: Path) -> list[Path]:
-    """report.md, report.csv and (with rows) step_time.png into `out`; returns the paths written."""
+    """report.md, report.csv and (with rows) step_time.png into `out`; where runs were both predicted and
+    measured, also the predicted-against-measured section of report.md, fidelity.csv and
+    predicted_vs_measured.png (orchestrator.report.fidelity). Returns the paths written."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "report.md", out / "report.csv"]
-    paths[0].write_text(markdown(rows, experiment))
+    fid = fidelity_markdown(rows)
+    paths[0].write_text(markdown(rows, experiment) + fid)
     write_csv(rows, paths[1])
     if rows:
         paths.append(chart(rows, out / "step_time.png", experiment))
+    if fid:
+        paths.append(write_fidelity_csv(rows, out / "fidelity.csv"))
+        drawn = scatter(rows, out / "predicted_vs_measured.png", experiment)
+        if drawn is not None:
+            paths.append(drawn)
     return paths
 
 

@@ -48,6 +48,35 @@ def noise_notes(rows: list[dict[str, Any]]) -> list[str]:
     return notes
 
 
+def measured_ranks(rows: list[dict[str, Any]]) -> dict[int, str]:
+    """Per group, each measured row's rank by its measured median (keyed by `id(row)`), where medians that the
+    spread does not tell apart share a rank, written "=k": walking up from the fastest, a row opens a new rank
+    only when its median exceeds the median that opened the current rank by more than the larger of the two
+    IQRs. Without a logged IQR a row opens its own rank (the notes say that no spread was logged). So the
+    predicted rank sits beside what the measurement can and cannot order. O(rows log rows)."""
+    out: dict[int, str] = {}
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["status"] == "ok" and r["measured_step_s"] is not None:
+            groups.setdefault(_group(r), []).append(r)
+    for members in groups.values():
+        members.sort(key=lambda r: r["measured_step_s"])
+        lead: dict[str, Any] | None = None
+        rank = 0
+        shared: dict[int, list[dict[str, Any]]] = {}
+        for k, r in enumerate(members, 1):
+            spread = None
+            if lead is not None and lead["measured_step_iqr_s"] is not None and r["measured_step_iqr_s"] is not None:
+                spread = max(lead["measured_step_iqr_s"], r["measured_step_iqr_s"])
+            if lead is None or spread is None or r["measured_step_s"] - lead["measured_step_s"] > spread:
+                lead, rank = r, k
+            shared.setdefault(rank, []).append(r)
+        for k, rs in shared.items():
+            for r in rs:
+                out[id(r)] = f"={k}" if len(rs) > 1 else str(k)
+    return out
+
+
 def _label(r: dict[str, Any]) -> str:
     return r["placer"] or f"pipeline {r['pipeline']}"
 
@@ -125,6 +154,7 @@ def table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     devices = _devices(rows, "peak_memory_bytes")
     mdevices = _devices(rows, "measured_peak_memory_bytes")
     any_measured = any(r["measured_step_s"] is not None for r in rows)
+    mranks = measured_ranks(rows)
     cols: list[tuple[str, Any]] = [
         ("rank", lambda r: str(r["rank"])),
         ("model", lambda r: r["model"] or "-"),
@@ -139,6 +169,10 @@ def table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
         ("memory limit", _limit_cell),
         ("predicted step", _predicted_cell),
         ("measured step", _measured_cell),
+    ]
+    if any_measured:
+        cols.append(("measured rank", lambda r: mranks.get(id(r), "-")))
+    cols += [
         ("vs single", lambda r: _fmt(r["speedup_vs_single"], "x")),
         ("vs expert", lambda r: _fmt(r["speedup_vs_expert"], "x")),
     ]
@@ -191,6 +225,12 @@ def markdown(rows: list[dict[str, Any]], experiment: str) -> str:
         "Ranked by predicted step (the simulator's, per group of model, cluster and swept settings; 1 = fastest). "
         "Measured step: median of the measured steps, with their inter-quartile range (IQR) where logged. Speed-ups "
         "(vs single, vs expert) are of the predicted step unless marked measured."
+        + (
+            ' Measured rank: the order of the measured medians, where "=k" marks placements whose medians lie '
+            "within their spread (IQR) of each other: the measurement does not order them."
+            if any(r["measured_step_s"] is not None for r in rows)
+            else ""
+        )
     )
     stated = [(n, c) for n, c in same if c != "-"]
     absent = [n for n, c in same if c == "-"]

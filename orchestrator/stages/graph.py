@@ -3,21 +3,31 @@
 graph: a model config with `_target_` is a GraphModel and gives its graph itself; otherwise the backend builds
 the model from its zoo and captures the training step. profile: the configured Profiler (registry). comm: the
 backend's micro-benchmark between the cluster's devices, when the profiler asks for it.
+
+The setting measured in (issue 16): when the job's runtime is one the backend declares as one pinned process
+per device (`capabilities.worker_runtimes`, e.g. `runtime=real`), a `measured` profiler with `setting: auto`
+profiles every op in one such worker (its cores, its thread count) and fits the communication model from two
+workers' own transfers, with the processor time per message; the workers' setting is part of both cache keys,
+so one profile serves every placer and every cluster whose workers look alike, and no other setting.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
 from algorithms.cluster import Cluster, Link
 from algorithms.graph import OpGraph, atomic_write_json
+from backends.base import CommFit, Profiler
+from backends.profilers import MeasuredProfiler
 
 from ..context import JobContext, load_json, save_json
-from ..registry import build_profiler, check_framework_model, plain
+from ..registry import build_profiler, check_framework_model, plain, runs_in_workers
 
 log = logging.getLogger("orchestrator")
 
@@ -53,21 +63,53 @@ def stage_graph(ctx: JobContext) -> tuple[OpGraph, str]:
     return res.value, res.key
 
 
+def runtime_in_workers(ctx: JobContext) -> bool:
+    """Whether the job's runtime runs one pinned OS process per device (declared by the backend)."""
+    return runs_in_workers(ctx.cfg.runtime, ctx.get_backend())
+
+
+def job_profiler(ctx: JobContext, cluster: Cluster) -> Profiler:
+    """The configured profiler; a `MeasuredProfiler` is set to the setting it measures in: the workers' of the
+    job's process-per-device runtime (`setting: auto` with such a runtime, or `setting: worker`), described by
+    the profiler's `worker_setting` (cores per worker, threads: the runtime config's `threads`, else one per
+    core), or this process."""
+    backend = ctx.get_backend()
+    profiler = build_profiler(ctx.cfg.profiler, backend)
+    if isinstance(profiler, MeasuredProfiler) and backend is not None:
+        if profiler.resolve(runtime_in_workers(ctx), cluster):
+            threads = ctx.cfg.runtime.get("threads") if ctx.cfg.get("runtime") is not None else None
+            profiler.use_workers(profiler.worker_setting(backend, cluster, threads))
+    return profiler
+
+
+def predicts_workers(ctx: JobContext, cluster: Cluster) -> bool:
+    """Whether the job predicts the step of the process-per-device runtime's workers: its runtime is one, or
+    its profiler measures in that setting."""
+    if runtime_in_workers(ctx):
+        return True
+    profiler = job_profiler(ctx, cluster)
+    return isinstance(profiler, MeasuredProfiler) and profiler.workers is not None
+
+
 def stage_profile(ctx: JobContext, graph: OpGraph, gkey: str, cluster: Cluster) -> tuple[OpGraph, str]:
     """The configured profiler's graph; a profiler that measures nothing (`file`) passes the graph through."""
-    profiler = build_profiler(ctx.cfg.profiler, ctx.get_backend())
+    profiler = job_profiler(ctx, cluster)
     if not profiler.measures:
         return graph, gkey
     # the communication fit is its own stage: its keys do not change the profile
     # the class a named profiler resolved to is part of the key (and its code of the cache's code version)
     cls = type(profiler)
+    skip = ("setting",) if isinstance(profiler, MeasuredProfiler) else ()  # the resolved setting is keyed below
     config: dict[str, Any] = {
-        "profiler": {k: v for k, v in plain(ctx.cfg.profiler).items() if not k.startswith("comm_")},
+        "profiler": {k: v for k, v in plain(ctx.cfg.profiler).items() if not k.startswith("comm_") and k not in skip},
         "profiler_class": {"_target_": f"{cls.__module__}.{cls.__qualname__}"},
         "backend": plain(ctx.cfg.backend),
     }
     if profiler.uses_cluster:
         config["cluster"] = plain(ctx.cfg.cluster)
+    workers = profiler.workers if isinstance(profiler, MeasuredProfiler) else None
+    if workers is not None:  # measured in the runtime's workers: their setting, not the cluster, is the key
+        config["worker_setting"] = workers
 
     def compute() -> tuple[OpGraph, dict[str, Any]]:
         return profiler.profile(ctx.get_backend(), ctx.get_model(), graph, cluster, model_cfg=ctx.model_cfg())
@@ -80,7 +122,10 @@ def stage_profile(ctx: JobContext, graph: OpGraph, gkey: str, cluster: Cluster) 
         return OpGraph.load(p / "graph.json"), json.loads((p / "profile_report.json").read_text())
 
     res = ctx.stage("profile", config, [gkey], compute, save, load)
+    if workers is not None:
+        log.info("profile measured in the runtime's workers: %s", workers)
     g, report = res.value
+    ctx.profile = dict(report or {})
     if report:
         metrics, paths = profiler.publish(report, ctx.out)
         ctx.metrics.update(metrics)
@@ -89,33 +134,76 @@ def stage_profile(ctx: JobContext, graph: OpGraph, gkey: str, cluster: Cluster) 
 
 
 def stage_comm(ctx: JobContext, cluster: Cluster) -> Cluster:
-    """Fit the communication model with the backend's micro-benchmark and write it into the cluster."""
-    profiler = build_profiler(ctx.cfg.profiler, ctx.get_backend())
+    """Fit the communication model with the backend's micro-benchmark (in the setting the profiler measures
+    in) and write it into the cluster; the fit as written to comm.json (docs/formats.md) is kept in `ctx.comm`
+    and its figures logged as metrics `comm.<key>`."""
+    profiler = job_profiler(ctx, cluster)
     backend = ctx.get_backend()
     if not profiler.measures or not profiler.comm_benchmark or len(cluster) < 2 or backend is None:
         return cluster
     sizes, repeats = profiler.comm_sizes, profiler.comm_repeats
-    cfg = {
+    workers = profiler.workers if isinstance(profiler, MeasuredProfiler) else None
+    cfg: dict[str, Any] = {
         "backend": plain(ctx.cfg.backend),
         "devices": [d.to_dict() for d in cluster.devices],
         "sizes": sizes,
         "repeats": repeats,
     }
+    if workers is not None:
+        cfg["worker_setting"] = workers
 
     def compute() -> dict[str, Any]:
-        fit = backend.comm_benchmark(cluster, sizes, repeats)
-        return {  # strict JSON: an unlimited bandwidth (copies that cost no time per byte) is null
-            "latency_s": fit.latency_s,
-            "bytes_per_s": _finite_or_none(fit.bytes_per_s),
-            "links": [[s, d, lat, _finite_or_none(bw)] for (s, d), (lat, bw) in fit.links.items()],
-            "samples": [list(x) for x in fit.samples],
-        }
+        if isinstance(profiler, MeasuredProfiler):
+            fit = profiler.fit_comm(backend, cluster)
+        else:
+            fit = backend.comm_benchmark(cluster, sizes, repeats)
+        return comm_json(fit, "worker" if workers is not None else "process")
 
     res = ctx.stage("comm", cfg, [], compute, save_json("comm.json"), load_json("comm.json"))
     fit = res.value
+    ctx.comm = dict(fit)
     links = {(s, d): Link(float(lat), _bandwidth(bw)) for s, d, lat, bw in fit["links"]}
-    log.info("communication fit: latency %.3g s, bandwidth %.3g B/s", fit["latency_s"], _bandwidth(fit["bytes_per_s"]))
+    log.info(
+        "communication fit (%s): latency %.3g s, bandwidth %.3g B/s, median relative residual %s; per message "
+        "%.3g s to send, %.3g s to receive",
+        fit.get("setting", "process"),
+        fit["latency_s"],
+        _bandwidth(fit["bytes_per_s"]),
+        "-" if fit.get("residual_rel_median") is None else f"{100 * fit['residual_rel_median']:.1f}%",
+        fit.get("send_overhead_s", 0.0),
+        fit.get("recv_overhead_s", 0.0),
+    )
+    for k, v in fit.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            ctx.metrics[f"comm.{k}"] = float(v)
     return cluster.with_comm(float(fit["latency_s"]), _bandwidth(fit["bytes_per_s"]), links)
+
+
+def comm_json(fit: CommFit, setting: str) -> dict[str, Any]:
+    """comm.json of a fit (docs/formats.md): latency, bandwidth (null: unlimited, strict JSON), per-pair links,
+    the samples; the setting measured in; the fit's relative residual over the samples (median of |fit - t| / t
+    and its root mean square; null without samples); the processor time per message sent and received (0 when
+    the benchmark does not measure it); and every other number the backend's fit adds (e.g. TensorFlow's
+    `step_overhead_s`, `per_transfer_s`). O(samples)."""
+    bw = fit.bytes_per_s
+    rel = [(fit.latency_s + (b / bw if math.isfinite(bw) else 0.0) - t) / t for _, _, b, t in fit.samples if t > 0]
+    out: dict[str, Any] = {
+        "latency_s": fit.latency_s,
+        "bytes_per_s": _finite_or_none(bw),
+        "links": [[s, d, lat, _finite_or_none(lbw)] for (s, d), (lat, lbw) in fit.links.items()],
+        "samples": [list(x) for x in fit.samples],
+        "setting": setting,
+        "residual_rel_median": statistics.median(abs(r) for r in rel) if rel else None,
+        "residual_rel_rms": math.sqrt(statistics.fmean(r * r for r in rel)) if rel else None,
+        "send_overhead_s": 0.0,
+        "recv_overhead_s": 0.0,
+    }
+    base = {f.name for f in dataclasses.fields(CommFit)}
+    for f in dataclasses.fields(fit):
+        v = getattr(fit, f.name)
+        if f.name not in base and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            out[f.name] = float(v)
+    return out
 
 
 def _finite_or_none(x: float) -> float | None:

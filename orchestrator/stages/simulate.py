@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from algorithms.cluster import Cluster
+from algorithms.cluster import Cluster, oversubscription
 from algorithms.graph import OpGraph, atomic_write_json
 from algorithms.placement import Schedule
 from algorithms.sim_result import SimResult, sim_result_from_dict, sim_result_to_dict
 from algorithms.simulator import simulate
+from backends.profilers import MeasuredProfiler
 
 from ..context import JobContext
+from .graph import job_profiler, predicts_workers
 
 log = logging.getLogger("orchestrator")
 
@@ -28,13 +32,70 @@ def _load(p: Path) -> SimResult:
 
 
 def stage_simulate(
-    ctx: JobContext, graph: OpGraph, cluster: Cluster, assignment: dict[str, str], schedule: Schedule, skey: str
+    ctx: JobContext,
+    graph: OpGraph,
+    cluster: Cluster,
+    assignment: dict[str, str],
+    schedule: Schedule,
+    skey: str,
+    result: dict[str, Any] | None = None,
 ) -> SimResult:
-    def compute() -> SimResult:
-        return simulate(graph, cluster, assignment, schedule)
+    """The simulator's step; in the workers' setting (`worker_sim_options`) with shared host cores and the
+    per-message processor time, recorded in `result` (`host_cores`, `oversubscribed`) when they apply, and
+    the fixed per-step cost of the workers' runtime (`fixed_step_s`) as `result["predicted_fixed_step_s"]`,
+    which the job adds to the makespan for `predicted_step_s`."""
+    opts = worker_sim_options(ctx, cluster)
 
-    res = ctx.stage("simulate", {"cluster": cluster.to_dict()}, [skey], compute, _save, _load)
+    def compute() -> SimResult:
+        return simulate(graph, cluster, assignment, schedule, **opts)
+
+    # only options that apply enter the key: simulations without them keep their cache entries
+    res = ctx.stage("simulate", {"cluster": cluster.to_dict(), **opts}, [skey], compute, _save, _load)
+    if "host_cores" in opts and result is not None:
+        result["host_cores"] = opts["host_cores"]
+        result["oversubscribed"] = oversubscription(cluster, opts["host_cores"])
+    fixed = fixed_step_s(ctx, cluster, assignment)
+    if fixed > 0 and result is not None:
+        result["predicted_fixed_step_s"] = fixed
     return res.value
+
+
+def fixed_step_s(ctx: JobContext, cluster: Cluster, assignment: dict[str, str]) -> float:
+    """The per-step cost besides ops and messages that the job's worker profile measured for a placement on
+    this many devices (`MeasuredProfiler.fixed_step_s`: TensorFlow's empty step; 0 for PyTorch, whose op costs
+    add up to the step, and for every job that does not profile in the workers' setting)."""
+    if not ctx.profile:
+        return 0.0
+    profiler = job_profiler(ctx, cluster)
+    if not isinstance(profiler, MeasuredProfiler) or profiler.workers is None:
+        return 0.0
+    return profiler.fixed_step_s(ctx.profile, ctx.comm, len(set(assignment.values())))
+
+
+def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | None = None) -> dict[str, Any]:
+    """`simulate()` options for a job that predicts the process-per-device runtime's step (issue 16;
+    `graph.predicts_workers`): `host_cores` (this host's cores, `n_host_cores` to override) when the cluster's
+    devices ask for more cores than that (`algorithms.cluster.oversubscription`): devices sharing a core take
+    turns; and `send_overhead_s` / `recv_overhead_s`, the processor time per message of the communication fit
+    (comm.json), when measured (non-zero). Empty for any other job: a simulation of an abstract cluster does
+    not depend on the host it runs on."""
+    if not predicts_workers(ctx, cluster):
+        return {}
+    n = n_host_cores if n_host_cores is not None else host_core_count()
+    opts: dict[str, Any] = {}
+    if oversubscription(cluster, n) > 1:
+        opts["host_cores"] = int(n)
+        log.info(
+            "cluster %r asks for %d cores, the host has %d: the simulator lets devices that share a core take turns",
+            cluster.name,
+            sum(d.cores for d in cluster.devices),
+            n,
+        )
+    for k in ("send_overhead_s", "recv_overhead_s"):
+        v = float(ctx.comm.get(k) or 0.0)
+        if v > 0:
+            opts[k] = v
+    return opts
 
 
 def plots(
@@ -60,3 +121,11 @@ def plots(
         except Exception as exc:
             log.warning("could not draw %s: %s", name, exc)
     return paths
+
+
+def host_core_count() -> int:
+    """The cores this process may run on (its affinity mask; `os.cpu_count()` where there is none), the cores the
+    runtime pins its workers to."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
