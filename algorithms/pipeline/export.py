@@ -323,36 +323,57 @@ def projected_schedule(schedule: PipelineSchedule, exp: TorchExport | None = Non
     return PipelineSchedule(spec2, schedule.n_micro, start, schedule.memory_limit, None, {"projected_from": spec.name})
 
 
+def _parse_for_replay(text: str) -> list[tuple[int, str, int]]:
+    """Compute actions of one cell: ``"<stage><F|B|I|W><micro>"`` or torch's ``"(a;b)OVERLAP_F_B"`` (its
+    sub-actions in order)."""
+    s = text.strip()
+    if s.startswith("("):
+        inner, _, kind = s[1:].partition(")")
+        if kind != "OVERLAP_F_B":
+            raise NotExportable(f"action {text!r}: unknown compound action")
+        return [a for part in inner.split(";") if part.strip() for a in _parse_for_replay(part)]
+    for t in ("F", "B", "I", "W"):
+        a, sep, c = s.partition(t)
+        if sep and a.isdigit() and c.isdigit():
+            return [(int(a), t, int(c))]
+    raise NotExportable(f"action {text!r} is not a compute action '<stage><F|B|I|W><micro>'")
+
+
 def replay(
     ranks: Mapping[int, Sequence[str]], duration: Mapping[tuple[int, str], float], n_stages: int
 ) -> tuple[float, dict[int, float]]:
-    """Predicted step of per-rank action lists with given per-(stage, type) durations (seconds), no comm time.
+    """Predicted step of per-rank compute action lists with given per-(stage, type) durations, no comm time.
 
-    Each action starts when its rank is free and its inputs are done (torch's rules, ``check_executable``);
-    returns (makespan, busy seconds per rank). Used to predict a measured run from its own per-stage times. O(A x R).
+    Types F, B (full backward), I (input gradient) and W (weight gradient), and torch's OVERLAP_F_B (its
+    sub-actions one after the other). Each action starts when its rank is free and its inputs are done:
+    F(s) after F(s-1); B or I(s) after F(s) and B or I(s+1); W(s) after I(s). Returns (makespan, busy seconds
+    per rank). Used to predict a measured run from its own per-stage times. O(A x R).
     """
-    lists = {r: [parse_action(a) for a in acts] for r, acts in ranks.items()}
-    end: dict[tuple[int, str, int], float] = {}
+    lists = {r: [a for cell in acts for a in _parse_for_replay(cell)] for r, acts in ranks.items()}
+    end: dict[tuple[str, int, int], float] = {}  # ("F" | "G" (input gradient) | "W", stage, micro)
     free = {r: 0.0 for r in lists}
     busy = {r: 0.0 for r in lists}
     pos = {r: 0 for r in lists}
 
-    def deps(s: int, t: str, n: int) -> list[tuple[int, str, int]]:
+    def deps(s: int, t: str, n: int) -> list[tuple[str, int, int]]:
         if t == "F":
-            return [(s - 1, "F", n)] if s > 0 else []
-        return [(s, "F", n)] + ([(s + 1, "B", n)] if s < n_stages - 1 else [])
+            return [("F", s - 1, n)] if s > 0 else []
+        if t == "W":
+            return [("G", s, n)]
+        return [("F", s, n)] + ([("G", s + 1, n)] if s < n_stages - 1 else [])
 
     while any(pos[r] < len(lists[r]) for r in lists):
         moved = False
         for r, acts in lists.items():
             while pos[r] < len(acts):
-                a = acts[pos[r]]
-                ds = deps(*a)
+                s, t, n = acts[pos[r]]
+                ds = deps(s, t, n)
                 if not all(x in end for x in ds):
                     break
                 t0 = max([free[r]] + [end[x] for x in ds])
-                dt = float(duration[(a[0], a[1])])
-                end[a] = t0 + dt
+                dt = float(duration[(s, t)])
+                key = "F" if t == "F" else ("W" if t == "W" else "G")
+                end[(key, s, n)] = t0 + dt
                 free[r] = t0 + dt
                 busy[r] += dt
                 pos[r] += 1
