@@ -16,7 +16,8 @@ one pinned gloo process per rank (backends/torch/pipelining.py), on a small GPT:
 Columns: the block model's makespan in time units (the schedule as searched / as torch runs the export, with
 the embedding on one rank), the predicted step (replay of the executed per-rank orders with the median measured
 duration of each (stage, action type), no communication time), the measured step (slowest rank; median and IQR
-over the timed steps), the predicted and measured bubble, and the first step's loss against one process.
+over the timed steps), the fastest step against the replay with each (stage, type)'s fastest call, the
+predicted and measured bubble, and the first step's loss against one process.
 On this 2-core machine 2 ranks are pinned one per core; with --ranks 4 ranks share cores. The machine is shared
 with other jobs: the load average is printed; measured steps include their interference.
 
@@ -58,6 +59,7 @@ def fmt_row(label: str, units: str, row: dict) -> str:
     return (
         f"| {label} | {row['stages']} | {units} | {1e3 * row['predicted_step_s']:.1f} | "
         f"{1e3 * row['measured_step_s']:.1f} ({1e3 * row['measured_step_iqr_s']:.1f}) | "
+        f"{1e3 * row['predicted_fastest_step_s']:.1f} / {1e3 * row['measured_min_step_s']:.1f} | "
         f"{100 * row['predicted_bubble']:.1f}% | {100 * row['measured_bubble']:.1f}% | "
         f"{abs(row['loss'] - row['reference_loss']):.1e} / {row['max_grad_diff']:.1e} |"
     )
@@ -88,17 +90,18 @@ def main() -> None:
     )
     print(
         "| schedule | torch stages | model units: searched / as run | predicted step ms | measured step ms "
-        "(IQR) | predicted bubble | measured bubble | loss / grad diff vs 1 process |",
+        "median (IQR) | fastest: predicted / measured ms | predicted bubble | measured bubble | "
+        "loss / grad diff vs 1 process |",
         flush=True,
     )
-    print("|---|---|---|---|---|---|---|---|", flush=True)
+    print("|---|---|---|---|---|---|---|---|---|", flush=True)
     for name in args.schedules.split(","):
         t0 = time.perf_counter()
         if name in TORCH:
             try:
                 run = run_torch_schedule(name, D, N, gpt, warmup=args.warmup, steps=args.steps)
             except Exception as e:  # a placement torch's schedule does not accept: say so and go on
-                print(f"| torch {name} | - | - | not run: {type(e).__name__}: {str(e)[:120]} | | | | |", flush=True)
+                print(f"| torch {name} | - | - | not run: {type(e).__name__}: {str(e)[:120]} | | | | | |", flush=True)
                 continue
             print(fmt_row(f"torch {name}", "-", summary_row(run)), flush=True)
             continue
@@ -107,7 +110,7 @@ def main() -> None:
             exp = export_actions(sched)
         except NotExportable as e:
             print(
-                f"| {name} ({sched.spec.name}) | - | {sched.makespan} / - | not exportable: {e} | | | | |", flush=True
+                f"| {name} ({sched.spec.name}) | - | {sched.makespan} / - | not exportable: {e} | | | | | |", flush=True
             )
             continue
         proj = projected_schedule(sched, exp)

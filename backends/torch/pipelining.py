@@ -26,12 +26,14 @@ layers are split evenly over all stages, the embedding joining the first and the
 Measured
 --------
 Warm-up steps (torch infers shapes on the first), then ``steps`` timed steps: each starts at a barrier; a rank's
-step time runs until its ``step()`` returns; the step time is the slowest rank's (median and IQR reported).
+step time runs until its ``step()`` returns; the step time is the slowest rank's (median, IQR and minimum
+reported; on a loaded host the minimum is the least disturbed).
 Every call of a stage's ``forward_one_chunk`` / ``backward_one_chunk`` / ``backward_weight_one_chunk`` is timed
 (F, B, or I and W for split backwards). Measured bubble = 1 - (sum over ranks of compute time in the step) /
 (ranks x step time). Predicted step = ``algorithms.pipeline.export.replay`` of the schedule's compute-only lists
 (torch's own ``pipeline_order`` for its schedules) with each (stage, action type)'s median measured duration and
-no communication time; predicted bubble from the same replay. On shared cores the durations include the time
+no communication time; predicted bubble from the same replay. The same replay with each (stage, type)'s fastest
+call predicts the fastest step. On shared cores the durations include the time
 slicing between ranks. The first step's loss (mean over micro-batches) and gradients are checked against a
 single-process execution of the same model on the whole batch (``reference_step``).
 
@@ -174,6 +176,7 @@ class PipelineRun:
     n_stages: int
     oversubscribed: float
     cores: list[list[int]]
+    durations_min: dict[tuple[int, str], float] = field(default_factory=dict)  # fastest call per (stage, type)
 
     @property
     def step_median_s(self) -> float:
@@ -192,11 +195,12 @@ class PipelineRun:
         vals = [1.0 - b / (self.n_ranks * s) for b, s in zip(self.busy_s, self.step_s) if s > 0]
         return statistics.median(vals) if vals else float("nan")
 
-    def predicted(self) -> tuple[float, float]:
-        """(step seconds, bubble) of the replay of ``rank_orders`` with the measured durations."""
+    def predicted(self, fastest: bool = False) -> tuple[float, float]:
+        """(step seconds, bubble) of the replay of ``rank_orders`` with the median measured durations (with
+        ``fastest``: each (stage, type)'s fastest call, the prediction to hold against the fastest step)."""
         from algorithms.pipeline.export import replay
 
-        step, busy = replay(self.rank_orders, self.durations, self.n_stages)
+        step, busy = replay(self.rank_orders, self.durations_min if fastest else self.durations, self.n_stages)
         return step, (1.0 - sum(busy.values()) / (self.n_ranks * step) if step > 0 else float("nan"))
 
 
@@ -405,6 +409,7 @@ def run_pipeline_job(job: PipelineJob, timeout_s: float = 600.0) -> PipelineRun:
         job.n_stages,
         over,
         job.cores,
+        {k: min(v) for k, v in per.items()},
     )
 
 
@@ -442,7 +447,10 @@ def run_torch_schedule(
 def summary_row(run: PipelineRun) -> dict[str, Any]:
     """The figures experiments/pipeline_run.py prints."""
     pstep, pbub = run.predicted()
+    fstep, _ = run.predicted(fastest=True)
     return {
+        "predicted_fastest_step_s": fstep,
+        "measured_min_step_s": min(run.step_s),
         "schedule": run.schedule,
         "ranks": run.n_ranks,
         "stages": run.n_stages,
