@@ -3,7 +3,10 @@
 The warm-up, R = N - N_R + 1 copies of the repetend (copy r holds B_i^{n_i + r}) and the cool-down (its
 micro-batch indices shifted by R - 1) are placed one after the other, each phase shifted as early as its
 dependencies and the devices allow, with every device finishing a phase before starting the next (so the
-memory level at each phase entry is exactly the one the search assumed). Every result is validated.
+memory level at each phase entry is exactly the one the search assumed). Then (our addition; the paper
+concatenates only) every block is moved as early as its device's order and its inputs allow (``left_shift``):
+device orders, hence memory sequences, are unchanged and the makespan can only shrink, closing the gaps the
+rigid phase boundaries leave. Every result is validated.
 """
 
 from __future__ import annotations
@@ -79,6 +82,14 @@ def extend(result: TesselResult, n_micro: int) -> PipelineSchedule:
         placed[it] = st + off_c
     mid = R // 2
     window = (off_r + mid * result.period, off_r + (mid + 1) * result.period)
+    # compaction (our addition to IV-C): the phases were placed as rigid wholes; moving every block as early as
+    # its device order and inputs allow closes the gaps at the phase boundaries without changing any device's
+    # order, hence its memory sequence (V on 8 devices, N = 128: 542 -> 540 units, the optimum 4N + 28)
+    compact = left_shift(spec, placed)
+    anchor = min(((i, result.assignment[i] + mid) for i in range(spec.K)), key=lambda it: placed[it])
+    shift = placed[anchor] - compact[anchor]
+    window = (window[0] - shift, window[1] - shift)
+    placed = compact
     start = {(spec.blocks[i].name, m): st for (i, m), st in placed.items()}
     sched = PipelineSchedule(
         spec,

@@ -2,9 +2,10 @@
 
 Built-in shapes (v, x, m, nn, k) need no graph; `pipeline.shape=from_placement` first places the model with the
 configured placer and derives the blocks from that placement. The schedule search is cached like any stage.
-Writes pipeline_schedule.json (docs/formats.md), its picture and a Chrome trace; with a runtime (`runtime` other
-than none) the schedule is also executed by the PyTorch pipeline runner on a GPT-style model split into the
-schedule's stages (`runtime.steps` iterations, at least 2).
+Writes pipeline_schedule.json (docs/formats.md), its picture, a Chrome trace and the schedule as
+torch.distributed.pipelining's per-rank action lists (pipeline_actions.csv / .json, algorithms/pipeline/export.py);
+with a runtime (`runtime` other than none) the schedule is also executed by the PyTorch pipeline runner on a
+GPT-style model split into the schedule's stages (`runtime.steps` iterations, at least 2).
 """
 
 from __future__ import annotations
@@ -67,6 +68,11 @@ def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[st
 
     paths = write_pipeline_artifacts(schedule, ctx.out)
     artifacts.extend(Path(p) for p in paths.values())
+    from algorithms.pipeline.export import write_export
+
+    exported = write_export(schedule, ctx.out)  # torch.distributed.pipelining's action lists (docs/formats.md)
+    artifacts.extend(Path(p) for p in exported.values())
+    result["pipeline_torch_export"] = "pipeline_actions.csv" in {Path(p).name for p in exported.values()}
     result["devices"] = list(schedule.spec.devices)
     result["bubble_rate"] = figs["bubble_rate"]
     result["search_time_s"] = figs["search_time_s"]
