@@ -261,6 +261,29 @@ class ExecModel:
         av = self.avail[p]
         return Estimate(av if av > dr else dr, dr, trans)
 
+    def data_ready(self, o: int, p: int) -> float:
+        """``estimate(o, p).data_ready`` without building the estimate: the key of the pair queues, asked
+        for every device an op may use when it becomes ready (issue 22: the same value, no allocation in
+        parallel mode). O(in-degree)."""
+        if self.sequential:
+            return self.estimate(o, p).data_ready
+        dev, end, arr, lat, bw = self.dev, self.end, self.arr, self.lat, self.bw
+        dr = 0.0
+        for j, b in self.pred[o]:
+            q = dev[j]
+            if q == p:
+                a = end[j]
+            else:
+                a = end[j] + (lat[q][p] + b / bw[q][p])
+                aj = arr[j]
+                if aj is not None:
+                    ex = aj.get(p)
+                    if ex is not None and ex >= a:
+                        a = ex
+            if a > dr:
+                dr = a
+        return dr
+
     def data_ready_anywhere(self, o: int) -> float:
         """Time by which o's inputs could be on every device (communication queues ignored): an op is
         *urgent* in SCT once it can start right away on any device."""
