@@ -16,13 +16,15 @@ Stages: ``graph`` generates the graph and builds its index (in this process); ea
 forked child process: ``place:<placer>`` its placement, ``simulate:<placer>`` the simulator's replay of it
 (in the placer's order; first-in first-out when the placer gives none or its order deadlocks), and, for
 m-ETF, ``write`` the run's artifacts (timeline.json, trace.json, sim.json, the two plots) into a temporary
-folder.  ``--whole-run`` also times ``python -m orchestrator`` on the chain (m-ETF, no tracking, no cache).
+folder.  ``--whole-run`` also times ``python -m orchestrator`` on the chain (m-ETF, cluster cpu4, tracking and
+cache off).
 Peak memory is the peak resident set of the process that ran the stage (a forked child starts with the
 graph already in memory, so its peak includes the graph).  A stage that exceeds ``--timeout`` seconds or
 fails is reported as such, and larger sizes skip that placer.
 
-Times are wall-clock; the machine's load average is printed with the table (the figures in docs/scale.md
-were taken on a shared machine).  The exponent is the slope of a least-squares line through (log ops,
+Times are wall-clock and CPU time of the process (the CPU time is the steadier figure on a loaded machine);
+the machine's load average is printed on each row (the figures in docs/scale.md were taken on a shared
+machine).  The plot shows CPU time.  The exponent is the slope of a least-squares line through (log ops,
 log time) over the sizes reached (1: linear; 2: quadratic).
 """
 
@@ -111,7 +113,8 @@ def _rss_mb() -> float:
 
 
 def _child(conn, graph: OpGraph, cluster, placer: str, write: bool) -> None:
-    """Place, simulate (and write the artifacts) in a forked child; send back {stage: (seconds, MB)}."""
+    """Place, simulate (and write the artifacts) in a forked child; send back {stage: (seconds, CPU seconds,
+    MB)}."""
     import logging
 
     logging.disable(logging.WARNING)
@@ -120,21 +123,21 @@ def _child(conn, graph: OpGraph, cluster, placer: str, write: bool) -> None:
 
     out: dict[str, Any] = {}
     try:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         pl = _placer(placer).place(graph, cluster)
-        out[f"place:{placer}"] = (time.perf_counter() - t, _rss_mb())
-        t = time.perf_counter()
+        out[f"place:{placer}"] = (time.perf_counter() - t, time.process_time() - c, _rss_mb())
+        t, c = time.perf_counter(), time.process_time()
         try:
             sim = simulate(graph, cluster, pl.assignment, pl.order or None)
         except LabError:
             sim = simulate(graph, cluster, pl.assignment)
-        out[f"simulate:{placer}"] = (time.perf_counter() - t, _rss_mb())
+        out[f"simulate:{placer}"] = (time.perf_counter() - t, time.process_time() - c, _rss_mb())
         if write:
             from algorithms.graph import atomic_write_json
             from algorithms.sim_result import sim_result_to_dict
             from orchestrator import plots, trace
 
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             with tempfile.TemporaryDirectory() as d:
                 atomic_write_json(os.path.join(d, "sim.json"), sim_result_to_dict(sim))
                 atomic_write_json(os.path.join(d, "placement.json"), pl.assignment, indent=0)
@@ -142,7 +145,7 @@ def _child(conn, graph: OpGraph, cluster, placer: str, write: bool) -> None:
                 trace.write_trace(os.path.join(d, "trace.json"), sim, graph, cluster)
                 plots.device_utilization_png(sim, os.path.join(d, "device_timeline.png"))
                 plots.memory_png(sim, os.path.join(d, "memory.png"))
-            out["write"] = (time.perf_counter() - t, _rss_mb())
+            out["write"] = (time.perf_counter() - t, time.process_time() - c, _rss_mb())
     except Exception as exc:  # reported in the table, the benchmark goes on
         out["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
     conn.send(out)
@@ -167,8 +170,8 @@ def run_placer(graph: OpGraph, cluster, placer: str, write: bool, timeout: float
     return res
 
 
-def whole_run(n_ops: int, timeout: float) -> tuple[float, float] | str:
-    """Wall time and peak RSS (MB) of ``python -m orchestrator`` on the chain of `n_ops` ops (m-ETF)."""
+def whole_run(n_ops: int, timeout: float) -> tuple[float, float, float] | str:
+    """Wall time, CPU time and peak RSS (MB) of ``python -m orchestrator`` on the chain of `n_ops` ops (m-ETF)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with tempfile.TemporaryDirectory() as d:
         cmd = [
@@ -206,7 +209,7 @@ def whole_run(n_ops: int, timeout: float) -> tuple[float, float] | str:
         if proc.returncode != 0:
             with open(f"{d}/log", "rb") as f:
                 return f"exit {proc.returncode}: {f.read().decode(errors='replace')[-200:]}"
-        return dt, usage.ru_maxrss / 1024.0
+        return dt, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
 
 
 def fit_exponent(points: list[tuple[int, float]]) -> float:
@@ -220,7 +223,7 @@ def fit_exponent(points: list[tuple[int, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in pts) / sxx if sxx > 0 else math.nan
 
 
-def plot(results: dict[str, list[tuple[int, float, float]]], path: str, title: str) -> None:
+def plot(results: dict[str, list[tuple[int, float, float, float]]], path: str, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -231,12 +234,12 @@ def plot(results: dict[str, list[tuple[int, float, float]]], path: str, title: s
         if len(pts) < 1:
             continue
         ns = [p[0] for p in pts]
-        k = fit_exponent([(p[0], p[1]) for p in pts])
-        ax_t.loglog(ns, [max(p[1], 1e-4) for p in pts], marker="o", label=f"{stage} ({k:.2f})")
-        ax_m.loglog(ns, [p[2] for p in pts], marker="o", label=stage)
+        k = fit_exponent([(p[0], p[2]) for p in pts])
+        ax_t.loglog(ns, [max(p[2], 1e-4) for p in pts], marker="o", label=f"{stage} ({k:.2f})")
+        ax_m.loglog(ns, [p[3] for p in pts], marker="o", label=stage)
     ax_t.set_xlabel("ops")
-    ax_t.set_ylabel("time (s)")
-    ax_t.set_title("time per stage (fitted exponent)")
+    ax_t.set_ylabel("CPU time (s)")
+    ax_t.set_title("CPU time per stage (fitted exponent)")
     ax_m.set_xlabel("ops")
     ax_m.set_ylabel("peak RSS (MB)")
     ax_m.set_title("peak memory of the process")
@@ -269,48 +272,51 @@ def main() -> None:
         f"graph {args.graph}",
         flush=True,
     )
-    print(f"{'ops':>9s} {'edges':>9s} {'stage':<22s} {'time_s':>9s} {'peak_MB':>9s} {'load':>5s}", flush=True)
-    results: dict[str, list[tuple[int, float, float]]] = {}
+    print(
+        f"{'ops':>9s} {'edges':>9s} {'stage':<22s} {'wall_s':>9s} {'cpu_s':>9s} {'peak_MB':>9s} {'load':>5s}",
+        flush=True,
+    )
+    results: dict[str, list[tuple[int, float, float, float]]] = {}
     failed: set[str] = set()
 
-    def row(n: int, e: int, stage: str, t: float | None, mb: float | None, note: str = "") -> None:
+    def row(n: int, e: int, stage: str, t: float | None, c: float | None, mb: float | None, note: str = "") -> None:
         load = os.getloadavg()[0]
-        ts = f"{t:9.3f}" if t is not None else f"{'-':>9s}"
-        ms = f"{mb:9.0f}" if mb is not None else f"{'-':>9s}"
-        print(f"{n:>9d} {e:>9d} {stage:<22s} {ts} {ms} {load:5.1f} {note}", flush=True)
-        if t is not None and mb is not None:
-            results.setdefault(stage, []).append((n, t, mb))
+        ts, cs, ms = (f"{x:9.3f}" if x is not None else f"{'-':>9s}" for x in (t, c, mb))
+        print(f"{n:>9d} {e:>9d} {stage:<22s} {ts} {cs} {ms} {load:5.1f} {note}", flush=True)
+        if t is not None and c is not None and mb is not None:
+            results.setdefault(stage, []).append((n, t, c, mb))
 
     for size in sizes:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         g = make_graph(args.graph, size, args.seed)
         g.index()
-        gt = time.perf_counter() - t
         n, e = len(g), g.number_of_edges()
-        row(n, e, "graph", gt, _rss_mb())
+        row(n, e, "graph", time.perf_counter() - t, time.process_time() - c, _rss_mb())
         cluster = uniform_cluster(4, 4 * g.total_memory(), type="GPU", latency_s=1.34e-4, bytes_per_s=5.7e9)
         for name in placers:
             if name in failed or (name == "m_sct" and size > args.sct_max):
-                row(n, e, f"place:{name}", None, None, "skipped")
+                row(n, e, f"place:{name}", None, None, None, "skipped")
                 continue
             res = run_placer(g, cluster, name, write=(name == "m_etf"), timeout=args.timeout)
             for stage in (f"place:{name}", f"simulate:{name}", "write"):
                 if stage in res:
                     row(n, e, stage, *res[stage])
             if "error" in res:
-                row(n, e, f"place:{name}", None, None, res["error"])
+                row(n, e, f"place:{name}", None, None, None, res["error"])
                 failed.add(name)
         if args.whole_run:
             wr = whole_run(size, args.timeout)
             if isinstance(wr, str):
-                row(n, e, "whole_run(chain,m_etf)", None, None, wr)
+                row(n, e, "whole_run(chain,m_etf)", None, None, None, wr)
             else:
                 row(n, e, "whole_run(chain,m_etf)", *wr)
         del g
 
-    print("\nfitted exponent (log time / log ops) over the sizes reached:")
+    print("\nfitted exponent (log time / log ops) over the sizes reached, of wall and CPU time:")
     for stage, pts in sorted(results.items()):
-        print(f"  {stage:<22s} {fit_exponent([(p[0], p[1]) for p in pts]):5.2f}  ({len(pts)} sizes)")
+        kw = fit_exponent([(p[0], p[1]) for p in pts])
+        kc = fit_exponent([(p[0], p[2]) for p in pts])
+        print(f"  {stage:<22s} wall {kw:5.2f}  cpu {kc:5.2f}  ({len(pts)} sizes)")
     if args.plot:
         plot(results, args.plot, f"bench_scale, {args.graph} graphs, {time.strftime('%Y-%m-%d')}")
         print(f"plot: {args.plot}")

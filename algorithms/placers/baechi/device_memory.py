@@ -39,7 +39,19 @@ class DeviceMemory:
     the maximum of the block's entries each plus b, bit for bit.
     """
 
-    __slots__ = ("limit", "persistent", "starts", "val", "bmax", "fullmax", "n", "level", "pending", "events")
+    __slots__ = (
+        "limit",
+        "persistent",
+        "starts",
+        "val",
+        "bmax",
+        "fullmax",
+        "n",
+        "level",
+        "pending",
+        "events",
+        "alloc_total",
+    )
 
     def __init__(self, limit: float, capacity: int):
         self.limit = limit
@@ -48,6 +60,9 @@ class DeviceMemory:
         self.val = np.zeros(capacity + 2)
         self.bmax = np.zeros((capacity + 2) // _B + 1)
         self.fullmax: float | None = None  # max of bmax over the full blocks (None: to recompute)
+        #: every byte ever allocated (frees not subtracted): no slot can exceed it, so a request within
+        #: ``limit - persistent - alloc_total`` fits without looking at the slots (`ExecModel.fits`)
+        self.alloc_total = 0.0
         self.n = 1
         self.level = 0.0
         self.pending: list[tuple[float, float]] = []
@@ -167,6 +182,7 @@ class DeviceMemory:
             return
         self._suffix_add(self.slot(t), b)
         self.level += b
+        self.alloc_total += b
         if real:
             self.events.append((t, 1, seq, b))
 

@@ -336,9 +336,20 @@ class ExecModel:
         return floor > mem.limit
 
     def fits(self, o: int, p: int, est: Estimate) -> bool:
+        """Whether device p holds op o as estimated: `need` within the limit.  First a bound in O(copies):
+        no slot holds more than every byte ever allocated on the device (`DeviceMemory.alloc_total`), so a
+        request that fits on top of all of them fits (issue 22: with ample memory no slot is looked at);
+        the same answer as `need` alone."""
         if not self.memory_aware:
             return True
-        return self.need(o, p, est) <= self.mem[p].limit
+        m = self.mem[p]
+        persist, at_start, copies, _ = self._mem_request(o, p, est)
+        top = m.persistent + persist + m.alloc_total + at_start
+        for _, b in copies:
+            top += b
+        if top * (1 + 1e-9) <= m.limit:  # the margin covers rounding in the slots' sums of many ops
+            return True
+        return self.need(o, p, est) <= m.limit
 
     # ----------------------------------------------------------------- commit
     def commit(self, o: int, p: int, est: Estimate) -> None:
