@@ -215,10 +215,14 @@ class OpGraph:
         pos = {name: i for i, name in enumerate(order)}
         succ: list[list[tuple[int, float]]] = [[] for _ in order]
         pred: list[list[tuple[int, float]]] = [[] for _ in order]
-        for u, v, d in g.edges(data=True):
-            b = 0.0 if d.get("control") else float(d.get("bytes", 0))
-            succ[pos[u]].append((pos[v], b))
-            pred[pos[v]].append((pos[u], b))
+        for u, nbrs in g.succ.items():  # the order of g.edges(), without its per-edge view objects
+            pu = pos[u]
+            su = succ[pu]
+            for v, d in nbrs.items():
+                b = 0.0 if d.get("control") else float(d.get("bytes", 0))
+                pv = pos[v]
+                su.append((pv, b))
+                pred[pv].append((pu, b))
         data = dict(g.nodes(data=True))
         n = len(order)
         compute_s = [0.0] * n
@@ -441,23 +445,25 @@ def _read_json(path: str | os.PathLike) -> Any:
 
 def _topological_order(g: nx.DiGraph) -> list[str]:
     """Kahn's algorithm, ties broken by node insertion order; raises InvalidGraph on a cycle. O(V + E)."""
-    indeg = {n: d for n, d in g.in_degree()}
-    order_of = {n: i for i, n in enumerate(g.nodes)}
     import heapq
 
-    heap = [(order_of[n], n) for n, d in indeg.items() if d == 0]
+    names = list(g.nodes)
+    order_of = {n: i for i, n in enumerate(names)}
+    indeg = [d for _, d in g.in_degree()]  # in insertion order, as `names`
+    heap = [k for k, d in enumerate(indeg) if d == 0]  # insertion positions: the smallest goes first
     heapq.heapify(heap)
     out: list[str] = []
     succ = g.succ
     while heap:
-        _, n = heapq.heappop(heap)
+        n = names[heapq.heappop(heap)]
         out.append(n)
         for m in succ[n]:
-            indeg[m] -= 1
-            if indeg[m] == 0:
-                heapq.heappush(heap, (order_of[m], m))
-    if len(out) != len(indeg):
-        cycle = nx.find_cycle(g.subgraph([n for n, d in indeg.items() if d > 0]))
+            k = order_of[m]
+            indeg[k] -= 1
+            if indeg[k] == 0:
+                heapq.heappush(heap, k)
+    if len(out) != len(names):
+        cycle = nx.find_cycle(g.subgraph([names[k] for k, d in enumerate(indeg) if d > 0]))
         raise InvalidGraph(f"graph has a cycle through ops {[u for u, _ in cycle]}")
     return out
 
