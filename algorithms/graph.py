@@ -497,7 +497,10 @@ def _all_finite(obj: Any) -> bool:
         try:
             total = sum(obj)  # numbers only; NaN and infinities carry through a sum
         except TypeError:
-            return all(_all_finite(v) for v in obj)
+            try:  # a list of number pairs (a memory timeline)
+                total = sum(map(sum, obj))
+            except TypeError:
+                return all(_all_finite(v) for v in obj)
         return not isinstance(total, float) or total - total == 0.0
     return True
 
