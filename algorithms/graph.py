@@ -18,13 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
+import orjson  # a faster JSON codec for graphs and artifacts of 10^5-10^6 ops (issue 22); the formats are the same
 
 from .errors import InvalidGraph
-
-try:  # a faster JSON codec for graphs and artifacts of 10^5-10^6 ops (issue 22); the formats are the same
-    import orjson
-except ImportError:  # pragma: no cover - orjson is a declared dependency; the standard library still works
-    orjson = None
 
 FORMAT = "opgraph/1"
 PHASES = ("forward", "backward", "update", "other")
@@ -430,17 +426,15 @@ class OpGraph:
 
 
 def _read_json(path: str | os.PathLike) -> Any:
-    """Parse a UTF-8 JSON file; orjson when installed, the standard library for what orjson refuses (the
-    NaN and Infinity literals Python's json accepts) so that errors and results stay those of `json.load`."""
+    """Parse a UTF-8 JSON file with orjson, and with the standard library what orjson refuses (the NaN and
+    Infinity literals Python's json accepts, invalid JSON) so that errors and results stay `json.load`'s."""
     with open(path, "rb") as f:
         raw = f.read()
     text = raw.decode("utf-8")  # a UnicodeDecodeError names the byte, as json.load's would
-    if orjson is not None:
-        try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(text)
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def _topological_order(g: nx.DiGraph) -> list[str]:
@@ -507,9 +501,7 @@ def _all_finite(obj: Any) -> bool:
 
 def _dumps(obj: Any, indent: int | None) -> bytes | None:
     """orjson's encoding of `obj` (two-space indentation when `indent` is given), or None where it does not
-    apply (orjson missing, a value it cannot encode, a non-finite number, which it would write as null)."""
-    if orjson is None:
-        return None
+    apply (a value it cannot encode, a non-finite number, which it would write as null)."""
     try:
         data = orjson.dumps(obj, option=orjson.OPT_INDENT_2 if indent is not None else 0)
     except TypeError:  # orjson.JSONEncodeError: e.g. a non-string key, which json.dumps converts
@@ -523,7 +515,7 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = No
     """Write strict JSON (no NaN or Infinity, which are not JSON) to a temporary file in the same folder and
     rename it into place; a non-finite number raises ValueError naming the file and the key.
 
-    Encoded by orjson when it is installed (issue 22: ten times faster on artifacts of 10^5-10^6 ops): the
+    Encoded by orjson (issue 22: faster on artifacts of 10^5-10^6 ops): the
     same keys and values as `json.dumps`, in the same order, with orjson's spacing (compact, or two-space
     indentation when `indent` is given) and shortest float forms (``1e-5`` for ``1e-05``); anything orjson
     cannot encode goes through `json.dumps` as before."""
