@@ -102,11 +102,12 @@ def simulate(
             raise InvalidSchedule(f"op {key!r} is placed on unknown device {assign.get(key)!r}") from None
         raise InvalidSchedule(f"op {key!r} is not placed") from None
 
-    # per-op execution time on its device
-    dur = [0.0] * n
-    for i in range(n):
-        d = devs[dev_of[i]]
-        dur[i] = idx.exec_time(i, d.type, d.speed)
+    # per-op execution time on its device (`GraphIndex.exec_time`, spelt out when no op has per-type times)
+    if any(idx.compute_by_type):
+        dur = [idx.exec_time(i, devs[dev_of[i]].type, devs[dev_of[i]].speed) for i in range(n)]
+    else:
+        speeds = [d.speed for d in devs]
+        dur = [c / speeds[k] for c, k in zip(idx.compute_s, dev_of)]
 
     # shared host cores: core ids of each device's worker (only when oversubscribed)
     core_sets: list[list[int]] | None = None
@@ -310,7 +311,9 @@ def simulate(
                 for j, _ in pred[i]:
                     dj = dev_of[j]
                     if dj == d:
-                        release_home(j, t)
+                        home_ref[j] -= 1  # release_home, inlined on this hot path
+                        if home_ref[j] == 0:
+                            free(d, outb[j], t)
                     else:
                         key = (j, d)
                         recv_ref[key] -= 1
@@ -321,7 +324,9 @@ def simulate(
                 for j, _ in succ[i]:
                     unfinished_preds[j] -= 1
                     if dev_of[j] == d:
-                        input_arrived(j, t)
+                        missing[j] -= 1  # input_arrived, inlined on this hot path
+                        if missing[j] == 0:
+                            make_ready(j, t)
                 for dj, (nbytes, _cons) in remote[i].items():
                     dt = lat[d][dj] + nbytes / bw[d][dj]
                     if sequential:

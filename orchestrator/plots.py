@@ -21,6 +21,44 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+#: bars (ops) of a timeline, and points of a memory curve per device, above which sub-pixel detail is merged
+#: (issue 22: a picture of 10^5-10^6 ops would take minutes to draw and show nothing more)
+MAX_BARS = 20_000
+MAX_POINTS = 20_000
+#: the resolution of the merging: 1 / PIXELS of the step (about a pixel of the 10-inch, 120-dpi figures)
+PIXELS = 2_000
+
+
+def _merge_spans(spans: list[tuple[float, float]], gap: float) -> list[tuple[float, float]]:
+    """(start, width) spans, sorted, with the ones less than `gap` apart joined into one. O(len(spans))."""
+    out: list[tuple[float, float]] = []
+    for s, w in spans:
+        if out and s - (out[-1][0] + out[-1][1]) < gap:
+            ps, pw = out[-1]
+            out[-1] = (ps, max(pw, s + w - ps))
+        else:
+            out.append((s, w))
+    return out
+
+
+def _envelope(tl: list[tuple[float, float]], t_max: float) -> list[tuple[float, float]]:
+    """A memory timeline reduced to the largest value of each 1/PIXELS of the step (an upper envelope: the
+    peak stays exact, a dip shorter than a pixel is not drawn). O(len(tl))."""
+    width = t_max / PIXELS if t_max > 0 else 1.0
+    out: list[tuple[float, float]] = []
+    cur_bin = -1
+    for t, m in tl:
+        b = int(t / width)
+        if b != cur_bin:
+            out.append((b * width, m))
+            cur_bin = b
+        elif m > out[-1][1]:
+            out[-1] = (out[-1][0], m)
+    if tl:
+        out.append((tl[-1][0], tl[-1][1]))  # where the curve ends up
+    return out
+
+
 _PALETTE = [
     "#4C72B0",
     "#DD8452",
@@ -72,7 +110,9 @@ def device_utilization_png(
     """Figure 7.9: a row per device (top to bottom in cluster order), a bar per executed op, idle gaps white.
 
     `devices` restricts or reorders the rows (default: every device of the result). Bars alternate colours so
-    that adjacent ops stay distinguishable; a thin edge marks each op's boundary. Returns the path written.
+    that adjacent ops stay distinguishable; a thin edge marks each op's boundary. Above `MAX_BARS` ops, ops
+    less than 1/`PIXELS` of the step apart are drawn as one bar (said in the title; the utilisation printed
+    is still the ops' own busy time). Returns the path written.
     """
     devs = list(devices) if devices is not None else list(sim_result.devices)
     row = {d: k for k, d in enumerate(devs)}
@@ -89,9 +129,13 @@ def device_utilization_png(
     t_max = max(float(sim_result.makespan), max((s + w for sp in spans for s, w in sp), default=0.0))
     scale, unit = _time_scale(t_max)
     height = max(2.0, 0.35 * len(devs) + 1.2)
+    merged = sum(len(sp) for sp in spans) > MAX_BARS
     fig, ax = plt.subplots(figsize=(10, height))
     for k, sp in enumerate(spans):
         sp.sort()
+        busy = sum(w for _, w in sp)
+        if merged:
+            sp = _merge_spans(sp, t_max / PIXELS)
         colors = [_PALETTE[j % 2 + 2 * (k % 2)] for j in range(len(sp))]
         if sp:
             ax.broken_barh(
@@ -99,9 +143,8 @@ def device_utilization_png(
                 (k - 0.4, 0.8),
                 facecolors=colors,
                 edgecolor="black",
-                linewidth=0.2,
+                linewidth=0.2 if not merged else 0.0,
             )
-        busy = sum(w for _, w in sp)
         util = busy / t_max if t_max > 0 else 0.0
         ax.text(t_max * scale * 1.005, k, f"{100 * util:.0f}%", va="center", fontsize=7)
     ax.set_yticks(range(len(devs)))
@@ -110,7 +153,8 @@ def device_utilization_png(
     ax.set_xlim(0, t_max * scale * 1.06 if t_max > 0 else 1)
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("device")
-    ax.set_title(title or f"Device utilization (makespan {t_max * scale:.4g} {unit})", fontsize=10)
+    note = f"; ops closer than 1/{PIXELS} of the step drawn as one bar" if merged else ""
+    ax.set_title(title or f"Device utilization (makespan {t_max * scale:.4g} {unit}{note})", fontsize=10)
     ax.grid(axis="x", linewidth=0.3, alpha=0.5)
     return _save(fig, path, dpi)
 
@@ -160,14 +204,20 @@ def executable_ops_png(
 
 def memory_png(sim_result, path: str | os.PathLike, *, title: str | None = None, dpi: int = 120) -> str:
     """Memory in use over the step, one line per device, each device's limit drawn dashed in the same colour
-    (Baechi Figure 9). The simulator's memory timeline is a step function; an OOM is marked with a cross."""
+    (Baechi Figure 9). The simulator's memory timeline is a step function; an OOM is marked with a cross.
+    A device's timeline of more than `MAX_POINTS` changes is drawn as its upper envelope at 1/`PIXELS` of the
+    step (the peak exact; said in the title)."""
     t_max = max([sim_result.makespan] + [t for tl in sim_result.memory_timeline.values() for t, _ in tl])
     scale, unit = _time_scale(t_max)
     peak = max(list(sim_result.peak_memory.values()) + [1.0])
     mscale, munit = next(((f, u) for f, u in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")) if peak >= f), (1.0, "B"))
     fig, ax = plt.subplots(figsize=(9, 3.6))
+    enveloped = False
     for k, dev in enumerate(sim_result.devices):
         tl = sim_result.memory_timeline.get(dev) or [(0.0, 0.0)]
+        if len(tl) > MAX_POINTS:
+            tl = _envelope(tl, t_max)
+            enveloped = True
         xs = [t * scale for t, _ in tl] + [t_max * scale]
         ys = [m / mscale for _, m in tl] + [tl[-1][1] / mscale]
         color = _PALETTE[k % len(_PALETTE)]
@@ -187,7 +237,8 @@ def memory_png(sim_result, path: str | os.PathLike, *, title: str | None = None,
         )
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel(f"memory in use ({munit})")
-    ax.set_title(title or "memory over the step (dashed: device limits)")
+    note = f"; upper envelope at 1/{PIXELS} of the step" if enveloped else ""
+    ax.set_title(title or f"memory over the step (dashed: device limits{note})")
     ax.legend(fontsize=7, loc="upper left", ncol=2)
     return _save(fig, path, dpi)
 

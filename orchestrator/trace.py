@@ -13,12 +13,20 @@ The format (DESIGN.md, docs/formats.md) is the JSON object form of the Trace Eve
   simulator's memory timeline, with the device's limit as a second series where it is finite.
 * An out-of-memory event of the simulator is an instant event ("ph": "i") on the device's track.
 
+Size (issue 22).  A step of more than `MAX_OPS` ops (100,000 by default; ``max_ops=None`` keeps everything)
+would give a trace too large for the viewers (hundreds of MB at 10^6 ops).  The predicted part is then cut in
+time, never sampled: it holds every op, transfer, memory change and OOM of the step up to the start of the
+(MAX_OPS + 1)-th op in start order, and nothing after.  The cut is stated in the trace itself: the process is
+named ``predicted (simulator), first N of M ops (up to t = ... s of ... s)`` and an instant event
+``trace cut: ...`` marks the time; it is logged too.  The measured part is never cut.
+
 Pure function of its inputs; writes through a temporary file (never a half-written trace). Cost: O(ops +
-transfers + memory changes).
+transfers + memory changes), O(ops log ops) when cut.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -29,6 +37,10 @@ from algorithms.graph import atomic_write_json
 PREDICTED_PID = 1
 MEASURED_PID = 2
 _US = 1e6
+#: ops of the predicted step above which the trace is cut in time (module docstring)
+MAX_OPS = 100_000
+
+log = logging.getLogger(__name__)
 
 
 def _meta(pid: int, tid: int | None, name: str, value: Any) -> dict[str, Any]:
@@ -68,16 +80,40 @@ def _x(pid: int, tid: int, name: str, cat: str, start_s: float, end_s: float, ar
     }
 
 
-def predicted_events(sim: Any, graph: Any = None, cluster: Any = None) -> list[dict[str, Any]]:
+def _cut_time(sim: Any, max_ops: int | None) -> float:
+    """The start time of the (max_ops + 1)-th op that ran, in start order; infinity when no cut is needed."""
+    if max_ops is None:
+        return math.inf
+    starts = [s for s in sim.start if s == s]
+    if len(starts) <= max_ops:
+        return math.inf
+    starts.sort()
+    return starts[max_ops]
+
+
+def predicted_events(
+    sim: Any, graph: Any = None, cluster: Any = None, max_ops: int | None = MAX_OPS
+) -> list[dict[str, Any]]:
     """The events of a `SimResult` (pid 1). `graph` (an OpGraph) adds each op's compute time and output bytes
-    to its args; `cluster` orders the device tracks as the cluster does (default: the result's order)."""
+    to its args; `cluster` orders the device tracks as the cluster does (default: the result's order).  Above
+    `max_ops` ops that ran, only the events before the start of the next op in start order are kept (module
+    docstring)."""
     devices = list(cluster.names) if cluster is not None else list(sim.devices)
     devices += [d for d in sim.devices if d not in devices]
-    links = sorted({(src, dst) for _, src, dst, *_ in sim.transfers})
-    events, tid = _tracks(PREDICTED_PID, "predicted (simulator)", devices, links)
+    cut = _cut_time(sim, max_ops)
+    label = "predicted (simulator)"
+    what = ""
+    if cut < math.inf:
+        ran = sum(1 for s in sim.start if s == s)
+        shown = sum(1 for s in sim.start if s < cut)
+        what = f"first {shown} of {ran} ops (up to t = {cut:.6g} s of {sim.makespan:.6g} s)"
+        label += f", {what}"
+        log.warning("trace.json: %s ops ran, more than %s: the trace holds the %s", ran, max_ops, what)
+    links = sorted({(src, dst) for _, src, dst, s, *_ in sim.transfers if s < cut})
+    events, tid = _tracks(PREDICTED_PID, label, devices, links)
     for i, name in enumerate(sim.names):
         s, e = sim.start[i], sim.end[i]
-        if s != s or e != e:  # NaN: never ran (after an OOM the simulator still reports the rest)
+        if s != s or e != e or s >= cut:  # NaN: never ran (after an OOM the simulator still reports the rest)
             continue
         dev = sim.devices[sim.device_of[i]]
         args: dict[str, Any] = {"device": dev}
@@ -88,17 +124,32 @@ def predicted_events(sim: Any, graph: Any = None, cluster: Any = None) -> list[d
                     args[k] = attrs[k]
         events.append(_x(PREDICTED_PID, tid[dev], name, "op", s, e, args))
     for op, src, dst, s, e, nbytes in sim.transfers:
+        if s >= cut:
+            continue
         events.append(
             _x(PREDICTED_PID, tid[(src, dst)], op, "transfer", s, e, {"bytes": nbytes, "from": src, "to": dst})
         )
     for dev, timeline in sim.memory_timeline.items():
         limit = sim.memory_limit.get(dev)
         for t, used in timeline:
+            if t >= cut:
+                break  # the timeline is in time order
             args = {"used": used}
             if limit is not None and math.isfinite(limit):
                 args["limit"] = limit
             events.append({"ph": "C", "pid": PREDICTED_PID, "name": f"memory {dev}", "ts": t * _US, "args": args})
-    if sim.oom is not None and sim.oom.device in tid:
+    if cut < math.inf:
+        events.append(
+            {
+                "ph": "i",
+                "pid": PREDICTED_PID,
+                "s": "g",
+                "name": f"trace cut: later events left out ({what})",
+                "ts": cut * _US,
+                "args": {"max_ops": max_ops},
+            }
+        )
+    if sim.oom is not None and sim.oom.device in tid and sim.oom.time_s < cut:
         o = sim.oom
         events.append(
             {
@@ -144,9 +195,11 @@ def trace(
     cluster: Any = None,
     measured: Iterable[Mapping[str, Any]] | None = None,
     measured_transfers: Iterable[Mapping[str, Any]] = (),
+    max_ops: int | None = MAX_OPS,
 ) -> dict[str, Any]:
-    """The trace object: predicted events, then measured ones when `measured` per-op timings are given."""
-    events = predicted_events(sim, graph, cluster)
+    """The trace object: predicted events (cut above `max_ops` ops, module docstring), then measured ones when
+    `measured` per-op timings are given."""
+    events = predicted_events(sim, graph, cluster, max_ops)
     if measured is not None:
         devices = list(cluster.names) if cluster is not None else list(sim.devices)
         events += measured_events(measured, devices, measured_transfers)
@@ -160,7 +213,8 @@ def write_trace(
     cluster: Any = None,
     measured: Iterable[Mapping[str, Any]] | None = None,
     measured_transfers: Iterable[Mapping[str, Any]] = (),
+    max_ops: int | None = MAX_OPS,
 ) -> Path:
     """Write trace.json (see the module docstring); returns its path."""
-    atomic_write_json(path, trace(sim, graph, cluster, measured, measured_transfers))
+    atomic_write_json(path, trace(sim, graph, cluster, measured, measured_transfers, max_ops))
     return Path(path)

@@ -11,6 +11,9 @@ from bisect import bisect_right
 
 import numpy as np
 
+#: slots per block of `DeviceMemory.bmax` (the block maxima that make a range maximum O(S / B + B))
+_B = 256
+
 
 class DeviceMemory:
     """Upper bound of one device's memory use over time while ops are being placed (Baechi 4.2).
@@ -25,15 +28,41 @@ class DeviceMemory:
 
     The true allocation and free events are also recorded (`events`) so that the exact peak can be
     recomputed once every free is known (`exact_peak`).
+
+    Range maxima (issue 22).  Every update of ``val`` is a suffix add (slot k to the last slot) or an append,
+    and the queries are maxima over slot ranges.  ``bmax[b]`` holds the maximum of block b (slots
+    ``b * _B`` to ``b * _B + _B - 1``) once the block is full: a suffix add recomputes the full block it
+    starts in and adds to the later full blocks' maxima (nothing more when it starts in the last, open block,
+    the usual case), and a range maximum reads at most two partial blocks and the maxima of the full blocks
+    between, O(S / _B + _B) instead of O(S) for S slots; the placers ask one per op they try.  The values
+    are exactly those of ``val[a:c].max()``: rounding is monotone, so adding b to a block's maximum gives
+    the maximum of the block's entries each plus b, bit for bit.
     """
 
-    __slots__ = ("limit", "persistent", "starts", "val", "n", "level", "pending", "events")
+    __slots__ = (
+        "limit",
+        "persistent",
+        "starts",
+        "val",
+        "bmax",
+        "fullmax",
+        "n",
+        "level",
+        "pending",
+        "events",
+        "alloc_total",
+    )
 
     def __init__(self, limit: float, capacity: int):
         self.limit = limit
         self.persistent = 0.0
         self.starts: list[float] = [0.0]
         self.val = np.zeros(capacity + 2)
+        self.bmax = np.zeros((capacity + 2) // _B + 1)
+        self.fullmax: float | None = None  # max of bmax over the full blocks (None: to recompute)
+        #: every byte ever allocated (frees not subtracted): no slot can exceed it, so a request within
+        #: ``limit - persistent - alloc_total`` fits without looking at the slots (`ExecModel.fits`)
+        self.alloc_total = 0.0
         self.n = 1
         self.level = 0.0
         self.pending: list[tuple[float, float]] = []
@@ -42,6 +71,48 @@ class DeviceMemory:
     # ----------------------------------------------------------------- queries
     def slot(self, t: float) -> int:
         return bisect_right(self.starts, t, 0, self.n) - 1
+
+    def range_max(self, a: int, c: int) -> float:
+        """``val[a:c].max()`` (a < c <= n) through the block maxima. O(S / _B + _B); O(_B) for the whole
+        range (the maximum of the full blocks is cached until a suffix add reaches them)."""
+        val = self.val
+        if c - a <= 2 * _B:
+            return val[a:c].max()
+        if a == 0 and c == self.n:
+            full = c // _B
+            fm = self.fullmax
+            if fm is None:
+                fm = self.fullmax = self.bmax[:full].max()
+            if full * _B == c:
+                return fm
+            mt = val[full * _B : c].max()
+            return mt if mt > fm else fm
+        ba, bc = a // _B, (c - 1) // _B
+        m = val[a : (ba + 1) * _B].max()
+        if bc > ba + 1:
+            mb = self.bmax[ba + 1 : bc].max()
+            if mb > m:
+                m = mb
+        mt = val[bc * _B : c].max()
+        return mt if mt > m else m
+
+    def _suffix_add(self, k: int, b: float) -> None:
+        """Add b to slots k..n-1 and keep the maxima of the full blocks exact (the last, open block has none:
+        `range_max` reads its slots)."""
+        n = self.n
+        if k >= n:
+            return
+        self.val[k:n] += b
+        bk, full = k // _B, n // _B
+        if bk >= full:  # within the open block: the usual case (an op starting now, a recent free)
+            return
+        bmax = self.bmax
+        self.fullmax = None
+        if k % _B:
+            bmax[bk] = self.val[bk * _B : (bk + 1) * _B].max()
+            bk += 1
+        if bk < full:
+            bmax[bk:full] += b
 
     def _pending_upto(self, s: float) -> float:
         return sum(b for t, b in self.pending if t <= s)
@@ -66,28 +137,28 @@ class DeviceMemory:
             new -= release[1]
             pts.append((release[0], -release[1]))
         best = new
-        val, n = self.val, self.n
+        n = self.n
         if not pts:
-            m = val[:n].max()
+            m = self.range_max(0, n)
             return self.persistent + persist + (m if m > best else best)
         pts.sort()
         k0, add = 0, 0.0
         for k, b in pts:
             if k > k0:
-                m = val[k0:k].max() + add
+                m = self.range_max(k0, k) + add
                 if m > best:
                     best = m
                 k0 = k
             add += b
         if k0 < n:
-            m = val[k0:n].max() + add
+            m = self.range_max(k0, n) + add
             if m > best:
                 best = m
         return self.persistent + persist + best
 
     def bound(self) -> float:
         """Current upper bound of the peak (persistent + the largest slot)."""
-        return self.persistent + max(float(self.val[: self.n].max()), self.level)
+        return self.persistent + max(float(self.range_max(0, self.n)), self.level)
 
     # ----------------------------------------------------------------- updates
     def open_slot(self, s: float) -> int:
@@ -97,6 +168,10 @@ class DeviceMemory:
             self.level -= heapq.heappop(pend)[1]
         n = self.n
         self.val[n] = self.level
+        if (n + 1) % _B == 0:  # block n // _B is full now: its maximum is kept from here on
+            m = self.bmax[n // _B] = self.val[n + 1 - _B : n + 1].max()
+            if self.fullmax is not None and m > self.fullmax:
+                self.fullmax = m
         self.starts.append(s)
         self.n = n + 1
         return n
@@ -105,9 +180,9 @@ class DeviceMemory:
         """Allocate `b` bytes at time t; `seq` orders events of one instant (2k: op in slot k starts)."""
         if not b:
             return
-        k = self.slot(t)
-        self.val[k : self.n] += b
+        self._suffix_add(self.slot(t), b)
         self.level += b
+        self.alloc_total += b
         if real:
             self.events.append((t, 1, seq, b))
 
@@ -122,14 +197,14 @@ class DeviceMemory:
         if k >= self.n - 1:
             heapq.heappush(self.pending, (t, b))
         else:
-            self.val[k + 1 : self.n] -= b
+            self._suffix_add(k + 1, -b)
             self.level -= b
 
     def release(self, k: int, b: float) -> None:
         """Give back `b` reserved bytes in slots k.. (a colocation member is being placed)."""
         if not b:
             return
-        self.val[k : self.n] -= b
+        self._suffix_add(k, -b)
         self.level -= b
 
     def exact_peak(self) -> float:

@@ -261,6 +261,29 @@ class ExecModel:
         av = self.avail[p]
         return Estimate(av if av > dr else dr, dr, trans)
 
+    def data_ready(self, o: int, p: int) -> float:
+        """``estimate(o, p).data_ready`` without building the estimate: the key of the pair queues, asked
+        for every device an op may use when it becomes ready (issue 22: the same value, no allocation in
+        parallel mode). O(in-degree)."""
+        if self.sequential:
+            return self.estimate(o, p).data_ready
+        dev, end, arr, lat, bw = self.dev, self.end, self.arr, self.lat, self.bw
+        dr = 0.0
+        for j, b in self.pred[o]:
+            q = dev[j]
+            if q == p:
+                a = end[j]
+            else:
+                a = end[j] + (lat[q][p] + b / bw[q][p])
+                aj = arr[j]
+                if aj is not None:
+                    ex = aj.get(p)
+                    if ex is not None and ex >= a:
+                        a = ex
+            if a > dr:
+                dr = a
+        return dr
+
     def data_ready_anywhere(self, o: int) -> float:
         """Time by which o's inputs could be on every device (communication queues ignored): an op is
         *urgent* in SCT once it can start right away on any device."""
@@ -313,9 +336,20 @@ class ExecModel:
         return floor > mem.limit
 
     def fits(self, o: int, p: int, est: Estimate) -> bool:
+        """Whether device p holds op o as estimated: `need` within the limit.  First a bound in O(copies):
+        no slot holds more than every byte ever allocated on the device (`DeviceMemory.alloc_total`), so a
+        request that fits on top of all of them fits (issue 22: with ample memory no slot is looked at);
+        the same answer as `need` alone."""
         if not self.memory_aware:
             return True
-        return self.need(o, p, est) <= self.mem[p].limit
+        m = self.mem[p]
+        persist, at_start, copies, _ = self._mem_request(o, p, est)
+        top = m.persistent + persist + m.alloc_total + at_start
+        for _, b in copies:
+            top += b
+        if top * (1 + 1e-9) <= m.limit:  # the margin covers rounding in the slots' sums of many ops
+            return True
+        return self.need(o, p, est) <= m.limit
 
     # ----------------------------------------------------------------- commit
     def commit(self, o: int, p: int, est: Estimate) -> None:

@@ -117,7 +117,7 @@ class PairQueue:
     def push(self, o: int, p: int) -> None:
         """Queue the pair (o, p) unless it is unusable or parked."""
         if self.usable(o, p) and (o * self.m.D + p) not in self.parked_pairs:
-            d = self.m.estimate(o, p).data_ready
+            d = self.m.data_ready(o, p)
             heapq.heappush(self.dheap[p], (d, o, self.gen[o]))
 
     def push_all(self, o: int) -> None:
