@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable
 from pathlib import Path
 
+from algorithms.ccr import graph_ccr
 from algorithms.cluster import Cluster
 from algorithms.graph import OpGraph, atomic_write_json
 from algorithms.placement import Schedule
@@ -35,6 +37,13 @@ def stage_simulate(
 
     res = ctx.stage("simulate", {"cluster": cluster.to_dict()}, [skey], compute, _save, _load)
     return res.value
+
+
+def run_ccr(graph: OpGraph, cluster: Cluster) -> float | None:
+    """result.json's `ccr`: the graph's communication-to-computation ratio on the cluster it was placed on
+    (Celeritas eq. 1, `algorithms.ccr`), or None where it is not finite (no computation)."""
+    c = graph_ccr(graph, cluster)
+    return c if math.isfinite(c) else None
 
 
 def plots(
