@@ -86,9 +86,17 @@ def select(which: str) -> list[Entry]:
 
 
 def run_presets(entries: list[Entry], env: dict[str, str] | None = None) -> dict[str, int]:
-    """Run each distinct preset of the entries as its sweep (nice 19); returns {preset: exit code}."""
+    """Run each distinct preset of the entries as its sweep, or the entry's script (nice 19); returns
+    {preset or script: exit code}."""
     codes: dict[str, int] = {}
+    root = Path(__file__).resolve().parent.parent.parent
     for e in entries:
+        if e.script is not None:
+            if e.script not in codes:
+                cmd = ["nice", "-n", "19", sys.executable, str(root / e.script)]
+                log.info("running %s", " ".join(cmd))
+                codes[e.script] = subprocess.run(cmd, env=env or dict(os.environ), check=False).returncode
+            continue
         for name in e.experiments:
             if name in codes:
                 continue

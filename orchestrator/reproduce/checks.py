@@ -40,6 +40,7 @@ class Entry:
     higher_is_better: bool = False
     reason: str = ""  # why the lab differs (or what it needs), from what was measured
     why_not_run: str = ""  # for entries the lab cannot run
+    script: str | None = None  # --run runs this script (repo-relative) instead of the presets' sweeps
 
 
 def _newest(item: tuple[str, ...], metric: str, **cond: str) -> Callable[[Any], Values]:

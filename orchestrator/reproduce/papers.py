@@ -434,6 +434,7 @@ def _entries() -> list[Entry]:
             "far more executable nodes on graph 2 than on graph 3, for every strategy",
             paper_ranks={"g2": 1, "g3": 2},
             experiments=("thesis_ready_ops",),
+            script="experiments/thesis_ready_ops.py",
             lab_values=_mean(("thesis_graph",), "ready_ops_mean"),
             check=partial(_less, "g3", "g2"),
             higher_is_better=True,
