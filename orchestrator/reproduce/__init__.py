@@ -34,6 +34,17 @@ from .score import NOT_RUN, kendall_tau_b, median, ranks, verdict
 
 log = logging.getLogger(__name__)
 
+#: presets the scoreboard runs with overrides (--run): an experiment name that is a variant of a preset
+PRESET_RUNS = {
+    "thesis_synthetic_7dev_paper": [
+        "+experiment=thesis_synthetic_7dev",
+        "thesis_size=paper",
+        "experiment_name=thesis_synthetic_7dev_paper",
+        "placer=heft,critical_path,mite,hashing",
+        "scheduler=pct",
+    ],
+}
+
 __all__ = ["ENTRIES", "Scored", "main", "render", "run_presets", "score_entry", "select", "summary"]
 
 
@@ -100,7 +111,16 @@ def run_presets(entries: list[Entry], env: dict[str, str] | None = None) -> dict
         for name in e.experiments:
             if name in codes:
                 continue
-            cmd = ["nice", "-n", "19", sys.executable, "-m", "orchestrator", f"+experiment={name}", "-m"]
+            cmd = [
+                "nice",
+                "-n",
+                "19",
+                sys.executable,
+                "-m",
+                "orchestrator",
+                *PRESET_RUNS.get(name, [f"+experiment={name}"]),
+            ]
+            cmd.append("-m")
             log.info("running %s", " ".join(cmd))
             codes[name] = subprocess.run(cmd, env=env or dict(os.environ), check=False).returncode
     return codes

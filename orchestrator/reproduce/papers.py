@@ -416,6 +416,17 @@ def _entries() -> list[Entry]:
             check=partial(_less, "g3", "g2"),
         ),
         Entry(
+            "thesis-f7.7-paper",
+            "Thesis",
+            "Figure 7.7 (7.3) at the thesis' graph sizes: graphs 2 and 3, 7 devices, PCT",
+            "mean makespan (s) over HEFT, Critical Path, MITE, Hashing",
+            "graph 3 runs faster than graph 2 on 7 devices (the reverse of 100 devices)",
+            paper_ranks={"g3": 1, "g2": 2},
+            experiments=("thesis_synthetic_7dev_paper",),
+            lab_values=_mean(("thesis_graph",), "predicted_step_s"),
+            check=partial(_less, "g3", "g2"),
+        ),
+        Entry(
             "thesis-f7.8",
             "Thesis",
             "Figure 7.8 (7.3): traffic on 7 devices, graphs 2 and 3",
