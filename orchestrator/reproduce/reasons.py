@@ -1,7 +1,74 @@
 """Why the lab's figures differ from the paper's, entry by entry (`papers.ENTRIES` ids), written from the runs
-behind docs/reproduction.md. Keep them in step with the measurements: rerun `python -m orchestrator.reproduce`
-and rewrite a reason when its entry's figures change."""
+behind docs/reproduction.md (23 November 2026, default sizes, the papers' regime for Baechi and Celeritas). Keep
+them in step with the measurements: rerun `python -m orchestrator.reproduce` and rewrite a reason when its
+entry's figures change. Figures quoted here are the lab's."""
 
 from __future__ import annotations
 
-REASONS: dict[str, str] = {}
+_FINE = (
+    "The lab places far finer graphs than the paper: Baechi's optimizer fused Inception-V3 to 17 ops and GNMT to "
+    "542 (Table 5), while on the lab's PyTorch capture it leaves {n} ops to place"
+)
+
+REASONS: dict[str, str] = {
+    "baechi-t2": (
+        "m-SCT placed GNMT (default size, optimizer none: 5,258 ops) in 31.9 s on the shared 2-core machine, inside "
+        "the paper's 48 s; the learning-based placers the table compares are not in the lab, so there is no ordering."
+    ),
+    "baechi-t3-inception": (
+        _FINE.format(n="871")
+        + ". At the paper's CCR (33.1) m-ETF and m-SCT still split those ops over the four devices and pay "
+        "sequential PCIe transfers: 0.059-0.060 s against 0.012 s on one device, where the paper's m-ETF and "
+        "m-SCT chose the single-GPU placement. The order single = expert < m-SCT/m-ETF < m-TOPO holds (tau 0.67)."
+    ),
+    "baechi-t3-gnmt": (
+        "The preset places GNMT un-optimized (optimizer none, 5,258 ops, so that the expert's name rules apply). At "
+        "the paper's CCR (18.6, compute x 0.081) splitting costs more than it gains: single 0.079 s and expert 0.084 s "
+        "beat m-ETF 0.132, m-SCT 0.148 and m-TOPO 0.194 s. m-TOPO is still the slowest Baechi placer, but m-ETF and "
+        "m-SCT do not beat the single device as in the paper, whose placers see 542 fused ops."
+    ),
+    "baechi-t3-synthetic": (
+        "At CCR 18.6 on the synthetic graph (340 ops placed) m-TOPO's contiguous segments move 178 MB against "
+        "m-ETF/m-SCT's 484-492 MB, and transfers dominate: m-TOPO 0.101 s, m-ETF/m-SCT 0.154 s. Measured here "
+        "(regime=here, CCR 2.9) the paper's order comes back: m-ETF 0.236 < m-SCT 0.248 < m-TOPO 0.469 s."
+    ),
+    "baechi-t4-synthetic": (
+        "With 30% memory and compute scaled to CCR 18.6, m-ETF and m-SCT find no device for a co-placed group "
+        "(InfeasiblePlacement: 'coplace:n251' on gpu2 needs 1.2029e9 of 1.2e9 bytes) while m-TOPO fits (0.098 s). "
+        "Measured here (regime=here) all three fit, in the paper's order for m-SCT < m-TOPO: m-SCT 0.217, m-ETF "
+        "0.221, m-TOPO 0.378 s. The scaled compute changes the dispatch order and so when memory is freed."
+    ),
+    "baechi-t4-gnmt": (
+        "Single device OOM as in the paper; the expert, m-ETF and m-TOPO fit. m-SCT is not the fastest: the "
+        "un-fused graph (5,258 ops with forward/backward pairs forced together) leaves m-SCT's favourite-child "
+        "choices paying sequential transfers at CCR 18.6."
+    ),
+    "tessel-t2": (
+        "The lab's bubble rate counts the whole 48-micro-batch schedule, warm-up and cool-down included (Tessel "
+        "0.014-0.040), where the paper reports the steady state (0%); 1F1B+ is 0.26-0.28 as in the paper (0.20-0.25). "
+        "The lab also runs 1F1B+ on the K shape, which the paper marks as not adaptable (left out of tau)."
+    ),
+    "tessel-f9": (
+        "TO's cost grows with the micro-batches as in the paper (tau 0.93), but up to 5 micro-batches TO is cheaper "
+        "than Tessel here (0.06-0.52 x): Tessel's repetend scan has a fixed cost of a few seconds on this machine; "
+        "TO overtakes it from 6 micro-batches (2.8 x at 6, 6.1 x at 8)."
+    ),
+    "thesis-f7.7": (
+        "At the default small size (a tenth of the levels) graph 2 (about 1,800 nodes) runs faster than graph 3 "
+        "(about 750 nodes in 100 narrow levels) on 7 devices; at the thesis' sizes (thesis-f7.7-paper) the thesis' "
+        "relation holds: graph 3 faster."
+    ),
+    "thesis-f7.7-paper": (
+        "Runs at the thesis' sizes (graph 2: 18,168-node shape, graph 3: 7,475) for HEFT, Critical Path, MITE and "
+        "Hashing with PCT only (the full 21-strategy sweep at this size does not fit the session)."
+    ),
+    "thesis-f7.10": (
+        "Measured from the simulator's decision log: on average 84 executable ops per decision on graph 2 and 1.9 "
+        "on graph 3, for every partitioner and scheduler (default small size)."
+    ),
+    "celeritas-t2": (
+        "The CCR of the graphs as profiled here, on the measured CPU devices and local links, is far below the "
+        "paper's (GNMT 9.8 against 18.6): CPU compute is slow and local copies are fast. The papers' regime scales "
+        "compute to the paper's figure (that CCR is then the target by construction and is not scored)."
+    ),
+}
