@@ -101,3 +101,25 @@ def test_every_entry_is_unique_and_renders():
     text = render(scored, machine="test", when="today")
     assert "not run" in text and all(f"| {i} |" in text for i in ids)
     assert summary(scored)["counts"][NOT_RUN] == len(ENTRIES)
+
+
+def test_paired_mean_drops_a_strategy_that_ran_out_of_memory_on_one_graph():
+    from orchestrator.reproduce.lab import group_mean
+
+    rows = []
+    for i, (g, placer, v) in enumerate(
+        [("g2", "heft", 1.0), ("g3", "heft", 2.0), ("g2", "mite", 5.0), ("g3", "mite", None)]
+    ):
+        rows.append(
+            {
+                "start_time": pd.Timestamp("2026-11-23") + pd.Timedelta(minutes=i),
+                "params.thesis_graph": g,
+                "params.placer": placer,
+                "params.scheduler": "pct",
+                "tags.status": "oom" if v is None else "ok",
+                "metrics.predicted_step_s": float("nan") if v is None else v,
+            }
+        )
+    df = pd.DataFrame(rows)
+    assert group_mean(df, ("thesis_graph",), "predicted_step_s", ("placer", "scheduler")) == {"g2": 1.0, "g3": 2.0}
+    assert group_mean(df, ("thesis_graph",), "predicted_step_s") == {"g2": 3.0, "g3": 2.0}

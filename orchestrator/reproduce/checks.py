@@ -57,9 +57,11 @@ def _norm(item: tuple[str, ...], metric: str, group: tuple[str, ...], **cond: st
     return f
 
 
-def _mean(item: tuple[str, ...], metric: str, **cond: str) -> Callable[[Any], Values]:
+def _mean(
+    item: tuple[str, ...], metric: str, pair: tuple[str, ...] = ("placer", "scheduler"), **cond: str
+) -> Callable[[Any], Values]:
     def f(df: Any) -> Values:
-        return lab.group_mean(lab.where(df, cond), item, metric)
+        return lab.group_mean(lab.where(df, cond), item, metric, pair)
 
     return f
 

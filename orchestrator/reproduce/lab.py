@@ -7,7 +7,9 @@ first, keeping status ok and oom. The reducers turn such a frame into {item: val
 * `normalized_mean`: for the thesis' bar charts, each run's value divided by the best value of its group (same
   graph and scheduler, say), then the geometric mean per item over the groups: the item's typical factor over the
   best, so that graphs of different sizes weigh the same;
-* `group_mean`: the plain mean per item (e.g. traffic per graph over every strategy).
+* `group_mean`: the mean per item over the runs (e.g. traffic per graph over every strategy); with `pair` given,
+  only over the pairs (e.g. partitioner and scheduler) that ran without OOM for every item, so that an OOM on one
+  graph does not take the strategy out of that graph's mean only.
 
 Every reducer works on the columns MLflow gives (``params.<name>``, ``metrics.<name>``, ``tags.<name>``).
 """
@@ -111,16 +113,20 @@ def normalized_mean(df: Any, item: Sequence[str], metric: str, group: Sequence[s
     return {k: math.exp(sum(v) / len(v)) for k, v in logs.items()}
 
 
-def group_mean(df: Any, item: Sequence[str], metric: str) -> Values:
-    """Plain mean of the metric per item over every run (newest run per distinct run name)."""
-    sums: dict[str, list[float]] = {}
-    seen: set[str] = set()
-    for _, row in df.iterrows():
-        name = str(row.get("tags.mlflow.runName"))
-        if name in seen:
-            continue
-        seen.add(name)
-        v = _value(row, metric)
-        if v is not None:
-            sums.setdefault(item_of(row, item), []).append(v)
-    return {k: sum(v) / len(v) for k, v in sums.items()}
+def group_mean(df: Any, item: Sequence[str], metric: str, pair: Sequence[str] = ()) -> Values:
+    """Mean of the metric per item (newest run per item and pair; see the module docstring)."""
+    cells: dict[str, dict[str, float | None]] = {}
+    for idx, row in df.iterrows():
+        k, p = item_of(row, item), item_of(row, pair) if pair else str(row.get("tags.mlflow.runName", idx))
+        cells.setdefault(k, {})
+        if p not in cells[k]:
+            cells[k][p] = _value(row, metric)
+    if pair and cells:
+        common = set.intersection(*(set(p for p, v in c.items() if v is not None) for c in cells.values()))
+        cells = {k: {p: v for p, v in c.items() if p in common} for k, c in cells.items()}
+    out: Values = {}
+    for k, c in cells.items():
+        xs = [v for v in c.values() if v is not None]
+        if xs:
+            out[k] = sum(xs) / len(xs)
+    return out
