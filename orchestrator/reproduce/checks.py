@@ -43,9 +43,9 @@ class Entry:
     script: str | None = None  # --run runs this script (repo-relative) instead of the presets' sweeps
 
 
-def _newest(item: tuple[str, ...], metric: str, **cond: str) -> Callable[[Any], Values]:
+def _newest(item: tuple[str, ...], metric: str, any_status: bool = False, **cond: str) -> Callable[[Any], Values]:
     def f(df: Any) -> Values:
-        return lab.newest(lab.where(df, cond), item, metric)
+        return lab.newest(lab.where(df, cond), item, metric, any_status)
 
     return f
 

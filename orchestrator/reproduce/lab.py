@@ -82,12 +82,18 @@ def _value(row: Any, metric: str) -> float | None:
     return float(v)
 
 
-def newest(df: Any, item: Sequence[str], metric: str) -> Values:
-    """The newest run's value of each item (None when it ran out of memory or lacks the metric)."""
+def newest(df: Any, item: Sequence[str], metric: str, any_status: bool = False) -> Values:
+    """The newest run's value of each item (None when it ran out of memory or lacks the metric). With
+    `any_status`, the newest run that has the metric, whatever its status (a property of the graph, such as its
+    CCR, does not depend on whether the placement fitted)."""
     out: Values = {}
     for _, row in df.iterrows():
         k = item_of(row, item)
-        if k not in out:
+        if any_status:
+            v = row.get(f"metrics.{metric}")
+            if k not in out and v is not None and v == v:
+                out[k] = float(v)
+        elif k not in out:
             out[k] = _value(row, metric)
     return out
 
