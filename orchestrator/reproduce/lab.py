@@ -6,7 +6,7 @@ first, keeping status ok and oom. The reducers turn such a frame into {item: val
 * `newest`: the newest run of each item (one config-group choice or param, or several joined by "/");
 * `normalized_mean`: for the thesis' bar charts, each run's value divided by the best value of its group (same
   graph and scheduler, say), then the geometric mean per item over the groups: the item's typical factor over the
-  best, so that graphs of different sizes weigh the same;
+  best, so that graphs of different sizes weigh the same; only groups in which every item ran count;
 * `group_mean`: the mean per item over the runs (e.g. traffic per graph over every strategy); with `pair` given,
   only over the pairs (e.g. partitioner and scheduler) that ran without OOM for every item, so that an OOM on one
   graph does not take the strategy out of that graph's mean only.
@@ -107,8 +107,12 @@ def normalized_mean(df: Any, item: Sequence[str], metric: str, group: Sequence[s
         per_group.setdefault(g, {})
         if k not in per_group[g]:
             per_group[g][k] = _value(row, metric)
+    # only groups where every item ran (a group still being swept would favour the items it has)
+    every = {k for vals in per_group.values() for k in vals}
     logs: dict[str, list[float]] = {}
     for vals in per_group.values():
+        if set(vals) != every:
+            continue
         finite = [v for v in vals.values() if v is not None and v > 0]
         if not finite:
             continue
