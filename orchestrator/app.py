@@ -30,9 +30,10 @@ from .stages.graph import stage_comm, stage_graph, stage_profile
 from .stages.optimize import stage_optimize
 from .stages.pipeline import run_pipeline_stage
 from .stages.place import Placed, place_graph, stage_place
+from .stages.regime import runs_model
 from .stages.run import stage_run
 from .stages.schedule import stage_schedule
-from .stages.simulate import plots, stage_simulate
+from .stages.simulate import plots, run_ccr, stage_simulate
 from .trace import write_trace
 from .tracking import announce, start_job_run
 
@@ -123,6 +124,7 @@ def run_job(cfg: DictConfig, out: Path, choices: dict[str, str], sweep_dir: str 
                     "traffic_bytes",
                     "n_ops",
                     "n_ops_placed",
+                    "ccr",
                 )
                 if isinstance(result.get(k), (int, float))
             }
@@ -156,7 +158,11 @@ def run_job(cfg: DictConfig, out: Path, choices: dict[str, str], sweep_dir: str 
 def _run_placement(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any], artifacts: list[Path]) -> None:
     """The op-level job: place, schedule, simulate, and run when a runtime is configured."""
     out = ctx.out
-    runtime = None if is_none(ctx.cfg.runtime) else build_runtime(ctx.cfg.runtime, ctx.get_backend())
+    runtime = (
+        None
+        if is_none(ctx.cfg.runtime) or not runs_model(ctx.cfg)
+        else build_runtime(ctx.cfg.runtime, ctx.get_backend())
+    )
     p = place_graph(ctx, result, metrics)
     artifacts.append(out / "placement.json")
     schedule, skey = stage_schedule(ctx, p.graph, p.cluster, p.coarse_placement, p.cmap, p.assignment, p.key)
@@ -170,6 +176,7 @@ def _run_placement(ctx: JobContext, result: dict[str, Any], metrics: dict[str, A
     result["predicted_step_s"] = sim.makespan + result.get("predicted_fixed_step_s", 0.0)
     result["peak_memory_bytes"] = dict(sim.peak_memory)
     result["traffic_bytes"] = sim.traffic_bytes
+    result["ccr"] = run_ccr(p.graph, p.cluster)
     metrics["cut_edge_bytes"] = sim.cut_edge_bytes
     for d, u in sim.utilization().items():
         metrics[f"utilization.{d}"] = u

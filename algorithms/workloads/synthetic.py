@@ -70,16 +70,24 @@ def level_dag(
     training: bool = False,
     backward_factor: float = 2.0,
     seed: int = 0,
+    stream: int = 0,
     name: str | None = None,
 ) -> OpGraph:
-    """Generate a random level-based DAG as described in the module docstring (deterministic by seed)."""
+    """Generate a random level-based DAG as described in the module docstring (deterministic by seed).
+
+    `stream` picks an independent random stream for the same `seed`: graphs whose shape parameters draw the same
+    widths and node costs (the thesis' graphs 4 and 5 share levels, widths and edge level limit; the edge trials
+    consume the generator the same way whatever the edge probability) would otherwise get identical nodes and
+    node counts. Stream 0 is the plain `random.Random(seed)` (the graphs generated before streams existed)."""
     if levels < 1 or min_nodes_per_level < 1 or max_nodes_per_level < min_nodes_per_level:
         raise ValueError("need levels >= 1 and 1 <= min_nodes_per_level <= max_nodes_per_level")
     if not 0 <= edge_probability <= 1 or not 0 <= colocated_fraction <= 1:
         raise ValueError("edge_probability and colocated_fraction must lie in [0, 1]")
     if p_cpu_only + p_gpu_only > 1:
         raise ValueError("p_cpu_only + p_gpu_only must not exceed 1")
-    rng = random.Random(seed)
+    if isinstance(stream, bool) or not isinstance(stream, int) or stream < 0:
+        raise ValueError(f"stream must be an integer >= 0, got {stream!r}")
+    rng = random.Random(seed) if stream == 0 else random.Random(f"level_dag/{seed}/{stream}")
     g = OpGraph(name or f"synthetic-l{levels}-s{seed}")
     level_nodes: list[list[str]] = []
     level_of: dict[str, int] = {}

@@ -18,6 +18,7 @@ from ..context import JobContext, build_cluster, load_json, save_json
 from ..registry import instantiate, plain
 from .graph import stage_comm, stage_graph, stage_profile
 from .optimize import stage_optimize
+from .regime import apply_regime
 
 log = logging.getLogger("orchestrator")
 
@@ -81,6 +82,7 @@ def place_graph(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any]
     graph, gkey = stage_graph(ctx)
     graph, pkey = stage_profile(ctx, graph, gkey, cluster)
     cluster = stage_comm(ctx, cluster)
+    graph, pkey, cluster = apply_regime(ctx, graph, pkey, cluster, result, metrics)
     graph.validate(cluster)
     need_fraction = cfg.cluster.get("need_fraction")
     if need_fraction is not None:

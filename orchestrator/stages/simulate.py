@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from algorithms.ccr import graph_ccr
 from algorithms.cluster import Cluster, oversubscription
 from algorithms.graph import OpGraph, atomic_write_json
 from algorithms.placement import Schedule
@@ -96,6 +98,13 @@ def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | No
         if v > 0:
             opts[k] = v
     return opts
+
+
+def run_ccr(graph: OpGraph, cluster: Cluster) -> float | None:
+    """result.json's `ccr`: the graph's communication-to-computation ratio on the cluster it was placed on
+    (Celeritas eq. 1, `algorithms.ccr`), or None where it is not finite (no computation)."""
+    c = graph_ccr(graph, cluster)
+    return c if math.isfinite(c) else None
 
 
 def plots(

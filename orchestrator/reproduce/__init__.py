@@ -1,0 +1,248 @@
+"""The reproduction scoreboard (issue 21): every table and figure of the four papers against the lab's runs.
+
+    python -m orchestrator.reproduce [all | <entry id> | <paper> | <preset>] [--run] [--tracking-uri URI]
+                                     [--out docs/reproduction.md] [--list]
+
+For each entry of `papers.ENTRIES` (Baechi, Celeritas, Tessel, the thesis; one per table or figure, some tables
+split by model) the scoreboard reads the job runs of the entry's presets from the MLflow store (or, with --run,
+first runs each preset's sweep: `python -m orchestrator +experiment=NAME -m`, at nice 19 and the preset's default
+size), reduces them to one value per item (`lab`), ranks both sides, computes Kendall's tau-b and the verdict
+(`score`: yes = tau >= 0.8 and the headline relation holds; partly = tau >= 0.4 or the headline holds; no =
+neither; not run = no lab figures), and writes docs/reproduction.md with the date, the machine, one row per entry
+and a summary (counts of each verdict, median tau). Illustrative figures that measure nothing are listed, not
+scored.
+
+Baechi and Celeritas presets run in the papers' regime by default (conf/regime/, orchestrator/stages/regime.py);
+their entries read only runs of that regime.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .checks import Entry
+from .papers import ENTRIES, ILLUSTRATIONS
+from .score import NOT_RUN, kendall_tau_b, median, ranks, verdict
+
+log = logging.getLogger(__name__)
+
+#: presets the scoreboard runs with overrides (--run): an experiment name that is a variant of a preset
+PRESET_RUNS = {
+    "thesis_synthetic_7dev_paper": [
+        "+experiment=thesis_synthetic_7dev",
+        "thesis_size=paper",
+        "experiment_name=thesis_synthetic_7dev_paper",
+        "placer=heft,critical_path,mite,hashing",
+        "scheduler=pct",
+    ],
+}
+
+__all__ = ["ENTRIES", "Scored", "main", "render", "run_presets", "score_entry", "select", "summary"]
+
+
+@dataclass
+class Scored:
+    entry: Entry
+    lab: dict[str, float | None]
+    tau: float | None
+    headline: bool | None
+    verdict: str
+
+
+def _oriented(values: dict[str, float | None], higher_is_better: bool) -> dict[str, float | None]:
+    return {k: (-v if (v is not None and higher_is_better) else v) for k, v in values.items()}
+
+
+def score_entry(entry: Entry, df: Any) -> Scored:
+    """Score one entry on a frame of its presets' job runs (`lab.job_runs`)."""
+    if entry.lab_values is None or df is None or len(df) == 0:
+        return Scored(entry, {}, None, None, NOT_RUN)
+    lab_vals = entry.lab_values(df)
+    if not lab_vals:
+        return Scored(entry, {}, None, None, NOT_RUN)
+    paper_r = (
+        dict(entry.paper_ranks)
+        if entry.paper_ranks is not None
+        else ranks(_oriented(dict(entry.paper_values), entry.higher_is_better))
+    )
+    lab_r = ranks(_oriented(lab_vals, entry.higher_is_better))
+    tau = kendall_tau_b(paper_r, lab_r)
+    head = entry.check(lab_vals, df) if entry.check is not None else None
+    return Scored(entry, lab_vals, tau, head, verdict(tau, head, True))
+
+
+def select(which: str) -> list[Entry]:
+    """Entries by id, id prefix, paper name or preset name; every entry for "all"."""
+    if which in ("all", ""):
+        return list(ENTRIES)
+    w = which.lower()
+    out = [
+        e
+        for e in ENTRIES
+        if e.id == w or e.id.startswith(w + "-") or e.paper.lower() == w or w in e.experiments or e.id.startswith(w)
+    ]
+    if not out:
+        from algorithms.errors import ConfigError
+
+        raise ConfigError(f"no scoreboard entry matches {which!r}; ids: {', '.join(e.id for e in ENTRIES)}")
+    return out
+
+
+def run_presets(entries: list[Entry], env: dict[str, str] | None = None) -> dict[str, int]:
+    """Run each distinct preset of the entries as its sweep, or the entry's script (nice 19); returns
+    {preset or script: exit code}."""
+    codes: dict[str, int] = {}
+    root = Path(__file__).resolve().parent.parent.parent
+    for e in entries:
+        if e.script is not None:
+            if e.script not in codes:
+                cmd = ["nice", "-n", "19", sys.executable, str(root / e.script)]
+                log.info("running %s", " ".join(cmd))
+                codes[e.script] = subprocess.run(cmd, env=env or dict(os.environ), check=False).returncode
+            continue
+        for name in e.experiments:
+            if name in codes:
+                continue
+            cmd = [
+                "nice",
+                "-n",
+                "19",
+                sys.executable,
+                "-m",
+                "orchestrator",
+                *PRESET_RUNS.get(name, [f"+experiment={name}"]),
+            ]
+            cmd.append("-m")
+            log.info("running %s", " ".join(cmd))
+            codes[name] = subprocess.run(cmd, env=env or dict(os.environ), check=False).returncode
+    return codes
+
+
+def summary(scored: list[Scored]) -> dict[str, Any]:
+    counts = {v: 0 for v in ("yes", "partly", "no", NOT_RUN)}
+    for s in scored:
+        counts[s.verdict] = counts.get(s.verdict, 0) + 1
+    taus = [s.tau for s in scored if s.tau is not None and s.verdict != NOT_RUN]
+    return {"counts": counts, "median_tau": median(taus), "n_tau": len(taus)}
+
+
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return "OOM"
+    a = abs(v)
+    return f"{v:.3g}" if a >= 1e-3 or a == 0 else f"{v:.2e}"
+
+
+def _ordering(values: dict[str, float | None] | None, r: dict[str, float] | None, higher: bool) -> str:
+    """Items best first, with values where given, ties joined by '='."""
+    if r is None:
+        assert values is not None
+        r = ranks(_oriented(dict(values), higher))
+    groups: dict[float, list[str]] = {}
+    for k, x in r.items():
+        groups.setdefault(x, []).append(k)
+    parts = []
+    for x in sorted(groups):
+        names = sorted(groups[x])
+        if values:
+            parts.append(" = ".join(f"{n} {_fmt(values.get(n))}" for n in names))
+        else:
+            parts.append(" = ".join(names))
+    return " < ".join(parts) if not higher else " > ".join(parts)
+
+
+def _cell(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def render(scored: list[Scored], machine: str | None = None, when: str | None = None) -> str:
+    """docs/reproduction.md: summary, one row per entry, then the details and the unscored illustrations."""
+    when = when or _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    machine = machine or f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPU cores, {platform.system()})"
+    sm = summary(scored)
+    c = sm["counts"]
+    med = "n/a" if sm["median_tau"] is None else f"{sm['median_tau']:.2f}"
+    lines = [
+        "# Reproduction scoreboard",
+        "",
+        f"Generated by `python -m orchestrator.reproduce` on {when}, machine: {machine}.",
+        "Rules (orchestrator/reproduce/score.py): **yes** = Kendall's tau-b >= 0.8 between the paper's and the lab's",
+        "ordering and the paper's headline relation holds in the lab's figures; **partly** = tau >= 0.4 or the",
+        "headline holds; **no** = neither; **not run** = no runs of the preset in the store (or no preset).",
+        "Orderings list items best first (lower is better unless marked `>`); OOM ranks last. Baechi and Celeritas",
+        "entries read runs in the papers' regime (conf/regime/: the paper's machine as a model, compute scaled to",
+        "the paper's CCR); the step times are the simulator's predictions.",
+        "",
+        f"**Summary: {c['yes']} yes, {c['partly']} partly, {c['no']} no, {c[NOT_RUN]} not run "
+        f"({len(scored)} entries); median tau {med} over {sm['n_tau']} scored orderings.**",
+        "",
+        "| entry | paper, reference | tau | headline holds | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for s in scored:
+        tau = "" if s.tau is None else f"{s.tau:.2f}"
+        head = {True: "yes", False: "no", None: ""}[s.headline]
+        lines.append(f"| {s.entry.id} | {_cell(s.entry.paper + ': ' + s.entry.ref)} | {tau} | {head} | {s.verdict} |")
+    lines += ["", "## Entries", ""]
+    for s in scored:
+        e = s.entry
+        higher = e.higher_is_better
+        lines += [f"### {e.id}: {e.paper}, {e.ref}", "", f"- quantity: {e.what}", f"- headline: {e.headline}"]
+        if e.paper_ranks is not None or e.paper_values:
+            pv = dict(e.paper_values) if e.paper_values else None
+            pr = dict(e.paper_ranks) if e.paper_ranks is not None else None
+            lines.append(f"- paper: {_ordering(pv, pr, higher)}")
+        if s.lab:
+            lines.append(f"- lab ({', '.join(e.experiments)}): {_ordering(s.lab, None, higher)}")
+            tau = "undefined" if s.tau is None else f"{s.tau:.2f}"
+            head = {True: "holds", False: "does not hold", None: "not checkable"}[s.headline]
+            lines.append(f"- tau {tau}; headline {head}; **{s.verdict}**")
+        else:
+            why = e.why_not_run or f"no runs of {', '.join(e.experiments)} in the store"
+            lines.append(f"- lab: not run ({why})")
+        if e.reason:
+            lines.append(f"- reason: {e.reason}")
+        lines.append("")
+    lines += ["## Not scored (illustrations, no measurement)", ""]
+    lines += [f"- {p}: {t}" for p, t in ILLUSTRATIONS.items()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from .lab import job_runs
+
+    ap = argparse.ArgumentParser(prog="python -m orchestrator.reproduce", description=__doc__.split("\n\n")[0])
+    ap.add_argument("which", nargs="?", default="all", help="all, an entry id, a paper or a preset name")
+    ap.add_argument("--run", action="store_true", help="run the entries' presets (their sweeps) first")
+    ap.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI"))
+    ap.add_argument("--out", default="docs/reproduction.md")
+    ap.add_argument("--machine", default=None, help="machine description for the page (default: this host)")
+    ap.add_argument("--list", action="store_true", help="list the entries and exit")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    entries = select(args.which)
+    if args.list:
+        for e in entries:
+            print(f"{e.id:28s} {e.paper}: {e.ref}  [{', '.join(e.experiments) or 'no preset'}]")
+        return 0
+    if args.run:
+        run_presets(entries)
+    scored = [score_entry(e, job_runs(e.experiments, args.tracking_uri) if e.experiments else None) for e in entries]
+    text = render(scored, machine=args.machine)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text)
+    sm = summary(scored)
+    print(
+        f"{sm['counts']} median tau {sm['median_tau']} -> {args.out}",
+    )
+    return 0

@@ -1,0 +1,262 @@
+"""The scoreboard's `Entry` and the helpers its entries use: how the lab's figures are read and how each paper's
+headline relation is checked on them (the entries themselves, typed in from the papers: `papers`).
+
+Every entry names what the paper compares (items: placers, schedules, graphs ...), the paper's figures (or, for
+bar charts the text describes in words, its ordering as ranks with ties), the headline relation the paper draws
+from them, where the lab's figures come from (presets = MLflow experiments, a filter, a reducer of
+`orchestrator.reproduce.lab`), and a short reason for any difference, written from what the lab measured. An OOM
+cell is None. Lower is better everywhere (an entry whose quantity is better when higher says so and is negated
+by the scorer).
+
+Items are named as the lab names them (placer / pipeline config choices, graph names), so that the paper's and the
+lab's orderings compare key by key; the paper's learning-based baselines (HRL, Placeto) have no lab counterpart
+and are left out of the orderings (their figures stay in `paper` for the table).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import lab
+
+Values = dict[str, float | None]
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    paper: str  # Baechi, Celeritas, Tessel, Thesis
+    ref: str  # table / figure, section, page where the text gives one
+    what: str  # the quantity compared
+    headline: str  # the paper's main claim for this table, in words
+    paper_values: Mapping[str, float | None] = field(default_factory=dict)
+    paper_ranks: Mapping[str, float] | None = None  # when the paper gives an ordering in words only
+    experiments: tuple[str, ...] = ()  # the presets whose runs are read (MLflow experiment names)
+    lab_values: Callable[[Any], Values] | None = None  # frame of job runs -> {item: value}
+    check: Callable[[Values, Any], bool | None] | None = None  # does the headline hold in the lab?
+    higher_is_better: bool = False
+    reason: str = ""  # why the lab differs (or what it needs), from what was measured
+    why_not_run: str = ""  # for entries the lab cannot run
+    script: str | None = None  # --run runs this script (repo-relative) instead of the presets' sweeps
+
+
+def _newest(item: tuple[str, ...], metric: str, any_status: bool = False, **cond: str) -> Callable[[Any], Values]:
+    def f(df: Any) -> Values:
+        return lab.newest(lab.where(df, cond), item, metric, any_status)
+
+    return f
+
+
+def _norm(item: tuple[str, ...], metric: str, group: tuple[str, ...], **cond: str) -> Callable[[Any], Values]:
+    def f(df: Any) -> Values:
+        return lab.normalized_mean(lab.where(df, cond), item, metric, group)
+
+    return f
+
+
+def _mean(
+    item: tuple[str, ...], metric: str, pair: tuple[str, ...] = ("placer", "scheduler"), **cond: str
+) -> Callable[[Any], Values]:
+    def f(df: Any) -> Values:
+        return lab.group_mean(lab.where(df, cond), item, metric, pair)
+
+    return f
+
+
+def _fits(v: Values, k: str) -> bool:
+    return k in v and v[k] is not None
+
+
+def _best_of_fitting(v: Values, k: str, among: tuple[str, ...] | None = None) -> bool | None:
+    fit = {a: x for a, x in v.items() if x is not None and (among is None or a in among)}
+    if k not in fit:
+        return False if v else None
+    return fit[k] <= min(fit.values())
+
+
+# ------------------------------------------------------------------------------------------------ Baechi (001)
+def _baechi_t3_inception(v: Values, df: Any) -> bool | None:
+    if not all(_fits(v, k) for k in ("single", "m_etf", "m_sct", "m_topo")):
+        return False
+    s = v["single"]
+    assert s is not None
+    return all(abs((v[k] or 0) / s - 1) <= 0.01 for k in ("m_etf", "m_sct")) and (v["m_topo"] or 0) > s
+
+
+def _baechi_t3_gnmt(v: Values, df: Any) -> bool | None:
+    if not all(_fits(v, k) for k in ("single", "m_etf", "m_sct", "m_topo")):
+        return False
+    s, etf, sct, topo = (v[k] or 0.0 for k in ("single", "m_etf", "m_sct", "m_topo"))
+    return etf < s and sct < s and topo > max(etf, sct)
+
+
+def _baechi_t4_inception(v: Values, df: Any) -> bool | None:
+    return (
+        v.get("single", 0) is None
+        and v.get("expert", 0) is None
+        and all(_fits(v, k) for k in ("m_topo", "m_etf", "m_sct"))
+    )
+
+
+def _baechi_t4_gnmt(v: Values, df: Any) -> bool | None:
+    return (
+        v.get("single", 0) is None
+        and all(_fits(v, k) for k in ("expert", "m_topo", "m_etf", "m_sct"))
+        and bool(_best_of_fitting(v, "m_sct"))
+    )
+
+
+def _baechi_t5(v: Values, df: Any) -> bool | None:
+    rows = {o: lab.where(df, {"optimizer": o}) for o in ("none", "baechi")}
+    if any(len(r) == 0 for r in rows.values()) or not all(_fits(v, k) for k in ("none", "baechi")):
+        return None
+    first = {o: r.iloc[0] for o, r in rows.items()}
+    fewer = first["baechi"]["metrics.n_ops_placed"] < first["none"]["metrics.n_ops_placed"]
+    faster_place = first["baechi"]["metrics.placement_time_s"] < first["none"]["metrics.placement_time_s"]
+    return bool(fewer and faster_place and (v["baechi"] or 0) < (v["none"] or 0))
+
+
+def _sensitivity(df: Any) -> Values:
+    """Figure 8: each placer's largest mean step (over seeds) at a bound, relative to its bound-0 step."""
+    out: Values = {}
+    col = "params.optimizer.passes.4.bound"
+    if col not in df or "metrics.predicted_step_s" not in df:
+        return out
+    for placer, d in df.groupby("params.placer"):
+        means = d.groupby(col)["metrics.predicted_step_s"].mean()
+        base = means.get("0.0", means.get("0"))
+        if base is None or not base > 0:
+            continue
+        out[str(placer)] = float(max(abs(m / base - 1) for m in means))
+    return out
+
+
+def _sensitivity_check(v: Values, df: Any) -> bool | None:
+    if not all(_fits(v, k) for k in ("m_etf", "m_sct")):
+        return None
+    return max(v["m_etf"] or 0, v["m_sct"] or 0) <= 0.30
+
+
+def _memory_balance(df: Any) -> Values:
+    """Figure 9: m-SCT under insufficient memory, spread of the per-device peak (coefficient of variation)."""
+    out: Values = {}
+    for model, d in lab.where(df, {"placer": "m_sct"}).groupby("params.model"):
+        row = d.iloc[0]
+        peaks = [float(row[c]) for c in d.columns if c.startswith("metrics.peak_memory_bytes.") and "max" not in c]
+        peaks = [p for p in peaks if p == p]
+        if peaks and statistics.mean(peaks) > 0 and row.get("tags.status") == "ok":
+            out[str(model)] = statistics.pstdev(peaks) / statistics.mean(peaks)
+    return out
+
+
+def _memory_balance_check(v: Values, df: Any) -> bool | None:
+    d = lab.where(df, {"placer": "m_sct"})
+    if len(d) == 0 or not all(_fits(v, k) for k in ("gnmt", "inception_v3")):
+        return None
+    for _, g in d.groupby("params.model"):
+        row = g.iloc[0]
+        for c in g.columns:
+            if c.startswith("metrics.peak_memory_bytes.") and "max" not in c:
+                lim = row.get(c.replace("peak_memory_bytes", "memory_limit_bytes"))
+                if row[c] == row[c] and lim == lim and lim is not None and row[c] > lim:
+                    return False
+    return (v["gnmt"] or 0) < (v["inception_v3"] or 0)
+
+
+# --------------------------------------------------------------------------------------------- Celeritas (002)
+def _celeritas_best(v: Values, df: Any) -> bool | None:
+    return _best_of_fitting(v, "celeritas")
+
+
+def _ccr_check(v: Values, df: Any) -> bool | None:
+    if not v:
+        return None
+    return all(x is not None and x >= 10 for x in v.values())
+
+
+def _se_check(v: Values, df: Any) -> bool | None:
+    if not v:
+        return None
+    return all(x is not None and x <= 0.15 for x in v.values())
+
+
+# ----------------------------------------------------------------------------------------------- Tessel (003)
+def _tessel_check(v: Values, df: Any) -> bool | None:
+    shapes = {k.split("/")[0] for k in v}
+    ok = True
+    for s in shapes:
+        t, b = v.get(f"{s}/tessel"), v.get(f"{s}/1f1b_plus")
+        if t is None:
+            return False
+        ok = ok and t <= 0.05 and (b is None or t < b)
+    return ok if shapes else None
+
+
+def _search_time(df: Any) -> Values:
+    """Figure 9: TO's search time over Tessel's at each micro-batch count (items n_micro; higher = TO slower)."""
+    out: Values = {}
+    to = lab.newest(lab.where(df, {"pipeline": "to"}), ("pipeline.n_micro",), "search_time_s")
+    te = lab.newest(lab.where(df, {"pipeline": "tessel"}), ("pipeline.n_micro",), "search_time_s")
+    for n, t in to.items():
+        b = te.get(n)
+        if t is not None and b:
+            out[n] = t / b
+    return out
+
+
+def _search_check(v: Values, df: Any) -> bool | None:
+    if not v:
+        return None
+    big = [x for k, x in v.items() if k.isdigit() and int(k) >= 4 and x is not None]
+    return bool(big) and all(x > 1 for x in big)
+
+
+# ------------------------------------------------------------------------------------------------ Thesis (004)
+def _worst(v: Values, ks: tuple[str, ...]) -> bool | None:
+    others = [x for k, x in v.items() if k not in ks and x is not None]
+    mine = [v[k] for k in ks if v.get(k) is not None]
+    if not others or not mine:
+        return None
+    return min(x for x in mine if x is not None) >= statistics.median(others)
+
+
+def _best(v: Values, ks: tuple[str, ...]) -> bool | None:
+    others = [x for k, x in v.items() if k not in ks and x is not None]
+    mine = [v[k] for k in ks if v.get(k) is not None]
+    if not others or not mine:
+        return None
+    return max(x for x in mine if x is not None) <= statistics.median(others)
+
+
+def _less(a: str, b: str, v: Values, df: Any) -> bool | None:
+    if v.get(a) is None or v.get(b) is None:
+        return None
+    return (v[a] or 0) < (v[b] or 0)
+
+
+def _argmax_is(k: str, v: Values, df: Any) -> bool | None:
+    fit = {a: x for a, x in v.items() if x is not None}
+    return None if not fit else max(fit, key=lambda a: fit[a]) == k
+
+
+PARTITIONERS_TIME_1 = {  # Figure 7.1's text: HEFT, CP, ICP best, MITE ~2x on graphs 1-2, Batch Split and Hashing worst
+    "heft": 1,
+    "critical_path": 1,
+    "icp": 1,
+    "dfs": 2,
+    "mite": 3,
+    "batch_split": 4,
+    "hashing": 4,
+}
+TRAFFIC_RANKS = {  # Figures 7.2 / 7.5: MITE, DFS (and Batch Split on TF graphs) best; Hashing, HEFT, CP worst
+    "mite": 1,
+    "dfs": 1,
+    "batch_split": 2,
+    "icp": 3,
+    "critical_path": 4,
+    "heft": 4,
+    "hashing": 4,
+}

@@ -1,0 +1,125 @@
+"""The reproduction scoreboard's scoring: ranks, Kendall's tau-b, verdicts, and an entry scored on given rows."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.reproduce import render, score_entry, select, summary
+from orchestrator.reproduce.checks import Entry, _newest
+from orchestrator.reproduce.papers import ENTRIES
+from orchestrator.reproduce.score import NOT_RUN, kendall_tau_b, ranks, verdict
+
+
+def test_ranks_share_ties_and_put_oom_last():
+    assert ranks({"a": 2.0, "b": 1.0, "c": 2.0, "d": None}) == {"a": 2.0, "b": 1.0, "c": 2.0, "d": 3.0}
+
+
+def test_tau_by_hand():
+    a = {"x": 1, "y": 2, "z": 3}
+    assert kendall_tau_b(a, {"x": 1, "y": 2, "z": 3}) == pytest.approx(1.0)
+    assert kendall_tau_b(a, {"x": 3, "y": 2, "z": 1}) == pytest.approx(-1.0)
+    # one swap of three: C = 2, D = 1 -> 1/3
+    assert kendall_tau_b(a, {"x": 2, "y": 1, "z": 3}) == pytest.approx(1 / 3)
+    # tau-b with a tie in the second ordering: pairs (x,y) tied; C = 2, D = 0, n0 = 3, n1 = 0, n2 = 1
+    assert kendall_tau_b(a, {"x": 1, "y": 1, "z": 3}) == pytest.approx(2 / math.sqrt(3 * 2))
+    # only common keys count; fewer than two: undefined
+    assert kendall_tau_b(a, {"x": 1, "q": 2}) is None
+    assert kendall_tau_b({"x": 1, "y": 1}, {"x": 1, "y": 2}) is None
+
+
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=2, max_size=12, unique=True))
+def test_tau_of_an_ordering_with_itself_is_one_and_reversed_minus_one(xs):
+    a = {str(i): x for i, x in enumerate(xs)}
+    assert kendall_tau_b(ranks(a), ranks(a)) == pytest.approx(1.0)
+    assert kendall_tau_b(ranks(a), ranks({k: -v for k, v in a.items()})) == pytest.approx(-1.0)
+
+
+@pytest.mark.parametrize(
+    ("tau", "head", "has", "want"),
+    [
+        (0.9, True, True, "yes"),
+        (0.9, None, True, "yes"),
+        (0.9, False, True, "partly"),
+        (0.5, False, True, "partly"),
+        (0.1, True, True, "partly"),
+        (0.1, False, True, "no"),
+        (None, True, True, "yes"),
+        (None, False, True, "no"),
+        (None, None, True, NOT_RUN),
+        (1.0, True, False, NOT_RUN),
+    ],
+)
+def test_verdict_rules(tau, head, has, want):
+    assert verdict(tau, head, has) == want
+
+
+def _rows(values: dict[str, float | None]) -> pd.DataFrame:
+    rows = []
+    for i, (placer, v) in enumerate(values.items()):
+        rows.append(
+            {
+                "start_time": pd.Timestamp("2026-11-23") + pd.Timedelta(minutes=i),
+                "params.placer": placer,
+                "params.regime": "baechi",
+                "tags.status": "oom" if v is None else "ok",
+                "metrics.predicted_step_s": float("nan") if v is None else v,
+            }
+        )
+    return pd.DataFrame(rows).sort_values("start_time", ascending=False)
+
+
+def test_an_entry_scored_on_given_rows():
+    (gnmt4,) = select("baechi-t4-gnmt")
+    same = score_entry(gnmt4, _rows({"single": None, "expert": 0.221, "m_topo": 0.272, "m_etf": 0.230, "m_sct": 0.212}))
+    assert same.tau == pytest.approx(1.0) and same.headline is True and same.verdict == "yes"
+    # m-SCT loses its lead and m-TOPO becomes the fastest: tau falls, headline fails
+    off = score_entry(gnmt4, _rows({"single": None, "expert": 0.221, "m_topo": 0.1, "m_etf": 0.230, "m_sct": 0.3}))
+    assert off.headline is False and off.tau is not None and off.tau < 0.4 and off.verdict == "no"
+    # runs of another regime are not read
+    here = _rows({"m_sct": 0.1}).assign(**{"params.regime": "here"})
+    assert score_entry(gnmt4, here).verdict == NOT_RUN
+
+
+def test_newest_run_wins_and_missing_store_is_not_run():
+    df = _rows({"m_sct": 0.5})
+    newer = _rows({"m_sct": 0.2}).assign(start_time=pd.Timestamp("2026-11-24"))
+    both = pd.concat([newer, df]).sort_values("start_time", ascending=False)
+    assert _newest(("placer",), "predicted_step_s")(both) == {"m_sct": 0.2}
+    e = Entry("x", "P", "ref", "what", "head", {"a": 1.0}, experiments=("none",), lab_values=lambda d: {})
+    assert score_entry(e, pd.DataFrame()).verdict == NOT_RUN
+
+
+def test_every_entry_is_unique_and_renders():
+    ids = [e.id for e in ENTRIES]
+    assert len(ids) == len(set(ids))
+    scored = [score_entry(e, None) for e in ENTRIES]
+    text = render(scored, machine="test", when="today")
+    assert "not run" in text and all(f"| {i} |" in text for i in ids)
+    assert summary(scored)["counts"][NOT_RUN] == len(ENTRIES)
+
+
+def test_paired_mean_drops_a_strategy_that_ran_out_of_memory_on_one_graph():
+    from orchestrator.reproduce.lab import group_mean
+
+    rows = []
+    for i, (g, placer, v) in enumerate(
+        [("g2", "heft", 1.0), ("g3", "heft", 2.0), ("g2", "mite", 5.0), ("g3", "mite", None)]
+    ):
+        rows.append(
+            {
+                "start_time": pd.Timestamp("2026-11-23") + pd.Timedelta(minutes=i),
+                "params.thesis_graph": g,
+                "params.placer": placer,
+                "params.scheduler": "pct",
+                "tags.status": "oom" if v is None else "ok",
+                "metrics.predicted_step_s": float("nan") if v is None else v,
+            }
+        )
+    df = pd.DataFrame(rows)
+    assert group_mean(df, ("thesis_graph",), "predicted_step_s", ("placer", "scheduler")) == {"g2": 1.0, "g3": 2.0}
+    assert group_mean(df, ("thesis_graph",), "predicted_step_s") == {"g2": 3.0, "g3": 2.0}
