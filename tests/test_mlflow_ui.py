@@ -147,7 +147,15 @@ def test_the_direct_sqlite_writer_and_mlflow_client_write_the_same_run(store, tm
 
 def test_the_direct_writer_falls_back_to_the_client_and_never_imports_mlflow_itself(store, tmp_path):
     uri, client, folder = store
-    assert tracking.RunTracker(uri, "no such experiment yet").writer == "mlflow"  # created through the client
+    prepare_store(uri, "made by the sweep's launcher")  # what a launcher prepares, its first job writes directly
+    for experiment, writer in (
+        ("no such experiment yet", "mlflow"),  # created through the client
+        ("no such experiment yet", "sqlite3"),  # then written directly
+        ("made by the sweep's launcher", "sqlite3"),
+    ):
+        t = tracking.RunTracker(uri, experiment)
+        t.end(ok=True)
+        assert t.writer == writer, experiment
     code = (
         "import sys; from orchestrator import tracking\n"
         f"t = tracking.RunTracker({uri!r}, 'writers', run_name='x', direct=True)\n"
