@@ -157,7 +157,8 @@ def test_the_measured_part_says_what_it_holds_or_why_it_is_missing(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.torch
-def test_a_run_of_the_threads_runtime_adds_its_measured_step_to_trace_json_and_mlflow(lab):
+@pytest.mark.parametrize("order", ["threads", "planned"])
+def test_a_run_of_the_threads_runtime_adds_its_measured_step_to_trace_json_and_mlflow(lab, order):
     pytest.importorskip("torch")
     lab.run(
         "model=mlp_tiny",
@@ -166,6 +167,7 @@ def test_a_run_of_the_threads_runtime_adds_its_measured_step_to_trace_json_and_m
         "profiler.steps=2",
         "profiler.warmup=1",
         "runtime=threads",
+        f"runtime.order={order}",
         "runtime.steps=3",
         "runtime.warmup=1",
         "cluster=cpu2",
@@ -182,6 +184,7 @@ def test_a_run_of_the_threads_runtime_adds_its_measured_step_to_trace_json_and_m
     step_us = json.loads((out / "result.json").read_text())["measured_step_s"] * 1e6
     assert max(e["ts"] + e["dur"] for e in measured) <= step_us * 1.001  # the median step (3 steps: its own time)
     assert "threads" in obj["otherData"]["measured"]
+    assert ("serial" in obj["otherData"]["measured"]) == (order == "planned")
     (run,) = lab.runs()
     from mlflow.tracking import MlflowClient
 

@@ -159,8 +159,9 @@ class TorchBackend(Backend):
         With `time_ops`, every op of the measured steps is timed on its device (wall time minus waits for its
         inputs; median over the steps) into `extra["op_times_s"]` (the Standard Evaluation's step 2).
         The ops of the median measured step (by step time), as they ran, go into `extra["op_timeline"]`
-        ([{"op", "device", "start_s", "end_s"}], after each op's waits for its inputs; not in a planned run) and
-        `extra["op_timeline_clock"]` says whether their ends are synchronised (CPU, or CUDA with `time_ops`).
+        ([{"op", "device", "start_s", "end_s"}], after each op's waits for its inputs; with a plan, serial in its
+        order) and `extra["op_timeline_clock"]` says how they were timed (planned and serial; or synchronised: CPU,
+        or CUDA with `time_ops`).
         With `plan` = (planned start per op, [(producer op, destination device, arrival time)]), e.g. from the
         simulator, the step runs on one thread in the plan's order (`PlacedExecutor.step_planned`: live memory
         per virtual device then follows the plan, and the step time is a serial one); CPU devices only."""
@@ -234,7 +235,7 @@ class TorchBackend(Backend):
                         times.append(dt)
                         for op, t in ex.last_op_times.items():
                             op_samples.setdefault(op, []).append(t)
-                        spans.append(dict(ex.last_op_spans) if events is None else {})
+                        spans.append(dict(ex.last_op_spans))
                         for name in busy:
                             busy[name].append(ex.last_busy[name])
                             wait[name].append(ex.last_wait[name])
@@ -266,7 +267,11 @@ class TorchBackend(Backend):
                 for op, (dev, s, e) in sorted(spans[median_step].items(), key=lambda kv: kv[1][1])
             ]
             synced = bool(time_ops) or not any(d.is_cuda for d in devices)
-            extra["op_timeline_clock"] = "op ends synchronised" if synced else "CUDA kernels issued (not synchronised)"
+            extra["op_timeline_clock"] = (
+                "planned order: one op at a time, serial"
+                if events is not None
+                else ("op ends synchronised" if synced else "CUDA kernels issued (not synchronised)")
+            )
         measured = statistics.median(times)
         log.info(
             "ran %s on %s: median step %.4g s over %d steps, traffic %.3g B/step",
