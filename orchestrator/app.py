@@ -34,7 +34,7 @@ from .stages.regime import runs_model
 from .stages.run import stage_run
 from .stages.schedule import stage_schedule
 from .stages.simulate import plots, run_ccr, stage_simulate
-from .trace import write_trace
+from .trace import measured_part, write_trace
 from .tracking import announce, start_job_run
 
 # the job's public names, and the stages' for code that imported them from here before they had modules
@@ -171,7 +171,10 @@ def _run_placement(ctx: JobContext, result: dict[str, Any], metrics: dict[str, A
     sim = stage_simulate(ctx, p.graph, p.cluster, p.assignment, schedule, skey, result)
     atomic_write_json(out / "timeline.json", sim.timeline(), indent=0)
     artifacts.append(out / "timeline.json")
-    artifacts.append(write_trace(out / "trace.json", sim, p.graph, p.cluster))
+    runtime_name = ctx.choices.get("runtime")
+    artifacts.append(
+        write_trace(out / "trace.json", sim, p.graph, p.cluster, other=measured_part(None, runtime_name)[1])
+    )
     # the makespan, plus what every step of the workers' runtime pays besides ops and messages (TensorFlow)
     result["predicted_step_s"] = sim.makespan + result.get("predicted_fixed_step_s", 0.0)
     result["peak_memory_bytes"] = dict(sim.peak_memory)
@@ -191,4 +194,6 @@ def _run_placement(ctx: JobContext, result: dict[str, Any], metrics: dict[str, A
         if result["status"] == "oom":
             log.warning("not running the placed model: the simulator predicts out of memory")
         else:
-            stage_run(ctx, runtime, p.graph, p.assignment, schedule, p.cluster, result, metrics, sim)
+            rr = stage_run(ctx, runtime, p.graph, p.assignment, schedule, p.cluster, result, metrics, sim)
+            timeline, other = measured_part(rr, runtime_name)  # trace.json: the measured step beside the predicted
+            write_trace(out / "trace.json", sim, p.graph, p.cluster, timeline, other=other)

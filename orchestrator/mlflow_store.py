@@ -176,11 +176,18 @@ def _repair(uri: str) -> None:
 
 
 def _open_experiment(uri: str, experiment: str) -> str:
+    """The experiment's id; a new experiment gets the lab's runs view (which the direct writer checks for)."""
+    from .runs_view import VIEW_KEY, VIEW_TAG_PREFIX, set_runs_view
+
     client = retrying_client(uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is not None:
+        if VIEW_TAG_PREFIX + VIEW_KEY not in (exp.tags or {}):
+            set_runs_view(client, exp.experiment_id)
         return str(exp.experiment_id)
-    return str(client.create_experiment(experiment))
+    exp_id = str(client.create_experiment(experiment))
+    set_runs_view(client, exp_id)
+    return exp_id
 
 
 def prepare_store(uri: str, experiment: str) -> str:

@@ -1,7 +1,9 @@
-"""Where a job's run is written: `_ClientStore` through MlflowClient (any tracking URI, calls retried while the
-database is locked), or the opt-in `_DirectSqlite` (`tracking.direct=true`) that writes a local SQLite store whose
-schema revision is in DIRECT_SCHEMAS with the standard library's sqlite3, as MLflow's SqlAlchemyStore does.
-Both offer create_run, log_batch, log_artifacts and set_terminated (orchestrator.tracking.RunTracker drives them).
+"""Where a job's run is written: `_DirectSqlite` (the default, `tracking.direct=true`) writes a local SQLite store
+whose schema revision is in DIRECT_SCHEMAS with the standard library's sqlite3, the rows MLflow's SqlAlchemyStore
+writes; `_ClientStore` goes through MlflowClient (any tracking URI, calls retried while the database is locked) and
+does the work wherever the direct writer does not apply (no store yet, another schema revision, a new experiment,
+a remote URI, `tracking.direct=false`). Both offer create_run, log_batch, log_artifacts and set_terminated
+(orchestrator.tracking.RunTracker drives them).
 
 MLflow's anonymous usage telemetry is turned off for everything the lab starts (`MLFLOW_DISABLE_TELEMETRY=true`,
 set here before MLflow is imported, unless the user set it).
@@ -9,8 +11,10 @@ set here before MLflow is imported, unless the user set it).
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import socket
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -20,6 +24,10 @@ from urllib.parse import unquote, urlparse
 from .runs_view import VIEW_KEY, VIEW_TAG_PREFIX, set_runs_view
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+log = logging.getLogger(__name__)
+#: (database file, experiment id) pairs this process has checked for runs of dead processes.
+_SWEPT: set[tuple[str, str]] = set()
 
 #: MLflow's limits on one log_batch request.
 _BATCH_PARAMS, _BATCH_TAGS, _BATCH_TOTAL = 100, 100, 1000
@@ -95,19 +103,33 @@ class _ClientStore:
 
 
 class _DirectSqlite:
-    """A run written straight into a local SQLite MLflow store with the standard library's sqlite3, as
-    MLflow's SqlAlchemyStore writes it (create_run, log_batch, set_terminated) and its local artifact
-    repository copies files. Importing MLflow (pandas, FastAPI, SQLAlchemy, Alembic) costs seconds; this costs
-    milliseconds. Used only when the store exists, its schema revision is in DIRECT_SCHEMAS and the experiment
-    exists with a local artifact location; otherwise `_ClientStore` does the work (raise `_NoDirect`)."""
+    """A run written straight into a local SQLite MLflow store with the standard library's sqlite3, as MLflow's
+    SqlAlchemyStore writes it (create_run, log_batch, set_terminated) and its local artifact repository copies
+    files. Importing MLflow (pandas, FastAPI, SQLAlchemy, Alembic) and opening its store costs seconds of CPU;
+    this costs milliseconds.
+
+    Used only when the store exists, its schema revision is in DIRECT_SCHEMAS and the experiment exists, is
+    active, has a local artifact location and carries the lab's runs view (so the store was prepared by
+    `mlflow_store.prepare_store` or MLflow itself); otherwise it raises `_NoDirect` and `_ClientStore` does the
+    work. What MLflow's path guarantees holds here too:
+
+    * many processes at once: every write is one `BEGIN IMMEDIATE` transaction, and sqlite3's busy handler waits
+      for a locked database up to `mlflow_store.retry_deadline_s()` (the deadline of the client path's retries);
+    * no run stays RUNNING for ever: once per process and store, runs of this experiment left RUNNING by a dead
+      process of this host are marked FAILED with an `error` tag (`mark_dead_runs_failed`, as
+      `mlflow_store.mark_dead_runs_failed` does through MlflowClient).
+
+    tests/test_mlflow_ui.py writes the same run through both writers and compares what MlflowClient reads."""
 
     def __init__(self, uri: str, experiment: str):
         import sqlite3
 
-        path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else None
-        if not path or not os.path.isfile(path):
+        from .mlflow_store import retry_deadline_s, sqlite_path
+
+        path = sqlite_path(uri)
+        if path is None or "?" in uri or not path.is_file():
             raise _NoDirect("not an existing local SQLite store")
-        self.db = sqlite3.connect(path, timeout=60, isolation_level=None)
+        self.db = sqlite3.connect(path, timeout=retry_deadline_s(), isolation_level=None)
         try:
             rev = {r[0] for r in self.db.execute("SELECT version_num FROM alembic_version")}
             if not rev or not rev <= DIRECT_SCHEMAS:
@@ -117,6 +139,13 @@ class _DirectSqlite:
                 "WHERE name = ? AND workspace = 'default'",
                 (experiment,),
             ).fetchone()
+            view = (
+                row is not None
+                and self.db.execute(
+                    "SELECT 1 FROM experiment_tags WHERE experiment_id = ? AND key = ?",
+                    (row[0], VIEW_TAG_PREFIX + VIEW_KEY),
+                ).fetchone()
+            )
         except sqlite3.Error as exc:
             self.db.close()
             raise _NoDirect(f"cannot read the store: {exc}") from exc
@@ -126,12 +155,54 @@ class _DirectSqlite:
         location = str(row[1] or "") if row else ""
         if location.startswith("file://"):
             location = unquote(urlparse(location).path)
-        if row is None or row[2] != "active" or not location.startswith("/"):
+        if row is None or row[2] != "active" or not location.startswith("/") or not view:
             self.db.close()
-            raise _NoDirect("no active experiment with a local artifact location")
+            raise _NoDirect("no active experiment with a local artifact location and the lab's runs view")
         self.experiment_id = str(row[0])
         self.location = location
         self.run_id = ""
+        key = (str(path.resolve()), self.experiment_id)
+        if key not in _SWEPT:
+            _SWEPT.add(key)
+            try:
+                self.mark_dead_runs_failed()
+            except Exception as exc:  # never fail a job for the housekeeping of others
+                log.warning("could not check %s for runs of dead processes: %s", uri, exc)
+
+    def mark_dead_runs_failed(self) -> list[str]:
+        """Set runs of this experiment that are RUNNING but whose process (on this host) is gone to FAILED, with
+        `error` and `status` tags, as `mlflow_store.mark_dead_runs_failed` does; return their ids. One query,
+        then O(number of RUNNING runs of this host)."""
+        from .mlflow_store import TAG_HOST, TAG_PID, TAG_START, process_alive
+
+        host = socket.gethostname()
+        rows = self.db.execute(
+            "SELECT r.run_uuid, p.value, s.value FROM runs r "
+            "JOIN tags h ON h.run_uuid = r.run_uuid AND h.key = ? AND h.value = ? "
+            "JOIN tags p ON p.run_uuid = r.run_uuid AND p.key = ? "
+            "LEFT JOIN tags s ON s.run_uuid = r.run_uuid AND s.key = ? "
+            "WHERE r.experiment_id = ? AND r.status = 'RUNNING'",
+            (TAG_HOST, host, TAG_PID, TAG_START, int(self.experiment_id)),
+        ).fetchall()
+        dead = [(r, int(pid)) for r, pid, start in rows if pid.isdigit() and not process_alive(int(pid), start)]
+        if not dead:
+            return []
+        now = int(time.time() * 1000)
+        tags = []
+        for r, pid in dead:
+            tags.append(("error", f"process {pid} on {host} ended without closing this run (killed or crashed)", r))
+            tags.append(("status", "error", r))
+        self._tx(
+            [
+                ("INSERT OR REPLACE INTO tags (key, value, run_uuid) VALUES (?, ?, ?)", tags),
+                (
+                    "UPDATE runs SET status = 'FAILED', end_time = ? WHERE run_uuid = ? AND status = 'RUNNING'",
+                    [(now, r) for r, _ in dead],
+                ),
+            ]
+        )
+        log.warning("marked %d run(s) of dead processes FAILED: %s", len(dead), ", ".join(r for r, _ in dead))
+        return [r for r, _ in dead]
 
     def _tx(self, statements: list[tuple[str, Iterable[Sequence[Any]]]]) -> None:
         cur = self.db.cursor()

@@ -12,6 +12,11 @@ The format (DESIGN.md, docs/formats.md) is the JSON object form of the Trace Eve
 * Memory in use on each device is a counter ("ph": "C") named `memory <device>`, one event per change of the
   simulator's memory timeline, with the device's limit as a second series where it is finite.
 * An out-of-memory event of the simulator is an instant event ("ph": "i") on the device's track.
+* "otherData" (the format's metadata object) says what each process is: `predicted` the simulator's step, and
+  `measured` either what pid 2 holds (the ops of the median measured step as the runtime timed them, the
+  runtime's name and its clock) or why there is no measured part (`measured_part`): the model did not run, or
+  its runtime returns no per-op times (the process-per-device runtimes do not yet; the threads runtime does,
+  `RunResult.extra["op_timeline"]`).
 
 Size (issue 22).  A step of more than `MAX_OPS` ops (100,000 by default; ``max_ops=None`` keeps everything)
 would give a trace too large for the viewers (hundreds of MB at 10^6 ops).  The predicted part is then cut in
@@ -195,15 +200,20 @@ def trace(
     cluster: Any = None,
     measured: Iterable[Mapping[str, Any]] | None = None,
     measured_transfers: Iterable[Mapping[str, Any]] = (),
+    other: Mapping[str, Any] | None = None,
     max_ops: int | None = MAX_OPS,
 ) -> dict[str, Any]:
     """The trace object: predicted events (cut above `max_ops` ops, module docstring), then measured ones when
-    `measured` per-op timings are given."""
+    `measured` per-op timings are given; `other` becomes its "otherData" metadata (what each part is, see
+    `measured_part`)."""
     events = predicted_events(sim, graph, cluster, max_ops)
     if measured is not None:
         devices = list(cluster.names) if cluster is not None else list(sim.devices)
         events += measured_events(measured, devices, measured_transfers)
-    return {"traceEvents": events, "displayTimeUnit": "ms"}
+    obj: dict[str, Any] = {"traceEvents": events, "displayTimeUnit": "ms"}
+    if other:
+        obj["otherData"] = dict(other)
+    return obj
 
 
 def write_trace(
@@ -213,8 +223,33 @@ def write_trace(
     cluster: Any = None,
     measured: Iterable[Mapping[str, Any]] | None = None,
     measured_transfers: Iterable[Mapping[str, Any]] = (),
+    other: Mapping[str, Any] | None = None,
     max_ops: int | None = MAX_OPS,
 ) -> Path:
     """Write trace.json (see the module docstring); returns its path."""
-    atomic_write_json(path, trace(sim, graph, cluster, measured, measured_transfers, max_ops))
+    atomic_write_json(path, trace(sim, graph, cluster, measured, measured_transfers, other, max_ops))
     return Path(path)
+
+
+def measured_part(run: Any = None, runtime: str | None = None) -> tuple[list[dict[str, Any]] | None, dict[str, str]]:
+    """(the measured per-op timeline or None, trace.json's "otherData") for a run's `RunResult` (None: the model
+    did not run) of the runtime named `runtime`. The timeline is `run.extra["op_timeline"]`: the ops of the
+    median measured step, {"op", "device", "start_s", "end_s"} from the step's start, where the runtime times
+    them."""
+    other = {"predicted": f"pid {PREDICTED_PID}: the simulator's step (timeline.json)"}
+    extra = getattr(run, "extra", None) or {}
+    timeline = extra.get("op_timeline")
+    if run is None:
+        why = "runtime=none" if runtime in (None, "none") else "the simulator predicted out of memory, or it failed"
+        other["measured"] = f"none: the model did not run ({why})"
+        return None, other
+    if not timeline:
+        other["measured"] = f"none: runtime {runtime or '?'} returns no per-op times (only the step time)"
+        return None, other
+    clock = extra.get("op_timeline_clock")
+    other["measured"] = (
+        f"pid {MEASURED_PID}: the ops of the median measured step as runtime {runtime or '?'} timed them"
+        + (f" ({clock})" if clock else "")
+        + "; copies between devices are not timed"
+    )
+    return list(timeline), other

@@ -13,15 +13,16 @@ What a job's run holds (`start_job_run`):
 * metrics: the numbers of result.json, with `memory_limit_bytes` (the smallest device limit the run used)
   beside the per-device `memory_limit_bytes.<device>`.
 
-Speed (a cached rerun of the default experiment spends most of its time on tracking otherwise): params,
-metrics and tags are buffered and sent in one batch, artifacts copied once from one staging folder, five store
-calls per job, through `mlflow.tracking.MlflowClient` (never the fluent API, whose `start_run` resolves source
-and git context), each call retried while the database is locked (orchestrator.mlflow_store, which also creates
-and migrates the store once). Importing MLflow alone (it pulls in pandas, FastAPI, SQLAlchemy and Alembic) takes
-seconds; `tracking.direct=true` opts in to writing a run in an existing local SQLite store whose schema revision
-is known (DIRECT_SCHEMAS) with the standard library's sqlite3, rows as MLflow's SqlAlchemyStore writes them
-(`_DirectSqlite`; tests read them back through MlflowClient). It is off by default: it bypasses MLflow's own
-API, its lock retries and the store preparation, so it is for single-process use of a known store.
+Speed: a cached rerun of the default experiment spent more time on tracking than on its work. Importing MLflow
+alone (it pulls in pandas, FastAPI, SQLAlchemy and Alembic) and opening its store take seconds of CPU. So params,
+metrics and tags are buffered and sent in one batch, artifacts copied once from one staging folder, and by
+default (`tracking.direct=true`) a run of an existing local SQLite store whose schema revision is known
+(DIRECT_SCHEMAS) is written with the standard library's sqlite3, the rows MLflow's SqlAlchemyStore writes
+(`_DirectSqlite`: MLflow is not imported; tests write the same run both ways and compare what MlflowClient
+reads). The first run of a store or experiment, another schema revision, a remote URI or `tracking.direct=false`
+go through `mlflow.tracking.MlflowClient` (never the fluent API, whose `start_run` resolves source and git
+context), five store calls per job, each retried while the database is locked (orchestrator.mlflow_store, which
+also creates and migrates the store once). benchmarks/bench_tracking.py prints the share of each path.
 MLflow's anonymous usage telemetry is turned off for everything the lab starts (`MLFLOW_DISABLE_TELEMETRY=true`,
 set by orchestrator.run_writers, imported here, before MLflow is, unless the user set it).
 
@@ -58,9 +59,10 @@ class RunTracker:
     """Wraps one MLflow run for a job; every method is a no-op when tracking is disabled.
 
     The run is created at once (its id goes into result.json); params, metrics, tags and artifacts are buffered
-    and sent by `end` in one batch. With `direct` (opt-in) a local SQLite store whose schema is known is
-    written without importing MLflow (`_DirectSqlite`); else through MlflowClient. `elapsed_s` is the time
-    spent on tracking (imports included), `writer` which path wrote the run ("sqlite3" or "mlflow")."""
+    and sent by `end` in one batch. With `direct` (the default) a local SQLite store whose schema is known is
+    written without importing MLflow (`_DirectSqlite`); else, or where that does not apply, through
+    MlflowClient. `elapsed_s` is the time spent on tracking (imports included), `writer` which path wrote the
+    run ("sqlite3" or "mlflow")."""
 
     def __init__(
         self,
@@ -70,7 +72,7 @@ class RunTracker:
         run_name: str | None = None,
         parent_run_id: str | None = None,
         tags: Mapping[str, str] | None = None,
-        direct: bool = False,
+        direct: bool = True,
     ):
         self.enabled = enabled
         self.run_id: str | None = None
@@ -206,7 +208,7 @@ def start_job_run(
         run_name=run_name(choices, params, overrides),
         parent_run_id=read_parent_run_id(sweep_dir),
         tags=tags,
-        direct=bool(tracking.get("direct", False)),
+        direct=bool(tracking.get("direct", True)),
     )
     tracker.log_params(params)
     return tracker

@@ -123,6 +123,10 @@ def test_the_direct_sqlite_writer_and_mlflow_client_write_the_same_run(store, tm
     assert a.info.run_name == b.info.run_name == "m_etf · gnmt · cpu4"
     assert (a.info.status, b.info.status) == ("FINISHED", "FAILED")
     assert b.info.end_time >= b.info.start_time and b.info.lifecycle_stage == "active"
+    assert a.info.user_id == b.info.user_id and a.info.experiment_id == b.info.experiment_id
+    for r in (a, b):  # both under the experiment's artifact location, where MLflow's artifact repository looks
+        assert r.info.artifact_uri.endswith(f"/{r.info.run_id}/artifacts")
+    assert a.info.artifact_uri.rsplit("/", 2)[0] == b.info.artifact_uri.rsplit("/", 2)[0]
     assert a.data.params == b.data.params == {"placer": "m_etf", "seed": "0", "memory_fraction": "0.3"}
     assert a.data.metrics == b.data.metrics
     # the real per-device limits, and the smallest as one column
@@ -143,7 +147,15 @@ def test_the_direct_sqlite_writer_and_mlflow_client_write_the_same_run(store, tm
 
 def test_the_direct_writer_falls_back_to_the_client_and_never_imports_mlflow_itself(store, tmp_path):
     uri, client, folder = store
-    assert tracking.RunTracker(uri, "no such experiment yet").writer == "mlflow"  # created through the client
+    prepare_store(uri, "made by the sweep's launcher")  # what a launcher prepares, its first job writes directly
+    for experiment, writer in (
+        ("no such experiment yet", "mlflow"),  # created through the client
+        ("no such experiment yet", "sqlite3"),  # then written directly
+        ("made by the sweep's launcher", "sqlite3"),
+    ):
+        t = tracking.RunTracker(uri, experiment)
+        t.end(ok=True)
+        assert t.writer == writer, experiment
     code = (
         "import sys; from orchestrator import tracking\n"
         f"t = tracking.RunTracker({uri!r}, 'writers', run_name='x', direct=True)\n"
@@ -153,6 +165,66 @@ def test_the_direct_writer_falls_back_to_the_client_and_never_imports_mlflow_its
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["sqlite3", "False"], out.stderr[-2000:]
+    # a store of a schema revision the direct writer does not know goes through MlflowClient
+    other = folder / "other.db"
+    shutil.copyfile(folder / "mlflow.db", other)
+    with sqlite3.connect(other) as db:
+        db.execute("UPDATE alembic_version SET version_num = 'not-a-known-revision'")
+    with pytest.raises(run_writers._NoDirect, match="not-a-known-revision"):
+        run_writers._DirectSqlite(f"sqlite:///{other}", "writers")
+
+
+_WRITER = """
+import sys
+from orchestrator import tracking
+config = {{"tracking": {{"uri": {uri!r}, "experiment": "writers", "enabled": True}}, "seed": 0}}
+writers = set()
+for k in range(5):
+    t = tracking.start_job_run(config, {{"placer": "w{{}}-{{}}".format(sys.argv[1], k)}}, overrides=[])
+    t.log_metrics({{"predicted_step_s": k}})
+    t.set_tags({{"status": "ok"}})
+    t.end(ok=True)
+    writers.add(t.writer)
+print(*writers, "mlflow" in sys.modules)
+"""
+
+
+def test_the_direct_writer_is_the_default_and_processes_write_the_store_at_once(store):
+    uri, client, _ = store
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER.format(uri=uri), str(w)], env=env, stdout=subprocess.PIPE, text=True
+        )
+        for w in range(4)
+    ]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [o.split() for o in outs] == [["sqlite3", "False"]] * 4, outs
+    exp = client.get_experiment_by_name("writers").experiment_id
+    runs = client.search_runs([exp], "tags.placer LIKE 'w%-%'", max_results=1000)
+    assert len(runs) == 20 and {r.info.status for r in runs} == {"FINISHED"}
+    assert sorted(r.data.metrics["predicted_step_s"] for r in runs) == sorted([0.0, 1.0, 2.0, 3.0, 4.0] * 4)
+    assert {r.data.params["placer"] for r in runs} == {f"w{w}-{k}" for w in range(4) for k in range(5)}
+
+
+def test_the_direct_writer_marks_runs_of_dead_processes_failed(store):
+    uri, client, _ = store
+    code = (
+        "import os; from orchestrator import tracking\n"
+        f"t = tracking.RunTracker({uri!r}, 'writers', run_name='killed')\n"
+        "print(t.writer, t.run_id, flush=True); os.kill(os.getpid(), 9)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    writer, run_id = out.stdout.split()
+    assert writer == "sqlite3" and client.get_run(run_id).info.status == "RUNNING"
+    run_writers._SWEPT.clear()  # this process checks each store once
+    t = tracking.RunTracker(uri, "writers", run_name="next")
+    t.end(ok=True)
+    dead = client.get_run(run_id)
+    assert dead.info.status == "FAILED" and dead.info.end_time is not None
+    assert "ended without closing this run" in dead.data.tags["error"] and dead.data.tags["status"] == "error"
+    assert client.get_run(t.run_id).info.status == "FINISHED"  # a live process' run is left alone
 
 
 def _free_port() -> int:

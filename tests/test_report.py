@@ -534,3 +534,28 @@ def test_end_to_end_quickstart_sweep_over_seed(lab):
         assert r["single_run_id"] == base["run_id"]
         assert r["speedup_vs_single"] == pytest.approx(base["step_s"] / r["step_s"])
         assert r["memory_limit_bytes"] == {d: 4.0e9 for d in DEVS}
+
+
+_NO_TF = "import sys, {mods}; print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))"
+
+
+@pytest.mark.parametrize(
+    "mods",
+    [
+        "orchestrator.report.cli, orchestrator.app, orchestrator.tracking, orchestrator.callbacks",
+        pytest.param("backends.torch, orchestrator.registry", marks=[pytest.mark.slow, pytest.mark.torch]),
+    ],
+)
+def test_commands_that_do_not_touch_tensorflow_do_not_import_it(mods):
+    """No TensorFlow banner from the report, the default job or a PyTorch job: they never import TensorFlow."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if "torch" in mods:
+        pytest.importorskip("torch")
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root))
+    code = _NO_TF.format(mods=mods)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and out.stdout.split() == ["[]"], out.stderr[-2000:]

@@ -137,3 +137,56 @@ def test_any_simulated_step_gives_a_valid_trace(seed, n_devices):
     names = check_structure(obj)[trace.PREDICTED_PID]
     assert len(_events(obj, "X", cat="op")) == len(g)
     assert len(names) == n_devices + len({(s, d) for _, s, d, *_ in sim.transfers})
+
+
+def test_the_measured_part_says_what_it_holds_or_why_it_is_missing(tmp_path):
+    from types import SimpleNamespace
+
+    g, cl, sim = _case()
+    none, other = trace.measured_part(None, "none")
+    assert none is None and "runtime=none" in other["measured"]
+    _, other = trace.measured_part(SimpleNamespace(extra={"op_times_s": {}}), "real")
+    assert "runtime real returns no per-op times" in other["measured"]
+    ran = SimpleNamespace(extra={"op_timeline": sim.timeline(), "op_timeline_clock": "op ends synchronised"})
+    timeline, other = trace.measured_part(ran, "threads")
+    assert timeline == sim.timeline() and "median measured step" in other["measured"]
+    obj = json.loads(trace.write_trace(tmp_path / "t.json", sim, g, cl, timeline, other=other).read_text())
+    check_structure(obj)
+    assert obj["otherData"] == other and len(_events(obj, "X", pid=trace.MEASURED_PID)) == len(g)
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+@pytest.mark.parametrize("order", ["threads", "planned"])
+def test_a_run_of_the_threads_runtime_adds_its_measured_step_to_trace_json_and_mlflow(lab, order):
+    pytest.importorskip("torch")
+    lab.run(
+        "model=mlp_tiny",
+        "backend=torch",
+        "profiler=measured",
+        "profiler.steps=2",
+        "profiler.warmup=1",
+        "runtime=threads",
+        f"runtime.order={order}",
+        "runtime.steps=3",
+        "runtime.warmup=1",
+        "cluster=cpu2",
+        "placer=m_etf",
+    )
+    (out,) = lab.outputs()
+    obj = json.loads((out / "trace.json").read_text())
+    names = check_structure(obj)
+    placement = json.loads((out / "placement.json").read_text())
+    measured = _events(obj, "X", pid=trace.MEASURED_PID, cat="op")
+    assert sorted(e["name"] for e in measured) == sorted(placement)  # every op of the step, once
+    for e in measured:  # on its device's track, within the measured step
+        assert names[trace.MEASURED_PID][e["tid"]] == placement[e["name"]] == e["args"]["device"]
+    step_us = json.loads((out / "result.json").read_text())["measured_step_s"] * 1e6
+    assert max(e["ts"] + e["dur"] for e in measured) <= step_us * 1.001  # the median step (3 steps: its own time)
+    assert "threads" in obj["otherData"]["measured"]
+    assert ("serial" in obj["otherData"]["measured"]) == (order == "planned")
+    (run,) = lab.runs()
+    from mlflow.tracking import MlflowClient
+
+    arts = {f.path for f in MlflowClient(tracking_uri=f"sqlite:///{lab.db}").list_artifacts(run.info.run_id)}
+    assert "trace.json" in arts

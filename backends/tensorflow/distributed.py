@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tqdm import tqdm
 
 from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
@@ -267,7 +268,13 @@ class TFDistributedRuntime(Runtime):
             sess.run(placed.init_op, options=trace, run_metadata=md_init)
             fetches = [placed.train_op, placed.loss]
             grad_values = sess.run([placed.loss] + grads) if grads else []
-            for _ in range(self.warmup + self.steps):
+            for _ in tqdm(
+                range(self.warmup + self.steps),
+                desc="run (warm-up + measured steps)",
+                unit="step",
+                disable=None,
+                leave=False,
+            ):
                 t0 = time.perf_counter()
                 _, loss = sess.run(fetches)
                 times.append(time.perf_counter() - t0)

@@ -54,6 +54,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import tensorflow as tf
+from tqdm import tqdm
 
 from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError, InvalidPlacement
@@ -166,7 +167,9 @@ def run_placed(
     with v1.Session(graph=placed_model.graph, config=config) as sess:
         sess.run(placed_model.init_op)
         fetches = [placed_model.train_op, placed_model.loss]
-        for _ in range(warmup + steps):
+        for _ in tqdm(
+            range(warmup + steps), desc="run (warm-up + measured steps)", unit="step", disable=None, leave=False
+        ):
             t0 = time.perf_counter()
             _, loss = sess.run(fetches)
             times.append(time.perf_counter() - t0)

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
+from tqdm import tqdm
 
 from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError, InvalidGraph
@@ -113,9 +114,16 @@ class TorchBackend(Backend):
         return build_model(model_cfg)
 
     def capture(self, model: TorchModel) -> OpGraph:
-        with self._threads():
-            prog = trace_program(model, self.granularity, model.batch_size, device=self.compute_device())
-        return build_graph(prog).validate()
+        """Trace the training step (and run it once for the tensor sizes), then group it into ops; a progress bar
+        (tqdm, shown on a terminal) names the phase."""
+        with tqdm(total=2, desc=f"capture {model.name}: trace", unit="phase", disable=None, leave=False) as bar:
+            with self._threads():
+                prog = trace_program(model, self.granularity, model.batch_size, device=self.compute_device())
+            bar.update()
+            bar.set_description(f"capture {model.name}: op graph")
+            graph = build_graph(prog).validate()
+            bar.update()
+        return graph
 
     def profile(
         self, model: TorchModel, graph: OpGraph, *, warmup: int = 5, steps: int = 10, batch_size: int | None = None
@@ -152,6 +160,10 @@ class TorchBackend(Backend):
         itself is not modified); see runtime.py. `schedule` None means capture (topological) order.
         With `time_ops`, every op of the measured steps is timed on its device (wall time minus waits for its
         inputs; median over the steps) into `extra["op_times_s"]` (the Standard Evaluation's step 2).
+        The ops of the median measured step (by step time), as they ran, go into `extra["op_timeline"]`
+        ([{"op", "device", "start_s", "end_s"}], after each op's waits for its inputs; with a plan, serial in its
+        order) and `extra["op_timeline_clock"]` says how they were timed (planned and serial; or synchronised: CPU,
+        or CUDA with `time_ops`).
         With `plan` = (planned start per op, [(producer op, destination device, arrival time)]), e.g. from the
         simulator, the step runs on one thread in the plan's order (`PlacedExecutor.step_planned`: live memory
         per virtual device then follows the plan, and the step time is a serial one); CPU devices only."""
@@ -202,10 +214,13 @@ class TorchBackend(Backend):
                         )
                     events = ex.plan_from(*plan)
                 op_samples: dict[str, list[float]] = {}
+                spans: list[dict[str, tuple[str, float, float]]] = []
                 times, losses = [], []
                 busy: dict[str, list[float]] = {d.name: [] for d in devices}
                 wait: dict[str, list[float]] = {d.name: [] for d in devices}
-                for k in range(warmup + steps):
+                for k in tqdm(
+                    range(warmup + steps), desc="run (warm-up + measured steps)", unit="step", disable=None, leave=False
+                ):
                     if events is None:
                         dt, outs = ex.step(retain_grads=(k == 0 and check))
                     else:
@@ -222,6 +237,7 @@ class TorchBackend(Backend):
                         times.append(dt)
                         for op, t in ex.last_op_times.items():
                             op_samples.setdefault(op, []).append(t)
+                        spans.append(dict(ex.last_op_spans))
                         for name in busy:
                             busy[name].append(ex.last_busy[name])
                             wait[name].append(ex.last_wait[name])
@@ -246,6 +262,18 @@ class TorchBackend(Backend):
         }
         if time_ops:
             extra["op_times_s"] = {op: statistics.median(v) for op, v in op_samples.items()}
+        median_step = sorted(range(len(times)), key=times.__getitem__)[len(times) // 2]
+        if spans and spans[median_step]:  # the ops of the median measured step, as they ran (trace.json)
+            extra["op_timeline"] = [
+                {"op": op, "device": dev, "start_s": s, "end_s": e}
+                for op, (dev, s, e) in sorted(spans[median_step].items(), key=lambda kv: kv[1][1])
+            ]
+            synced = bool(time_ops) or not any(d.is_cuda for d in devices)
+            extra["op_timeline_clock"] = (
+                "planned order: one op at a time, serial"
+                if events is not None
+                else ("op ends synchronised" if synced else "CUDA kernels issued (not synchronised)")
+            )
         measured = statistics.median(times)
         log.info(
             "ran %s on %s: median step %.4g s over %d steps, traffic %.3g B/step",

@@ -93,6 +93,10 @@ class PlacedExecutor(StepAnalysis):
         self.memory_trace: list[tuple[float, str, float, str]] | None = None
         self.last_op_times: dict[str, float] = {}
         self.last_wait: dict[str, float] = {}
+        #: per op of the last step, (device, start, end) in seconds from the step's start: in `step()` the span
+        #: after the op's waits for its inputs (on CUDA without `time_ops`: when its kernels were issued), in
+        #: `step_planned()` the op's turn in the serial planned order
+        self.last_op_spans: dict[str, tuple[str, float, float]] = {}
 
     # ------------------------------------------------------------------ one step
     def step(self, retain_grads: bool = False) -> tuple[float, list[Any]]:
@@ -111,6 +115,7 @@ class PlacedExecutor(StepAnalysis):
         live = [0.0] * n
         busy = [0.0] * n
         op_times: dict[str, float] = {}
+        op_spans: dict[str, tuple[str, float, float]] = {}
         waited = [0.0] * n
         lock = threading.Lock()
         abort = threading.Event()
@@ -252,6 +257,8 @@ class PlacedExecutor(StepAnalysis):
                         if dev.is_cuda:
                             dev.stream.synchronize()
                         op_times[op] = time.perf_counter() - t_op - (waited[d] - w_op)
+                    t_end = time.perf_counter()
+                    op_spans[op] = (dev.name, t_op - t0 + (waited[d] - w_op), t_end - t0)
                 busy[d] = time.perf_counter() - t_start - waited[d]
 
         for d in range(n):
@@ -287,6 +294,7 @@ class PlacedExecutor(StepAnalysis):
         self.traffic = traffic[0]
         self.last_busy = {devs[d].name: busy[d] for d in range(n)}
         self.last_op_times = dict(op_times)
+        self.last_op_spans = dict(op_spans)
         self.last_wait = {devs[d].name: waited[d] for d in range(n)}
         return elapsed, outs
 
@@ -356,6 +364,7 @@ class PlacedExecutor(StepAnalysis):
         busy = [0.0] * n
         traffic = 0.0
         op_times: dict[str, float] = {}
+        op_spans: dict[str, tuple[str, float, float]] = {}
         retained: dict[int, Any] = {}
         half_done: set[int] = set()
         pending = {i: len(dests) for i, dests in self.sends.items()}  # copies still to make per value
@@ -467,6 +476,7 @@ class PlacedExecutor(StepAnalysis):
             busy[d] += dt
             if self.time_ops:
                 op_times[op] = dt
+            op_spans[op] = (devs[d].name, t_op - t0, t_op - t0 + dt)
             ran.add(op)
 
         self._copied: dict[int, set[int]] = {}
@@ -496,6 +506,7 @@ class PlacedExecutor(StepAnalysis):
         self.traffic = traffic
         self.last_busy = {devs[d].name: busy[d] for d in range(n)}
         self.last_op_times = dict(op_times)
+        self.last_op_spans = dict(op_spans)
         self.last_wait = {devs[d].name: 0.0 for d in range(n)}
         return elapsed, outs
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from tqdm import tqdm
 
 from algorithms.errors import LabError, OutOfMemory
 
@@ -435,7 +436,12 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
         times, losses, op_samples, traces = [], [], {}, []
         grads = None
         rss_peak = rss0
-        for k in range(job.warmup + job.steps):
+        steps = range(job.warmup + job.steps)
+        # one bar, the first worker's: every worker runs the same steps
+        bar = tqdm(
+            steps, desc="run (warm-up + measured steps)", unit="step", disable=None if rank == 0 else True, leave=False
+        )
+        for k in bar:
             o = w.step(retain=(k == 0 and job.retain_first), time_ops=job.time_ops and k >= job.warmup)
             if "grads" in o:
                 grads = o["grads"]

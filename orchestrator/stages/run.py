@@ -12,7 +12,7 @@ from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 from algorithms.placement import Schedule
 from algorithms.sim_result import SimResult
-from backends.base import Runtime
+from backends.base import RunResult, Runtime
 
 from ..context import JobContext
 
@@ -48,8 +48,9 @@ def stage_run(
     result: dict[str, Any],
     metrics: dict[str, Any],
     sim: SimResult | None = None,
-) -> None:
-    """Run the step and fill result.json's measured fields (docs/formats.md) and the run's metrics."""
+) -> RunResult:
+    """Run the step and fill result.json's measured fields (docs/formats.md) and the run's metrics; return what
+    the runtime measured."""
     check_devices(ctx, cluster)
     # None (backend=none) reaches runtimes that need no framework; the ones that need one refuse it
     backend: Any = ctx.get_backend()
@@ -91,3 +92,4 @@ def stage_run(
     ]
     if errors:  # predicted against measured peak memory, beside the step-time error
         metrics["memory_prediction_error"] = sorted(errors)[len(errors) // 2]
+    return rr
