@@ -354,7 +354,9 @@ class TFDistributedRuntime(Runtime):
                 initial_loss_rel_error=errs[0],
                 grad_match=bool(all(e <= self.grad_rtol for e in errs[1:])) and errs[0] <= self.loss_rtol,
             )
-            if not (extra["loss_match"] and extra["grad_match"]):
+            # result.json's `correct`, as the PyTorch runtimes report it: loss and every gradient match
+            extra["correct"] = bool(extra["loss_match"] and extra["grad_match"])
+            if not extra["correct"]:
                 log.warning(
                     "placed run differs from a single device: loss %.8g vs %.8g, largest gradient error %.3g",
                     loss,

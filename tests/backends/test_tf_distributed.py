@@ -149,7 +149,7 @@ def test_split_run_matches_one_device_and_measures(split_run):
     cluster, placement, res = split_run
     assert len(set(placement.values())) == 2
     ex = res.extra
-    assert ex["loss_match"] and ex["grad_match"] and ex["gradients_checked"] >= 6
+    assert ex["loss_match"] and ex["grad_match"] and ex["correct"] and ex["gradients_checked"] >= 6
     assert ex["grad_max_rel_error"] <= 1e-4 and ex["misplaced_ops"] == 0
     assert len(res.step_times_s) == 10 and res.measured_step_s > 0
     assert min(res.step_times_s) <= res.measured_step_s <= max(res.step_times_s)

@@ -34,7 +34,7 @@ def _check_against_single(backend, m, g, cluster, placement, warmup=1, steps=3):
     assert len(set(placement.values())) > 1
     # same seeded weights and data: the loss after one placed step equals the single-device one
     assert res.loss == pytest.approx(ref.loss, rel=1e-4)
-    assert res.extra["loss_match"] and ref.extra["loss_match"]
+    assert res.extra["loss_match"] and ref.extra["loss_match"] and res.extra["correct"]
     assert res.extra["losses"][0] == pytest.approx(ref.extra["losses"][0], rel=1e-5)
     assert res.extra["misplaced_ops"] == 0
     assert len(res.step_times_s) == steps and res.measured_step_s > 0
