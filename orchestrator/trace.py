@@ -15,8 +15,8 @@ The format (DESIGN.md, docs/formats.md) is the JSON object form of the Trace Eve
 * "otherData" (the format's metadata object) says what each process is: `predicted` the simulator's step, and
   `measured` either what pid 2 holds (the ops of the median measured step as the runtime timed them, the
   runtime's name and its clock) or why there is no measured part (`measured_part`): the model did not run, or
-  its runtime returns no per-op times (the process-per-device runtimes do not yet; the threads runtime does,
-  `RunResult.extra["op_timeline"]`).
+  its runtime returns no per-op times (`RunResult.extra["op_timeline"]`: the PyTorch thread and process-per-device
+  runtimes return them, TensorFlow's do not yet).
 
 Size (issue 22).  A step of more than `MAX_OPS` ops (100,000 by default; ``max_ops=None`` keeps everything)
 would give a trace too large for the viewers (hundreds of MB at 10^6 ops).  The predicted part is then cut in

@@ -296,6 +296,27 @@ class Prepared:
     cluster_name: str
 
 
+def median_step_timeline(
+    reports: Sequence[Mapping[str, Any]], times: Sequence[float], names: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The ops of the median measured step as the workers ran them (result `extra["op_timeline"]`, trace.json's
+    measured part): ``{"op", "device", "start_s", "end_s"}`` sorted by start, in seconds from the earliest worker's
+    start of that step. The workers' clocks are `time.perf_counter`, the host's monotonic clock shared by its
+    processes, so one worker's later barrier exit shows as a later start. Empty when a worker reported no spans
+    (several hosts under torchrun do not share a clock: there each worker starts at 0). O(ops)."""
+    if not times or any(len(r.get("spans") or ()) != len(times) for r in reports):
+        return []
+    k = sorted(range(len(times)), key=times.__getitem__)[len(times) // 2]
+    zero = min(r["spans"][k][0] for r in reports)
+    rows = []
+    for name, r in zip(names, reports):
+        t0, spans = r["spans"][k]
+        off = t0 - zero
+        rows.extend({"op": op, "device": name, "start_s": off + s, "end_s": off + e} for op, s, e in spans)
+    rows.sort(key=lambda x: x["start_s"])
+    return rows
+
+
 def trace_summary(traces: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """Medians over the measured steps of one worker's trace (`runtime.trace=true`, a debug option): the step,
     the time blocked in receive waits, in isend calls, in waits for sends, in the step's set-up (posting the
@@ -490,6 +511,13 @@ class TorchDistributedRuntime(Runtime):
         )
         if self.trace:
             extra["trace"] = {names[k]: trace_summary(r.get("traces", [])) for k, r in enumerate(reports)}
+        timeline = median_step_timeline(reports, times, names)
+        if timeline:
+            extra["op_timeline"] = timeline
+            extra["op_timeline_clock"] = (
+                "one process per device, spans from each worker's barrier exit on the host's monotonic clock; "
+                "a span includes the op's waits for values received from other devices"
+            )
         traffic = sum(r["traffic"] for r in reports)
         log.info(
             "ran %s on %s (%d processes, %s): median step %.4g s, IQR %.3g s over %d steps, traffic %.3g B/step",

@@ -191,6 +191,7 @@ class _Worker:
         live = [0.0]
         retained: dict[int, Any] = {}
         op_times: dict[str, float] = {}
+        spans: list[tuple[str, float, float]] = []  # (op, start, end) from t0: trace.json's measured part
         send_works: dict[int, list[Any]] = {}  # nid -> the works of its sends not waited for yet
         moves_out: list[Any] = []  # the works sending new parameters / state to their Variable's device
         held: dict[int, float] = {}  # home values freed locally, still being sent: nid -> bytes
@@ -320,6 +321,7 @@ class _Worker:
 
         t_last = t0  # the first op is also charged the step's set-up (placeholders, posted receives)
         for op in self.order:
+            t_op = time.perf_counter()
             for nid in prog.op_nodes[op]:
                 r = nodes[nid]
                 if r.kind != "call":
@@ -350,8 +352,10 @@ class _Worker:
                     elif i in env:
                         free_home(i, nodes[i].alloc_bytes)
             reap()
+            t_end = time.perf_counter()
+            spans.append((op, t_op - t0, t_end - t0))
             if trace:
-                op_end[op] = time.perf_counter()
+                op_end[op] = t_end
             if time_ops:
                 if cuda:
                     torch.cuda.synchronize(dev)
@@ -388,7 +392,7 @@ class _Worker:
             account(-b)
         self.traffic = traffic
         loss_nid = prog.outputs[0]
-        out: dict[str, Any] = {"elapsed": elapsed, "op_times": op_times}
+        out: dict[str, Any] = {"elapsed": elapsed, "op_times": op_times, "t0": t0, "spans": spans}
         if trace:
             out["trace"] = {
                 "t0": t0,
@@ -434,6 +438,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
         if job.cuda:
             torch.cuda.reset_peak_memory_stats(w.dev)
         times, losses, op_samples, traces = [], [], {}, []
+        step_spans: list[tuple[float, list[tuple[str, float, float]]]] = []  # per measured step: (t0, spans)
         grads = None
         rss_peak = rss0
         steps = range(job.warmup + job.steps)
@@ -450,6 +455,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
             rss_peak = max(rss_peak, _rss_bytes())
             if k >= job.warmup:
                 times.append(o["elapsed"])
+                step_spans.append((o["t0"], o["spans"]))
                 if "trace" in o:
                     traces.append(o["trace"])
                 for op, t in o["op_times"].items():
@@ -472,6 +478,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                     "op_times": op_samples,
                     "cores": list(job.cores[rank]) if not job.cuda else [],
                     "traces": traces,
+                    "spans": step_spans,
                 },
             )
         )

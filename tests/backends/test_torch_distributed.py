@@ -98,6 +98,20 @@ def test_relative_fit_mean_keeps_the_tail_the_median_drops():
         fit_linear_relative(samples, stat="max")
 
 
+def test_median_step_timeline_aligns_workers_on_the_shared_clock():
+    from backends.torch.distributed import median_step_timeline
+
+    # two workers, three measured steps; the median step (index 2: 0.5 s) is the one reported
+    reports = [
+        {"spans": [(10.0, [("a", 0.0, 0.1)]), (20.0, [("a", 0.0, 0.2)]), (30.0, [("a", 0.0, 0.3), ("b", 0.3, 0.4)])]},
+        {"spans": [(10.0, [("c", 0.0, 0.1)]), (20.0, [("c", 0.0, 0.2)]), (30.25, [("c", 0.0, 0.1)])]},
+    ]
+    tl = median_step_timeline(reports, [0.2, 0.9, 0.5], ["cpu0", "cpu1"])
+    assert [(r["op"], r["device"]) for r in tl] == [("a", "cpu0"), ("c", "cpu1"), ("b", "cpu0")]
+    assert tl[1]["start_s"] == pytest.approx(0.25) and tl[1]["end_s"] == pytest.approx(0.35)
+    assert median_step_timeline([{"spans": []}], [0.1], ["cpu0"]) == []  # a worker without spans: none
+
+
 def test_iqr():
     assert iqr([1.0]) == 0.0
     assert iqr([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(2.0)
@@ -138,6 +152,15 @@ def test_placed_step_matches_single_device(model_name, seed):
     else:
         assert "trace" not in res.extra
     assert res.extra["max_grad_abs_diff"] < 1e-5
+    # trace.json's measured part: every scheduled op once, on its device, in the schedule's order, no overlap
+    tl = res.extra["op_timeline"]
+    assert sorted(r["op"] for r in tl) == sorted(op for ops in sched.values() for op in ops)
+    for dev, ops in sched.items():
+        mine = [r for r in tl if r["device"] == dev]
+        assert [r["op"] for r in mine] == list(ops)
+        assert all(r["op"] in placement and placement[r["op"]] == dev for r in mine)
+        assert all(0 <= a["start_s"] <= a["end_s"] <= b["start_s"] for a, b in zip(mine, mine[1:]))
+    assert max(r["end_s"] for r in tl) <= max(res.step_times_s) * 1.5 + 1e-2
     assert len(res.step_times_s) == 3 and res.measured_step_s > 0 and res.step_iqr_s >= 0
     assert [w["device"] for w in res.workers] == ["cpu0", "cpu1"]
     assert len({w["pid"] for w in res.workers}) == 2
