@@ -46,7 +46,6 @@ amortised over the idle slots of a device).
 
 from __future__ import annotations
 
-import bisect
 import logging
 import math
 from collections.abc import Sequence
@@ -55,7 +54,7 @@ from dataclasses import dataclass, field
 from ...errors import ConfigError
 from ...graph import GraphIndex
 from .common import CoarseState
-from .timeline import Timeline
+from .timeline import Timeline, earliest_slot, insert
 
 log = logging.getLogger(__name__)
 
@@ -70,29 +69,6 @@ class AdjustResult:
     memory_moves: int = 0  # nodes moved because d_k was full or not allowed
     best_effort: list[int] = field(default_factory=list)
     order_key: list[tuple] = field(default_factory=list)  # per-device order key per coarse node
-
-
-def _earliest_slot(starts: list[float], ends: list[float], ready: float, dur: float) -> float:
-    """Earliest t >= ready with [t, t + dur) free, given sorted, disjoint busy intervals."""
-    k = bisect.bisect_right(ends, ready)
-    t = ready
-    while k < len(starts):
-        if t + dur <= starts[k]:
-            return t
-        if ends[k] > t:
-            t = ends[k]
-        k += 1
-    return t
-
-
-def _insert(starts: list[float], ends: list[float], s: float, e: float) -> None:
-    """Insert [s, e) keeping both lists sorted. A zero-length node is kept as a point: no later node may be
-    inserted across it (it would run after that node and end later than planned)."""
-    k = bisect.bisect_right(starts, s)
-    while k > 0 and starts[k - 1] == s and ends[k - 1] > e:  # a point goes before an interval at the same s
-        k -= 1
-    starts.insert(k, s)
-    ends.insert(k, e)
 
 
 def adjusting_placement(
@@ -135,7 +111,7 @@ def adjusting_placement(
             x = fin[p] if dp == d else fin[p] + tt(dp, d, b)
             if x > pre_t:
                 pre_t = x
-        return _earliest_slot(busy_s[d], busy_e[d], pre_t, dur_cache[c][d])
+        return earliest_slot(busy_s[d], busy_e[d], pre_t, dur_cache[c][d])
 
     for c in seq:
         allowed = set(state.allowed(c))
@@ -172,7 +148,7 @@ def adjusting_placement(
         res.device[c] = d
         start[c] = s
         fin[c] = s + dur_cache[c][d]
-        _insert(busy_s[d], busy_e[d], s, fin[c])
+        insert(busy_s[d], busy_e[d], s, fin[c])
         prev_dev = d
     res.makespan = max(fin, default=0.0)
     pos = {c: k for k, c in enumerate(seq)}
