@@ -1,6 +1,8 @@
 """Baechi Table 4's shape, end to end: the `gnmt_mem_limited` preset swept over single device, expert, m-TOPO,
 m-ETF and m-SCT at 0.7 of the need and at 2.0 (the paper's baseline: forward-operator-based placement with
-sufficient memory), run for real (planned order), then the report."""
+sufficient memory), run for real (planned order), then the report. The measured-here setting (`regime=here`):
+the preset's default, the paper's regime, predicts on Baechi's machine as a model and runs nothing
+(tests/test_regime.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ def test_gnmt_mem_limited_sweep_has_table_4s_shape(lab):
     pytest.importorskip("torch")
     lab.run(
         "+experiment=gnmt_mem_limited",
+        "regime=here",
         "placer=single,expert,m_topo,m_etf,m_sct",
         "profiler.warmup=1",
         "profiler.steps=3",
