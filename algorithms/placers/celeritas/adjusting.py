@@ -71,6 +71,18 @@ class AdjustResult:
     order_key: list[tuple] = field(default_factory=list)  # per-device order key per coarse node
 
 
+def _eq9_device(key: list[float], est: list[float], dk: int, d1: int, back_cost: float, res: AdjustResult) -> int:
+    """Eq. 9's choice: the best device `d1` by `key` replaces the CPD-TOPO device `dk` only when it gains more than
+    the transfer back (`back_cost`); an infinite key on `dk` (no room) always loses. Counts the move in `res`."""
+    if key[dk] - key[d1] > back_cost:  # inf - finite > back_cost: dk full
+        if math.isinf(est[dk]):
+            res.memory_moves += 1
+        elif d1 != dk:
+            res.moves += 1
+        return d1
+    return dk
+
+
 def adjusting_placement(
     cidx: GraphIndex,
     state: CoarseState,
@@ -135,14 +147,7 @@ def adjusting_placement(
             )
         else:
             back_cost = max((tt(d1, dk, b) for _, b in cidx.succ[c]), default=0.0)
-            if key[dk] - key[d1] > back_cost:  # eq. 9 (inf - finite > back_cost: dk full)
-                d = d1
-                if math.isinf(est[dk]):
-                    res.memory_moves += 1
-                elif d1 != dk:
-                    res.moves += 1
-            else:
-                d = dk
+            d = _eq9_device(key, est, dk, d1, back_cost, res)
             s = est[d]
         state.commit(c, d)
         res.device[c] = d
@@ -197,14 +202,7 @@ def _adjusting_on_ops(
             log.debug("adjusting placement: no device has room for coarse node %d; best effort on %s", c, devs[d].name)
         else:
             back_cost = max((tt(d1, dk, b) for _, b in cidx.succ[c]), default=0.0)
-            if key[dk] - key[d1] > back_cost:  # eq. 9 (inf - finite > back_cost: dk full)
-                d = d1
-                if math.isinf(est[dk]):
-                    res.memory_moves += 1
-                elif d1 != dk:
-                    res.moves += 1
-            else:
-                d = dk
+            d = _eq9_device(key, est, dk, d1, back_cost, res)
         res.start[c], res.finish[c] = tl.try_place(members_on(c, d))
         tl.commit()
         state.commit(c, d)
