@@ -69,6 +69,7 @@ from .worker import (
     _worker_main,
     dump_program,
     free_port,
+    idle_transport_threads,
     pin_worker,
     value_spec,
     value_specs,
@@ -196,6 +197,7 @@ def _pingpong_main(rank: int, port: int, cores: list[list[int]], sizes: list[int
     try:
         pin_worker(cores[rank])
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+        idle_transport_threads()  # as the runtime's workers run them
         samples = []
         a = torch.randn(32, 32)
         stamp = torch.zeros(1, dtype=torch.float64)
@@ -506,6 +508,8 @@ class TorchDistributedRuntime(Runtime):
                 "rss_growth_bytes": {names[k]: r["rss_growth"] for k, r in enumerate(reports)},
                 "tensor_peak_bytes": {names[k]: r["tensor_peak"] for k, r in enumerate(reports)},
                 "threads_per_worker": {names[k]: r["threads"] for k, r in enumerate(reports)},
+                # gloo transport threads each worker put under SCHED_IDLE (worker.idle_transport_threads)
+                "idle_transport_threads": {names[k]: r.get("idle_transport_threads", 0) for k, r in enumerate(reports)},
                 "worker_step_s": {names[k]: statistics.median(r["times"]) for k, r in enumerate(reports)},
             }
         )
