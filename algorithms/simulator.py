@@ -19,11 +19,13 @@ Model
   (the operating system time-slices the workers; at the granularity of ops, turn-taking gives each the same
   share). When cores free up, the device that took its turn least recently goes first (round robin).
   Without oversubscription (or without ``host_cores``) nothing changes.
-* Per-message processor time (issue 16, optional, 0 by default): a real runtime spends processor time posting
-  each send and each receive (the process-per-device runtime: an ``isend`` right after the producing op, every
-  ``irecv`` posted at the start of the step and waited for once). With ``send_overhead_s`` an op that sends
-  its value to k other devices runs k * send_overhead_s longer; with ``recv_overhead_s`` a device starts the
-  step busy for recv_overhead_s per (value, device) it receives.
+* Per-message processor time (issue 16, optional, 0 by default): a real runtime spends processor time on
+  each send and each receive (the process-per-device runtime: an ``isend`` right after the producing op; every
+  ``irecv`` posted once per step, and the arrival read by gloo's transport thread while the worker waits for
+  it, in the first op that needs it). With ``send_overhead_s`` an op that sends its value to k other devices
+  runs k * send_overhead_s longer; with ``recv_overhead_s`` the first consumer of a received value on its
+  device (first in the device's static order, or in topological order under a policy) runs recv_overhead_s
+  longer, once per (value, device).
 * Time advances event by event. All events at time t (op completions, arrivals) are processed before any
   device decides what to run at t, which is the thesis' rule (3.2) that the device with the lowest local time
   decides next and never decides without knowing what is executable at that moment.
@@ -153,14 +155,20 @@ def simulate(
                     if b > ent[0]:
                         ent[0] = b
                     ent[1].append(j)
-    # per-message processor time: the sender after the op that produced the value, the receiver up front
-    pre_busy = [0.0] * nd
+    # per-message processor time: the sender after the op that produced the value, the receiver in its first
+    # consumer there (first in the device's static order; without one, first in topological order)
     if send_overhead_s or recv_overhead_s:
+        first_key = list(range(n))
+        if static:
+            for seq in seq_of:
+                for k, j in enumerate(seq):
+                    first_key[j] = k
         for i in range(n):
             if remote[i]:
                 dur[i] += send_overhead_s * len(remote[i])
-                for dj in remote[i]:
-                    pre_busy[dj] += recv_overhead_s
+                if recv_overhead_s:
+                    for _, consumers in remote[i].values():
+                        dur[min(consumers, key=first_key.__getitem__)] += recv_overhead_s
     # one arrival per predecessor (a DiGraph has at most one edge per pair)
     missing = [len(pred[i]) for i in range(n)]
     unfinished_preds = [len(pred[i]) for i in range(n)]
@@ -286,11 +294,6 @@ def simulate(
         if home_ref[i] == 0:
             free(dev_of[i], outb[i], t)
 
-    for k in range(nd):
-        if pre_busy[k] > 0:
-            busy_until[k] = pre_busy[k]
-            busy_s[k] += pre_busy[k]
-            heapq.heappush(events, (pre_busy[k], _WAKE, -1, k))
     dispatch(0.0)
     t_last = 0.0
     while events:

@@ -93,6 +93,17 @@ def order_for(graph: Any, cluster: Any, placement: Any) -> dict[str, list[str]]:
     return topological_schedule(graph, placement.assignment, cluster.names)
 
 
+def mean_profile(graphs: list[Any]) -> Any:
+    """A copy of ``graphs[0]`` whose op times are the mean of the rounds' profiles (`--rounds`)."""
+    if len(graphs) == 1:
+        return graphs[0]
+    out = graphs[0].copy()
+    for op in out.ops:
+        out.op(op)["compute_s"] = statistics.fmean(g.op(op)["compute_s"] for g in graphs)
+    out.invalidate()
+    return out
+
+
 def run(
     models: list[str],
     placers: list[str],
@@ -101,7 +112,17 @@ def run(
     steps: int,
     repeats: int,
     timeout_s: float = 600.0,
+    rounds: int = 1,
+    seed: int = 0,
 ) -> list:
+    """The sweep (see the module docstring). With ``rounds`` > 1 the model is profiled again in every round and
+    every placement runs once per round, in a new random order each round: this machine's speed drifts by tens
+    of percent over seconds and minutes (a fixed loop of small ops measured 20-42 ms on a quiet host), so one
+    profile and one run per placement, taken minutes apart, compare two different machines. The prediction uses
+    the mean of the rounds' profiles (placements are made on the first), the measured step is the median of
+    every round's measured steps, and `profile_step_s` lists each round's single-device step (the drift)."""
+    import random
+
     import hydra.utils
     from omegaconf import OmegaConf
 
@@ -109,11 +130,12 @@ def run(
     from algorithms.simulator import simulate
     from backends.torch import TorchBackend
     from backends.torch.comm import comm_benchmark_distributed
-    from backends.torch.distributed import TorchDistributedRuntime
+    from backends.torch.distributed import TorchDistributedRuntime, iqr
     from backends.torch.profiler import profile_in_worker, worker_setting
 
     host = len(os.sched_getaffinity(0))
     backend = TorchBackend(threads=1)
+    rng = random.Random(seed)
     rows: list[dict[str, Any]] = []
     fits: dict[str, Any] = {}
     for cl_name in clusters:
@@ -127,25 +149,44 @@ def run(
             model = backend.build(OmegaConf.to_container(cfg.model, resolve=True))
             graph = backend.capture(model)
             setting = worker_setting(cluster)
-            graph, check = profile_in_worker(model, graph, setting=setting, warmup=warmup, steps=steps)
-            log.info(
-                "%s profile check: sum of ops %.4g s, single-device step %.4g s",
-                model_name,
-                check["sum_op_s"],
-                check["step_s"],
-            )
-            for placer_name in placers:
-                pcfg = compose_cfg(model_name, cl_name, placer_name)
-                t0 = time.perf_counter()
-                try:
-                    placement = hydra.utils.instantiate(pcfg.placer).place(graph, cluster)
-                except Exception as exc:  # a placer that cannot place this model: reported, not fatal
-                    log.warning("%s/%s/%s: placement failed: %s", model_name, cl_name, placer_name, exc)
-                    continue
-                place_s = time.perf_counter() - t0
-                sched = order_for(graph, cluster, placement)
+            profiled, checks = [], []
+            placements: dict[str, Any] = {}
+            place_s: dict[str, float] = {}
+            results: dict[str, list[Any]] = {}
+            for rnd in range(rounds):
+                g, check = profile_in_worker(model, graph, setting=setting, warmup=warmup, steps=steps)
+                profiled.append(g)
+                checks.append(check)
+                log.info(
+                    "%s round %d profile check: sum of ops %.4g s, single-device step %.4g s",
+                    model_name,
+                    rnd,
+                    check["sum_op_s"],
+                    check["step_s"],
+                )
+                if rnd == 0:
+                    for placer_name in placers:
+                        pcfg = compose_cfg(model_name, cl_name, placer_name)
+                        t0 = time.perf_counter()
+                        try:
+                            placements[placer_name] = hydra.utils.instantiate(pcfg.placer).place(g, cluster)
+                        except Exception as exc:  # a placer that cannot place this model: reported, not fatal
+                            log.warning("%s/%s/%s: placement failed: %s", model_name, cl_name, placer_name, exc)
+                            continue
+                        place_s[placer_name] = time.perf_counter() - t0
+                order = list(placements)
+                rng.shuffle(order)
+                for placer_name in order:
+                    placement = placements[placer_name]
+                    res = TorchDistributedRuntime(warmup=warmup, steps=steps, timeout_s=timeout_s).run(
+                        backend, model, graph, placement.assignment, order_for(g, cluster, placement), cluster
+                    )
+                    results.setdefault(placer_name, []).append(res)
+            mean_graph = mean_profile(profiled)
+            for placer_name, placement in placements.items():
+                sched = order_for(mean_graph, cluster, placement)
                 sim = simulate(
-                    graph,
+                    mean_graph,
                     cluster,
                     placement.assignment,
                     sched,
@@ -153,9 +194,9 @@ def run(
                     send_overhead_s=fit.send_overhead_s,
                     recv_overhead_s=fit.recv_overhead_s,
                 )
-                res = TorchDistributedRuntime(warmup=warmup, steps=steps, timeout_s=timeout_s).run(
-                    backend, model, graph, placement.assignment, sched, cluster
-                )
+                runs = results[placer_name]
+                times = [t for res in runs for t in res.step_times_s]
+                measured = statistics.median(times)
                 used = sorted({placement.assignment[o] for o in graph.ops})
                 rows.append(
                     {
@@ -164,16 +205,17 @@ def run(
                         "placer": placer_name,
                         "devices_used": len(used),
                         "predicted_s": sim.makespan,
-                        "measured_s": res.measured_step_s,
-                        "iqr_s": res.step_iqr_s,
-                        "error": (sim.makespan - res.measured_step_s) / res.measured_step_s,
+                        "measured_s": measured,
+                        "iqr_s": iqr(times),
+                        "round_medians_s": [res.measured_step_s for res in runs],
+                        "error": (sim.makespan - measured) / measured,
                         "predicted_peak": max(sim.peak_memory.values()),
-                        "measured_peak": max(res.peak_memory_bytes.values()),
-                        "correct": res.extra.get("correct"),
-                        "oversubscribed": res.extra.get("oversubscribed"),
-                        "profile_sum_s": check["sum_op_s"],
-                        "profile_step_s": check["step_s"],
-                        "place_s": place_s,
+                        "measured_peak": max(max(res.peak_memory_bytes.values()) for res in runs),
+                        "correct": all(res.extra.get("correct") for res in runs),
+                        "oversubscribed": runs[0].extra.get("oversubscribed"),
+                        "profile_sum_s": [c["sum_op_s"] for c in checks],
+                        "profile_step_s": [c["step_s"] for c in checks],
+                        "place_s": place_s[placer_name],
                         "comm_fit": fits[cl_name],
                     }
                 )
@@ -185,6 +227,8 @@ def run(
                     f"mem pred/meas={r['predicted_peak']:.3g}/{r['measured_peak']:.3g} B  correct={r['correct']}",
                     flush=True,
                 )
+            steps_ms = ", ".join(f"{1e3 * c['step_s']:.3g}" for c in checks)
+            print(f"{model_name:18s} {cl_name:5s} profiled single-device step per round: {steps_ms} ms", flush=True)
     return rows
 
 
@@ -216,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--comm-repeats", type=int, default=5)
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="profile and run every placement this many times, interleaved"
+    )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one placed run may take")
     ap.add_argument("--json", type=Path, default=None, help="write rows and summary here")
     ap.add_argument(
@@ -235,7 +282,16 @@ def main(argv: list[str] | None = None) -> int:
     group = Path("/proc/self/autogroup")
     where = group.read_text().strip() if group.exists() else "no autogroup"
     print(f"host cores {len(os.sched_getaffinity(0))}, load average {load:.2f}, {where}", flush=True)
-    rows = run(args.models, args.placers, args.clusters, args.warmup, args.steps, args.comm_repeats, args.timeout)
+    rows = run(
+        args.models,
+        args.placers,
+        args.clusters,
+        args.warmup,
+        args.steps,
+        args.comm_repeats,
+        args.timeout,
+        rounds=args.rounds,
+    )
     summary = summarise(rows)
     print("\nmodel              cluster runs  median|err|  tau    median|mem err|")
     for s in summary:

@@ -94,12 +94,18 @@ def test_message_overheads():
     pl = {"a": "cpu0", "b": "cpu1"}
     assert simulate(g, c, pl).makespan == pytest.approx(2.0)
     r = simulate(g, c, pl, send_overhead_s=0.1, recv_overhead_s=0.2)
-    assert r.makespan == pytest.approx(2.1)  # the receive is posted before the value arrives
+    assert r.makespan == pytest.approx(2.3)  # the sender's op pays the send, the consumer the receive
     assert r.busy_s == pytest.approx({"cpu0": 1.1, "cpu1": 1.2})
-    r = simulate(g, c, pl, send_overhead_s=0.1, recv_overhead_s=1.5)
-    assert r.makespan == pytest.approx(2.5)  # the receiver is still posting when the value arrives
     # on one device nothing is sent: no overhead
     one = {"a": "cpu0", "b": "cpu0"}
     assert simulate(g, c, one, send_overhead_s=0.1, recv_overhead_s=1.5).makespan == pytest.approx(2.0)
     with pytest.raises(InvalidCluster):
         simulate(g, c, pl, send_overhead_s=-1.0)
+    # a value with two consumers on the receiving device is received once, by the first in the static order
+    g.add_op("c", compute_s=1.0)
+    g.add_edge("a", "c", bytes=10)
+    pl3 = {**pl, "c": "cpu1"}
+    r = simulate(g, c, pl3, {"cpu0": ["a"], "cpu1": ["c", "b"]}, send_overhead_s=0.1, recv_overhead_s=0.2)
+    assert r.makespan == pytest.approx(3.3) and r.busy_s["cpu1"] == pytest.approx(2.2)
+    dur = {o: e - s for o, s, e in zip(r.names, r.start, r.end)}
+    assert dur["c"] == pytest.approx(1.2) and dur["b"] == pytest.approx(1.0)

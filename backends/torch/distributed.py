@@ -139,48 +139,52 @@ def _busy_loop(n: int, a: torch.Tensor, b: torch.Tensor) -> None:
         torch.mm(a, b)
 
 
-def _busy_message_cost(rank: int, n_msg: int, two_way: bool, tag0: int) -> float:
+def _busy_message_cost(rank: int, n_msg: int, two_way: bool, tag0: int, lag: int = 50) -> float:
     """Processor time one message costs a busy worker, as in a placed step (issue 16).
 
     One way (`two_way` false): rank 0 sends, rank 1 receives. Two ways: both do both at once, as the two
-    workers of a placed step do. A receiving rank posts `n_msg` receives of 1 KB right after a barrier (as a
-    step does); every rank runs a loop of small ops: first 2 * n_msg without messages (so the receives are
-    posted before anything is sent, as in a step), then n_msg ops each followed, on a sending rank, by one
-    message (``contiguous()`` + ``isend``, waited for at the end, as the worker waits where the value is
-    freed), then, on a receiving rank, 20 * n_msg more ops so that the messages arrive while it computes. The
-    extra time over the same loop without messages, per message, is the rank's cost: the isend calls, the
-    posting, and what gloo's transport threads take from the worker's core (they inherit its pinning) to
-    handle notices and read arrivals. A wait for a message that has not arrived yet is not in it (that is the
-    ping-pong's latency). Mean over 10 trials after a warm-up trial (not the median: the rare long blocks a
-    message now and then causes, a lost scheduler tick on a shared core, are part of what a step of hundreds of
+    workers of a placed step do. As the runtime does, a receiving rank posts its `n_msg` receives of 1 KB before
+    the barrier that starts the timed part (the posting is timed on its own and added); then every rank runs
+    ``n_msg + lag`` small ops (a 64 x 64 matrix product, tens of microseconds; two on a rank that only receives);
+    a sending rank sends one message
+    after each of the first `n_msg` ops (``contiguous()`` + ``isend``, waited for at the end, as the worker waits
+    where the value is freed), and a receiving rank waits for message k after op k + `lag`, by when it has
+    arrived (the lag is milliseconds, the hop a fraction of one) but has not been read: gloo's device loop runs
+    under SCHED_IDLE and reads it in that wait, as in a step. The extra time over the same ops without
+    messages, per message, is the rank's cost: the isend calls, the posting, and reading the arrivals. A wait
+    for a message that has not arrived yet is not in it (that is the hop's latency, `_pingpong_main`). Mean over
+    10 trials after a warm-up trial (not the median: a rare long block is part of what a step of hundreds of
     messages pays). Returns seconds per message."""
-    a, b = torch.randn(32, 32), torch.randn(32, 32)
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
     msg = torch.ones(256)
     sends, recvs = two_way or rank == 0, two_way or rank == 1
-    lead, tail = 2 * n_msg, (20 * n_msg if recvs else 0)
+    ops = n_msg + lag
+    # one way, the receiver's ops are twice the sender's, so that it does not catch up with the sender (which
+    # pays the send on top of its op) and wait for messages still on their way
+    reps = 2 if recvs and not sends else 1
     _busy_loop(50, a, b)
     costs = []
     for trial in range(11):
         dist.barrier()
         t0 = time.perf_counter()
-        _busy_loop(lead + n_msg + tail, a, b)
+        _busy_loop(ops * reps, a, b)
         base = time.perf_counter() - t0
-        dist.barrier()
         tag = tag0 + trial * n_msg
         t0 = time.perf_counter()
         rworks = [dist.irecv(torch.empty(256), 1 - rank, tag=tag + k) for k in range(n_msg)] if recvs else []
-        _busy_loop(lead, a, b)
+        posting = time.perf_counter() - t0
+        dist.barrier()
+        t0 = time.perf_counter()
         sworks = []
-        for k in range(n_msg):
-            torch.mm(a, b)
-            if sends:
+        for k in range(ops):
+            _busy_loop(reps, a, b)
+            if sends and k < n_msg:
                 sworks.append(dist.isend(msg.contiguous(), 1 - rank, tag=tag + k))
-        _busy_loop(tail, a, b)
+            if recvs and k >= lag:
+                rworks[k - lag].wait()
         for w in sworks:
             w.wait()
-        spent = time.perf_counter() - t0
-        for w in rworks:  # arrived during the tail: not timed
-            w.wait()
+        spent = time.perf_counter() - t0 + posting
         if trial > 0:
             costs.append((spent - base) / n_msg)
     return max(0.0, float(statistics.fmean(costs)))
@@ -486,7 +490,17 @@ class TorchDistributedRuntime(Runtime):
         times = [max(r["times"][k] for r in reports) for k in range(n_steps)]
         losses = next((r["losses"] for r in reports if r["losses"]), [])
         if self.check_correctness:
-            ref = run_program(prog, flat)
+            # the reference runs with the workers' intra-op threads: a reduction split over another number of
+            # threads adds in another order (inception_v3_tiny's first conv: weight gradients up to 1.1e3, 0.47
+            # apart between 1 and 2 threads), and that is not what the check is after
+            counts = {r["threads"] for r in reports}
+            before = torch.get_num_threads()
+            if not prepared.job.cuda and len(counts) == 1:
+                torch.set_num_threads(int(counts.pop()))
+            try:
+                ref = run_program(prog, flat)
+            finally:
+                torch.set_num_threads(before)
             outs: list[Any] = [torch.tensor(losses[0]) if losses else ref[0]]
             grads: dict[int, Any] = {}
             for r in reports:
