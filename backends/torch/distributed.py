@@ -356,7 +356,9 @@ class TorchDistributedRuntime(Runtime):
     (`extra["trace"]`, see `trace_summary`; off by default: it adds a clock read per op and message);
     pin_transport_threads: False pins a CPU worker only after gloo has started its transport threads, which
     then run on any host core instead of taking turns with the worker's compute thread on its own core (one
-    A/B on gnmt_tiny m-SCT under load: 118 ms against 164 ms; on mlp_tiny within the noise).
+    A/B on gnmt_tiny m-SCT under load: 118 ms against 164 ms; on mlp_tiny within the noise);
+    idle_transport_threads: run gloo's device loop threads under SCHED_IDLE (`worker.idle_transport_threads`;
+    False only to compare).
     """
 
     name = "torch_distributed"
@@ -374,6 +376,7 @@ class TorchDistributedRuntime(Runtime):
         granularity: str | None = None,
         trace: bool = False,
         pin_transport_threads: bool = True,
+        idle_transport_threads: bool = True,
     ):
         if int(steps) < 1:
             raise ConfigError(f"runtime.steps must be >= 1, got {steps}")
@@ -390,6 +393,7 @@ class TorchDistributedRuntime(Runtime):
         self.granularity = granularity
         self.trace = bool(trace)
         self.pin_transport_threads = bool(pin_transport_threads)
+        self.idle_transport_threads = bool(idle_transport_threads)
 
     def use_cuda(self, cluster: Cluster) -> bool:
         have = torch.cuda.is_available() and torch.cuda.device_count() > 0
@@ -478,6 +482,7 @@ class TorchDistributedRuntime(Runtime):
             threads=self.threads,
             trace=self.trace,
             pin_transport=self.pin_transport_threads,
+            transport_idle=self.idle_transport_threads,
             memory_limits=[float(d.memory_bytes) for d in cluster.devices],
         )
         return Prepared(job, prog, flat, extra, cluster.names, model.name, cluster.name)
