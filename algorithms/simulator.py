@@ -34,7 +34,9 @@ Model
   producer's device until its last local consumer has finished and every outgoing transfer has completed; on a
   receiving device the copy (`GraphIndex.copy_bytes`: the largest tensor the op sends, at least its output
   bytes, so that a view such as a transpose, which owns no storage where it is made, still costs the
-  receiver the whole tensor) is held from its arrival until the last consumer there has finished. The first
+  receiver the whole tensor) is held from its arrival (with ``recv_buffers="step_start"``: from the step's
+  start, where a runtime posts every receive with its buffer up front) until the last consumer there has
+  finished. The first
   time a device's usage exceeds its memory the simulator records an out-of-memory event naming the op, the
   device, the time and the bytes; it goes on simulating so that the peak is still reported.
 
@@ -62,7 +64,7 @@ from .graph import OpGraph
 from .placement import Placement, Schedule, check_schedule
 from .sim_result import OOMEvent, SimResult
 
-_FINISH, _ARRIVE, _WAKE = 0, 1, 2
+_FINISH, _ARRIVE = 0, 1
 
 
 def simulate(
@@ -77,6 +79,7 @@ def simulate(
     host_cores: int | None = None,
     send_overhead_s: float = 0.0,
     recv_overhead_s: float = 0.0,
+    recv_buffers: str = "arrival",
 ) -> SimResult:
     """Simulate one training step of `graph` placed by `placement` on `cluster`.
 
@@ -85,8 +88,12 @@ def simulate(
     the op it waits on and the missing input). `host_cores`: the number of host cores real CPU workers are
     pinned to; when the devices ask for more, devices sharing a core take turns (see the module docstring).
     `send_overhead_s` / `recv_overhead_s`: processor time a device spends per message it sends / receives
-    (see the module docstring; 0 by default).
+    (see the module docstring; 0 by default). `recv_buffers`: when a received copy's memory is taken,
+    ``"arrival"`` (the default, the placers' model) or ``"step_start"`` (a runtime that posts every receive, with
+    its buffer, before the step starts, as the process-per-device runtime does on gloo).
     """
+    if recv_buffers not in ("arrival", "step_start"):
+        raise InvalidCluster(f"recv_buffers must be 'arrival' or 'step_start', got {recv_buffers!r}")
     if send_overhead_s < 0 or recv_overhead_s < 0:
         raise InvalidCluster(f"message overheads must be >= 0, got {send_overhead_s!r}, {recv_overhead_s!r}")
     assign = placement.assignment if isinstance(placement, Placement) else placement
@@ -203,6 +210,11 @@ def simulate(
     for i in range(n):
         if persist[i]:
             alloc(dev_of[i], persist[i], 0.0, i)
+    buffers_up_front = recv_buffers == "step_start"
+    if buffers_up_front:  # every receive buffer held from the step's start (its receive is posted before it)
+        for i in range(n):
+            for dj in remote[i]:
+                alloc(dj, copyb[i], 0.0, i)
 
     # output reference counts: home copy waits for local consumers + remote sends
     home_ref = [local_cons[i] + len(remote[i]) for i in range(n)]
@@ -340,12 +352,11 @@ def simulate(
                     traffic[0] += nbytes
                     transfers.append((names[i], devs[d].name, devs[dj].name, s0, s0 + dt, nbytes))
                     heapq.heappush(events, (s0 + dt, _ARRIVE, i, dj))
-            elif kind == _WAKE:
-                pass  # a device's up-front receive work is done: it may start an op (dispatch below)
             else:
                 i, dj = a, b
                 recv_ref[(i, dj)] = len(remote[i][dj][1])
-                alloc(dj, copyb[i], t, i)
+                if not buffers_up_front:
+                    alloc(dj, copyb[i], t, i)
                 release_home(i, t)
                 for j in remote[i][dj][1]:
                     input_arrived(j, t)

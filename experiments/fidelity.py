@@ -193,6 +193,7 @@ def run(
                     host_cores=host,
                     send_overhead_s=fit.send_overhead_s,
                     recv_overhead_s=fit.recv_overhead_s,
+                    recv_buffers="step_start",  # the gloo workers post every receive before the step
                 )
                 runs = results[placer_name]
                 times = [t for res in runs for t in res.step_times_s]

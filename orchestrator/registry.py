@@ -144,12 +144,22 @@ def runs_in_workers(node: Any, backend: Backend | None) -> bool:
     """Whether the runtime of a conf/runtime config is one the backend declares as one pinned OS process per
     device (`backend.capabilities.worker_runtimes`): by its `name`, or by a `_target_` naming the class of such
     a runtime. False for `runtime=none`, for no backend, and for any runtime the backend does not declare."""
-    if is_none(node) or backend is None:
+    return backend is not None and _runtime_among(node, backend, backend.capabilities.worker_runtimes)
+
+
+def posts_receives_up_front(node: Any, backend: Backend | None) -> bool:
+    """Whether the runtime of a conf/runtime config holds every receive buffer from the step's start on CPU
+    devices (`backend.capabilities.receives_up_front`), matched as in `runs_in_workers`."""
+    return backend is not None and _runtime_among(node, backend, backend.capabilities.receives_up_front)
+
+
+def _runtime_among(node: Any, backend: Backend, names: tuple[str, ...]) -> bool:
+    if is_none(node):
         return False
     caps = backend.capabilities
     if "_target_" in node:
-        return node["_target_"] in {caps.runtimes[n] for n in caps.worker_runtimes if n in caps.runtimes}
-    return node.get("name") in caps.worker_runtimes
+        return node["_target_"] in {caps.runtimes[n] for n in names if n in caps.runtimes}
+    return node.get("name") in names
 
 
 def build_graph_model(node: Any) -> GraphModel:

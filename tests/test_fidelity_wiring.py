@@ -202,10 +202,12 @@ def test_simulate_gets_host_cores_and_overheads_on_an_oversubscribed_host(tmp_pa
     ctx.comm = {"send_overhead_s": 1e-4, "recv_overhead_s": 2e-4}
     result: dict[str, Any] = {}
     sim = simulate_stage.stage_simulate(ctx, g, cpu4, assign, None, "skey", result)
-    assert got[-1] == {"host_cores": 2, "send_overhead_s": 1e-4, "recv_overhead_s": 2e-4}
+    # the gloo workers post every receive before the step: received copies are held from its start
+    want = {"host_cores": 2, "send_overhead_s": 1e-4, "recv_overhead_s": 2e-4, "recv_buffers": "step_start"}
+    assert got[-1] == want
     assert result == {"host_cores": 2, "oversubscribed": 2.0}
     # b and c, ready together on devices sharing a core, take turns: slower than without sharing
-    plain = real(g, cpu4, assign, None, send_overhead_s=1e-4, recv_overhead_s=2e-4)
+    plain = real(g, cpu4, assign, None, send_overhead_s=1e-4, recv_overhead_s=2e-4, recv_buffers="step_start")
     assert sim.makespan > plain.makespan
 
     assert "predicted_fixed_step_s" not in result  # PyTorch's op costs add up to the step
@@ -213,7 +215,7 @@ def test_simulate_gets_host_cores_and_overheads_on_an_oversubscribed_host(tmp_pa
     ctx, cpu2 = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2")
     result = {}
     simulate_stage.stage_simulate(ctx, g, cpu2, {"a": "cpu0", "b": "cpu1", "c": "cpu1"}, None, "skey", result)
-    assert got[-1] == {} and result == {}  # two one-core workers on two cores; no comm fit ran
+    assert got[-1] == {"recv_buffers": "step_start"} and result == {}  # two one-core workers on two cores
 
     ctx, cpu4 = _ctx(tmp_path, cache, *TORCH, "runtime=none", "cluster=cpu4", "profiler.setting=process")
     result = {}

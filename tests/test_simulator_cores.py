@@ -109,3 +109,21 @@ def test_message_overheads():
     assert r.makespan == pytest.approx(3.3) and r.busy_s["cpu1"] == pytest.approx(2.2)
     dur = {o: e - s for o, s, e in zip(r.names, r.start, r.end)}
     assert dur["c"] == pytest.approx(1.2) and dur["b"] == pytest.approx(1.0)
+
+
+def test_receive_buffers_held_from_the_step_start():
+    g = OpGraph("pair")
+    g.add_op("a", compute_s=1.0, output_bytes=10)
+    g.add_op("b", compute_s=1.0)
+    g.add_edge("a", "b", bytes=10)
+    c = uniform_cluster(2)
+    pl = {"a": "cpu0", "b": "cpu1"}
+    late = simulate(g, c, pl)
+    early = simulate(g, c, pl, recv_buffers="step_start")
+    assert late.peak_memory == early.peak_memory == {"cpu0": 10.0, "cpu1": 10.0}
+    assert late.makespan == early.makespan
+    # on the receiver the copy is taken at its arrival (after a's second), or at 0 with up-front receives
+    assert min(t for t, m in late.memory_timeline["cpu1"] if m > 0) == pytest.approx(1.0)
+    assert min(t for t, m in early.memory_timeline["cpu1"] if m > 0) == 0.0
+    with pytest.raises(InvalidCluster, match="recv_buffers"):
+        simulate(g, c, pl, recv_buffers="later")

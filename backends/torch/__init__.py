@@ -65,6 +65,7 @@ class TorchBackend(Backend):
         follows_plan=True,
         times_ops=True,
         worker_runtimes=("real",),
+        receives_up_front=("real",),  # gloo: every irecv posted before the step (backends/torch/worker.py)
     )
 
     def __init__(

@@ -19,6 +19,7 @@ from algorithms.simulator import simulate
 from backends.profilers import MeasuredProfiler
 
 from ..context import JobContext
+from ..registry import posts_receives_up_front
 from .graph import job_profiler, predicts_workers
 
 log = logging.getLogger("orchestrator")
@@ -78,9 +79,10 @@ def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | No
     """`simulate()` options for a job that predicts the process-per-device runtime's step (issue 16;
     `graph.predicts_workers`): `host_cores` (this host's cores, `n_host_cores` to override) when the cluster's
     devices ask for more cores than that (`algorithms.cluster.oversubscription`): devices sharing a core take
-    turns; and `send_overhead_s` / `recv_overhead_s`, the processor time per message of the communication fit
-    (comm.json), when measured (non-zero). Empty for any other job: a simulation of an abstract cluster does
-    not depend on the host it runs on."""
+    turns; `send_overhead_s` / `recv_overhead_s`, the processor time per message of the communication fit
+    (comm.json), when measured (non-zero); and `recv_buffers="step_start"` when the job's runtime holds every
+    receive buffer from the step's start on CPU devices (`Capabilities.receives_up_front`). Empty for any other
+    job: a simulation of an abstract cluster does not depend on the host it runs on."""
     if not predicts_workers(ctx, cluster):
         return {}
     n = n_host_cores if n_host_cores is not None else host_core_count()
@@ -97,6 +99,9 @@ def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | No
         v = float(ctx.comm.get(k) or 0.0)
         if v > 0:
             opts[k] = v
+    gpus = all(d.type == "GPU" for d in cluster.devices)  # NCCL workers post each receive when it is needed
+    if not gpus and posts_receives_up_front(ctx.cfg.get("runtime"), ctx.get_backend()):
+        opts["recv_buffers"] = "step_start"
     return opts
 
 
