@@ -69,7 +69,7 @@ from .worker import (
     _worker_main,
     dump_program,
     free_port,
-    idle_transport_threads,
+    lower_transport_threads,
     pin_worker,
     value_spec,
     value_specs,
@@ -145,16 +145,16 @@ def _busy_message_cost(rank: int, n_msg: int, two_way: bool, tag0: int, lag: int
     One way (`two_way` false): rank 0 sends, rank 1 receives. Two ways: both do both at once, as the two
     workers of a placed step do. As the runtime does, a receiving rank posts its `n_msg` receives of 1 KB before
     the barrier that starts the timed part (the posting is timed on its own and added); then every rank runs
-    ``n_msg + lag`` small ops (a 64 x 64 matrix product, tens of microseconds; two on a rank that only receives);
-    a sending rank sends one message
-    after each of the first `n_msg` ops (``contiguous()`` + ``isend``, waited for at the end, as the worker waits
-    where the value is freed), and a receiving rank waits for message k after op k + `lag`, by when it has
-    arrived (the lag is milliseconds, the hop a fraction of one) but has not been read: gloo's device loop runs
-    under SCHED_IDLE and reads it in that wait, as in a step. The extra time over the same ops without
-    messages, per message, is the rank's cost: the isend calls, the posting, and reading the arrivals. A wait
-    for a message that has not arrived yet is not in it (that is the hop's latency, `_pingpong_main`). Mean over
-    10 trials after a warm-up trial (not the median: a rare long block is part of what a step of hundreds of
-    messages pays). Returns seconds per message."""
+    ``n_msg + lag`` small ops (a 64 x 64 matrix product, tens of microseconds; two on a rank that only
+    receives); a sending rank sends one message after each of the first `n_msg` ops (``contiguous()`` +
+    ``isend``, waited for at the end, as the worker waits where the value is freed), and a receiving rank waits
+    for message k after op k + `lag`, by when it has arrived (the lag is milliseconds, the hop a fraction of
+    one) but has not been read: gloo's device loop runs at nice 19 (`worker.lower_transport_threads`) and reads
+    it in that wait, as in a step. The extra time over the same ops without messages, per message, is the
+    rank's cost: the isend calls, the posting, and reading the arrivals. A wait for a message that has not
+    arrived yet is not in it (that is the hop's latency, `_pingpong_main`). Mean over 10 trials after a warm-up
+    trial (not the median: a rare long block is part of what a step of hundreds of messages pays). Returns
+    seconds per message."""
     a, b = torch.randn(64, 64), torch.randn(64, 64)
     msg = torch.ones(256)
     sends, recvs = two_way or rank == 0, two_way or rank == 1
@@ -201,7 +201,7 @@ def _pingpong_main(rank: int, port: int, cores: list[list[int]], sizes: list[int
     try:
         pin_worker(cores[rank])
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-        idle_transport_threads()  # as the runtime's workers run them
+        lower_transport_threads()  # as the runtime's workers run them
         samples = []
         a = torch.randn(32, 32)
         stamp = torch.zeros(1, dtype=torch.float64)
@@ -357,8 +357,8 @@ class TorchDistributedRuntime(Runtime):
     pin_transport_threads: False pins a CPU worker only after gloo has started its transport threads, which
     then run on any host core instead of taking turns with the worker's compute thread on its own core (one
     A/B on gnmt_tiny m-SCT under load: 118 ms against 164 ms; on mlp_tiny within the noise);
-    idle_transport_threads: run gloo's device loop threads under SCHED_IDLE (`worker.idle_transport_threads`;
-    False only to compare).
+    lower_transport_threads: run gloo's device loop threads at nice 19 (`worker.lower_transport_threads`; False
+    only to compare).
     """
 
     name = "torch_distributed"
@@ -376,7 +376,7 @@ class TorchDistributedRuntime(Runtime):
         granularity: str | None = None,
         trace: bool = False,
         pin_transport_threads: bool = True,
-        idle_transport_threads: bool = True,
+        lower_transport_threads: bool = True,
     ):
         if int(steps) < 1:
             raise ConfigError(f"runtime.steps must be >= 1, got {steps}")
@@ -393,7 +393,7 @@ class TorchDistributedRuntime(Runtime):
         self.granularity = granularity
         self.trace = bool(trace)
         self.pin_transport_threads = bool(pin_transport_threads)
-        self.idle_transport_threads = bool(idle_transport_threads)
+        self.lower_transport_threads = bool(lower_transport_threads)
 
     def use_cuda(self, cluster: Cluster) -> bool:
         have = torch.cuda.is_available() and torch.cuda.device_count() > 0
@@ -482,7 +482,7 @@ class TorchDistributedRuntime(Runtime):
             threads=self.threads,
             trace=self.trace,
             pin_transport=self.pin_transport_threads,
-            transport_idle=self.idle_transport_threads,
+            transport_low=self.lower_transport_threads,
             memory_limits=[float(d.memory_bytes) for d in cluster.devices],
         )
         return Prepared(job, prog, flat, extra, cluster.names, model.name, cluster.name)
@@ -527,8 +527,10 @@ class TorchDistributedRuntime(Runtime):
                 "rss_growth_bytes": {names[k]: r["rss_growth"] for k, r in enumerate(reports)},
                 "tensor_peak_bytes": {names[k]: r["tensor_peak"] for k, r in enumerate(reports)},
                 "threads_per_worker": {names[k]: r["threads"] for k, r in enumerate(reports)},
-                # gloo transport threads each worker put under SCHED_IDLE (worker.idle_transport_threads)
-                "idle_transport_threads": {names[k]: r.get("idle_transport_threads", 0) for k, r in enumerate(reports)},
+                # gloo transport threads each worker set to nice 19 (worker.lower_transport_threads)
+                "lower_transport_threads": {
+                    names[k]: r.get("lower_transport_threads", 0) for k, r in enumerate(reports)
+                },
                 "worker_step_s": {names[k]: statistics.median(r["times"]) for k, r in enumerate(reports)},
             }
         )

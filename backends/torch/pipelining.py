@@ -61,7 +61,7 @@ from algorithms.errors import ConfigError
 from algorithms.pipeline.export import TorchExport
 
 from .pipeline import DecoderLayer, Embedding, Head
-from .worker import WorkerError, free_port, idle_transport_threads
+from .worker import WorkerError, free_port, lower_transport_threads
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +248,7 @@ def _worker(rank: int, job: PipelineJob, results: Any) -> None:
             os.sched_setaffinity(0, set(cores))
         torch.set_num_threads(1)
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{job.port}", rank=rank, world_size=job.n_ranks)
-        idle_transport_threads()  # see its docstring: gloo's loop thread must not spin on the worker's core
+        lower_transport_threads()  # see its docstring: gloo's loop thread must not spin on the worker's core
         log.debug("joined the group")
         S, N = job.n_stages, job.n_micro
         if job.schedule == "custom":

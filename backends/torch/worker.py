@@ -120,7 +120,7 @@ class WorkerJob:
     trace: bool = False  # debug: record per message when it was sent and how long its receiver waited
     memory_limits: list[float] = field(default_factory=list)  # bytes per device (empty: no limit)
     pin_transport: bool = True  # False: pin only the compute thread, gloo's transport threads stay unpinned
-    transport_idle: bool = True  # gloo's transport threads under SCHED_IDLE (see `idle_transport_threads`)
+    transport_low: bool = True  # gloo's transport threads at nice 19 (see `lower_transport_threads`)
 
 
 def free_port() -> int:
@@ -141,23 +141,30 @@ def pin_worker(cores: Sequence[int], threads: int | None = None) -> int:
 TRANSPORT_THREADS = ("gloo_tcp_loop",)  # the thread names of gloo's TCP device loops
 
 
-def idle_transport_threads() -> int:
-    """Put this process's gloo transport threads (named in `TRANSPORT_THREADS`) under ``SCHED_IDLE``; call it
-    after ``init_process_group``. Returns how many threads were changed (0 where the OS has no SCHED_IDLE).
+TRANSPORT_NICE = 19  # the nice value gloo's transport threads get (`lower_transport_threads`)
+
+
+def lower_transport_threads(nice: int = TRANSPORT_NICE) -> int:
+    """Give this process's gloo transport threads (named in `TRANSPORT_THREADS`) the lowest priority of the
+    normal class (nice `nice`, 19 by default); call it after ``init_process_group``. Returns how many threads
+    were changed (0 where /proc/self/task is missing).
 
     Why: gloo's TCP device loop handles a socket's events only if it gets the pair's mutex with a *try*-lock,
     and returns otherwise; its epoll is level-triggered, so while the compute thread holds that mutex (inside
-    ``isend``/``irecv``) the loop polls again at once. Pinned to the worker's core, the loop thread preempts the
-    compute thread when a message arrives, finds the mutex taken by the very thread it preempted, and spins
-    until the scheduler's time slice ends. Measured on gnmt_tiny m-SCT, cpu2 (23 Nov 2026, quiet machine):
-    the loop threads took 1.5 s of processor time over 13 steps (0.35 ms per message) and the step was 275 ms;
-    under SCHED_IDLE 0.09 s, and 82 ms. A SCHED_IDLE thread never preempts a normal one, so it cannot spin on
-    the lock holder's core: it runs when the worker blocks (in a receive's ``wait()``, which is when the data is
-    needed) or its core is otherwise idle. Sends are unaffected (gloo writes a payload from the caller's thread
+    ``isend``/``irecv``) the loop polls again at once. At the same priority, pinned to the worker's core, the
+    loop thread preempted the compute thread when a message arrived, found the mutex taken by the very thread
+    it had preempted, and spun until its time slice ended. At nice 19 its weight is 15 against the compute
+    thread's 1024, so it does not preempt it on a wake-up and runs when the worker blocks (in a receive's
+    ``wait()``, which is when the data is needed). Measured on gnmt_tiny m-SCT, cpu2 (23 Nov 2026): on a quiet
+    machine the loop threads took 1.5 s of processor time over 13 steps (0.35 ms per message) and the step was
+    275 ms, against 0.09 s and 82 ms with the loop thread out of the way; with other sessions busy on both
+    cores (load 3), nice 19 measured 107 and 126 ms, the same priority 256 and 276 ms, and SCHED_IDLE 347 and
+    371 ms (a SCHED_IDLE thread is preempted by every waking normal task, the other sessions' included, so the
+    worker waiting on it waits for them). Sends are unaffected (gloo writes a payload from the caller's thread
     once the receiver has announced the receive); the announcements themselves are read by the peer's loop
     thread, so the workers post their receives before the step's barrier, during which both loops run.
-    Lowering a thread's priority needs no privilege. O(threads)."""
-    if not hasattr(os, "SCHED_IDLE") or not os.path.isdir("/proc/self/task"):
+    Raising a thread's nice value needs no privilege. O(threads)."""
+    if not os.path.isdir("/proc/self/task"):
         return 0
     me, n = threading.get_native_id(), 0
     for t in os.listdir("/proc/self/task"):
@@ -167,7 +174,7 @@ def idle_transport_threads() -> int:
             with open(f"/proc/self/task/{t}/comm") as f:
                 name = f.read().strip()
             if name in TRANSPORT_THREADS:
-                os.sched_setscheduler(int(t), os.SCHED_IDLE, os.sched_param(0))
+                os.setpriority(os.PRIO_PROCESS, int(t), nice)  # PRIO_PROCESS with a thread id: that thread
                 n += 1
         except OSError:  # the thread ended meanwhile
             continue
@@ -322,7 +329,7 @@ class _Worker:
 
         # gloo: every receive is posted up front (matched by tag), at the end of the step before (timed there),
         # or here before the barrier for the first step, so that the barrier lets the peers' transport threads
-        # read the announcements (see `idle_transport_threads`). NCCL runs a pair's operations in the order they
+        # read the announcements (see `lower_transport_threads`). NCCL runs a pair's operations in the order they
         # are posted on one stream, so receives posted ahead of sends in the other direction would deadlock:
         # there each receive is posted when an op first needs it (program order)
         posted = self.next_recvs if self.next_recvs is not None else ({} if cuda else self.post_receives())
@@ -484,7 +491,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                 rank=rank,
                 world_size=world,
             )
-        idle = idle_transport_threads() if world > 1 and not job.cuda and job.transport_idle else 0
+        idle = lower_transport_threads() if world > 1 and not job.cuda and job.transport_low else 0
         if not job.cuda and not job.pin_transport:
             # pinned after gloo started its transport threads: sched_setaffinity(0) pins the calling thread
             # only, so those threads stay free to run on any host core
@@ -535,7 +542,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                     "rss_growth": rss_growth,
                     "traffic": w.traffic,
                     "threads": threads,
-                    "idle_transport_threads": idle,
+                    "lower_transport_threads": idle,
                     "op_times": op_samples,
                     "cores": list(job.cores[rank]) if not job.cuda else [],
                     "traces": traces,
