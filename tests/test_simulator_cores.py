@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -85,13 +87,17 @@ def test_shared_cores_properties(g, n_dev, host, rnd):
         assert r.makespan >= total - 1e-9
 
 
-def test_message_overheads():
+def _pair() -> tuple[OpGraph, Any, dict[str, str]]:
+    """a (1 s, 10 bytes out) on cpu0 feeding b (1 s) on cpu1 of a two-device cluster."""
     g = OpGraph("pair")
     g.add_op("a", compute_s=1.0, output_bytes=10)
     g.add_op("b", compute_s=1.0)
     g.add_edge("a", "b", bytes=10)
-    c = uniform_cluster(2)
-    pl = {"a": "cpu0", "b": "cpu1"}
+    return g, uniform_cluster(2), {"a": "cpu0", "b": "cpu1"}
+
+
+def test_message_overheads():
+    g, c, pl = _pair()
     assert simulate(g, c, pl).makespan == pytest.approx(2.0)
     r = simulate(g, c, pl, send_overhead_s=0.1, recv_overhead_s=0.2)
     assert r.makespan == pytest.approx(2.3)  # the sender's op pays the send, the consumer the receive
@@ -112,12 +118,7 @@ def test_message_overheads():
 
 
 def test_receive_buffers_held_from_the_step_start():
-    g = OpGraph("pair")
-    g.add_op("a", compute_s=1.0, output_bytes=10)
-    g.add_op("b", compute_s=1.0)
-    g.add_edge("a", "b", bytes=10)
-    c = uniform_cluster(2)
-    pl = {"a": "cpu0", "b": "cpu1"}
+    g, c, pl = _pair()
     late = simulate(g, c, pl)
     early = simulate(g, c, pl, recv_buffers="step_start")
     assert late.peak_memory == early.peak_memory == {"cpu0": 10.0, "cpu1": 10.0}
