@@ -19,6 +19,8 @@ Two views of the same rule:
 
 * `FifoLinks` serves requests as they come, in request order: the simulator, whose events arrive in time
   order, calls `FifoLinks.reserve` for each transfer when its producer finishes.  O(1) per transfer.
+* `replay` runs ops in a given per-device order by the simulator's rules with `FifoLinks`: the times a
+  placer's plan gets when it is re-timed.
 * `KeyedLinks` keeps the transfers known so far sorted by `transfer_key` per send and per receive queue, for a
   placer that learns of transfers out of request order (a list scheduler creates the transfer of producer i to
   device d when the first consumer of i lands on d, after transfers requested later may have been planned).
@@ -34,6 +36,8 @@ views agree whenever ops ending at the same time have positive durations.
 from __future__ import annotations
 
 import bisect
+import heapq
+from collections.abc import Callable, Sequence
 
 #: A transfer's place in the queues' order: (request time, producer index, first consumer's successor position).
 TransferKey = tuple[float, int, int]
@@ -151,3 +155,81 @@ class KeyedLinks:
     def remove(self, key: TransferKey, src: int, dst: int) -> None:
         self.send[src].remove(key)
         self.recv[dst].remove(key)
+
+
+def replay(
+    order: Sequence[Sequence[int]],
+    dev: Sequence[int],
+    dur: Sequence[float],
+    succ: Sequence[Sequence[tuple[int, float]]],
+    pred: Sequence[Sequence[tuple[int, float]]],
+    transfer_time: Callable[[int, int, float], float],
+) -> tuple[list[float], dict[tuple[int, int], tuple[TransferKey, float, float, float]]]:
+    """Start time of every op in `order` (per device, a linear extension of the graph among the ops it holds;
+    ops with ``dev[i] < 0`` are not placed yet and ignored, but every placed op's predecessors must be
+    placed) and its transfers, (producer, device) -> (key, start, arrival, bytes), when the ops run in that
+    order by the simulator's rules in sequential mode (`algorithms.simulator.simulate` with a static order
+    and `FifoLinks`): an op starts when its device is free and its inputs are there; a producer's output
+    crosses once to each other device holding a consumer, sized by the largest edge, requested when it ends,
+    in the order of the first consumers among its successors; the events at one time are all handled before
+    any device starts an op.  The placers re-time their plans with it.  O((V + E) log V)."""
+    nd = len(order)
+    missing = {o: len(pred[o]) for ops in order for o in ops}
+    remote: dict[int, dict[int, list]] = {}
+    for ops in order:
+        for j in ops:
+            dj = dev[j]
+            rj: dict[int, list] = {}
+            for k, (c, b) in enumerate(succ[j]):
+                dc = dev[c]
+                if dc < 0 or dc == dj:
+                    continue
+                ent = rj.get(dc)
+                if ent is None:
+                    rj[dc] = [b, k, [c]]
+                else:
+                    if b > ent[0]:
+                        ent[0] = b
+                    ent[2].append(c)
+            if rj:
+                remote[j] = rj
+    start = [0.0] * len(dev)
+    xfer: dict[tuple[int, int], tuple[TransferKey, float, float, float]] = {}
+    links = FifoLinks(nd)
+    ptr = [0] * nd
+    running = [False] * nd
+    events: list[tuple[float, int, int, int]] = []
+
+    def dispatch(t: float) -> None:
+        for d in range(nd):
+            if running[d] or ptr[d] >= len(order[d]):
+                continue
+            i = order[d][ptr[d]]
+            if missing[i]:
+                continue
+            ptr[d] += 1
+            running[d] = True
+            start[i] = t
+            heapq.heappush(events, (t + dur[i], 0, i, 0))
+
+    dispatch(0.0)
+    while events:
+        t = events[0][0]
+        while events and events[0][0] == t:
+            _, kind, i, dst = heapq.heappop(events)
+            if kind == 0:
+                d = dev[i]
+                running[d] = False
+                for c, _ in succ[i]:
+                    if dev[c] == d:
+                        missing[c] -= 1
+                for dj, (nbytes, rank, _) in remote.get(i, {}).items():
+                    dt = transfer_time(d, dj, nbytes)
+                    s0 = links.reserve(t, d, dj, dt)
+                    xfer[(i, dj)] = (transfer_key(t, i, rank), s0, s0 + dt, nbytes)
+                    heapq.heappush(events, (s0 + dt, 1, i, dj))
+            else:
+                for c in remote[i][dst][2]:
+                    missing[c] -= 1
+        dispatch(t)
+    return start, xfer

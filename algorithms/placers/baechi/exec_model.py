@@ -63,13 +63,12 @@ device; each sequential re-timing O((V + E) log V) plus rebuilding the memory ac
 from __future__ import annotations
 
 import bisect
-import heapq
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...cluster import Cluster
-from ...comm_queue import FifoLinks, KeyedLinks, transfer_key
+from ...comm_queue import KeyedLinks, TransferKey, replay, transfer_key
 from ...errors import ConfigError, InfeasiblePlacement
 from ...graph import OpGraph
 from ...placement import Placement
@@ -504,75 +503,11 @@ class ExecModel:
         return self.succ[j][self.succ_pos[j][o]][1]
 
     # ----------------------------------------------------------------- sequential re-timing
-    def _replay(self) -> tuple[list[float], dict[tuple[int, int], tuple[tuple[float, int, int], float, float, float]]]:
-        """Start time of every placed op and the transfers, (producer, device) -> (key, start, arrival, bytes),
-        when the placed ops are replayed in their per-device order by the simulator's rules
-        (`algorithms.simulator.simulate` with a static order, sequential queues `comm_queue.FifoLinks`):
-        events at a time are all handled before any device starts an op; a producer's transfers are requested
-        when it ends, in the order of their first consumers among its successors. O((V + E) log V)."""
-        dev, dur, succ, pred = self.dev, self.dur, self.succ, self.pred
-        D = self.D
-        lat, bw = self.lat, self.bw
-        placed = [o for o, _ in self.log]
-        missing = {o: len(pred[o]) for o in placed}
-        remote: dict[int, dict[int, list]] = {}
-        for j in placed:
-            dj = dev[j]
-            rj: dict[int, list] = {}
-            for k, (c, b) in enumerate(succ[j]):
-                dc = dev[c]
-                if dc < 0 or dc == dj:
-                    continue
-                ent = rj.get(dc)
-                if ent is None:
-                    rj[dc] = [b, k, [c]]
-                else:
-                    if b > ent[0]:
-                        ent[0] = b
-                    ent[2].append(c)
-            if rj:
-                remote[j] = rj
-        start = [0.0] * self.n
-        xfer: dict[tuple[int, int], tuple[tuple[float, int, int], float, float, float]] = {}
-        links = FifoLinks(D)
-        ptr = [0] * D
-        running = [False] * D
-        order = self.order
-        events: list[tuple[float, int, int, int]] = []
-
-        def dispatch(t: float) -> None:
-            for d in range(D):
-                if running[d] or ptr[d] >= len(order[d]):
-                    continue
-                i = order[d][ptr[d]]
-                if missing[i]:
-                    continue
-                ptr[d] += 1
-                running[d] = True
-                start[i] = t
-                heapq.heappush(events, (t + dur[i][d], 0, i, 0))
-
-        dispatch(0.0)
-        while events:
-            t = events[0][0]
-            while events and events[0][0] == t:
-                _, kind, i, dj = heapq.heappop(events)
-                if kind == 0:
-                    d = dev[i]
-                    running[d] = False
-                    for c, _ in succ[i]:
-                        if dev[c] == d:
-                            missing[c] -= 1
-                    for dj, (nbytes, rank, _) in remote.get(i, {}).items():
-                        dt = lat[d][dj] + nbytes / bw[d][dj]
-                        s0 = links.reserve(t, d, dj, dt)
-                        xfer[(i, dj)] = (transfer_key(t, i, rank), s0, s0 + dt, nbytes)
-                        heapq.heappush(events, (s0 + dt, 1, i, dj))
-                else:
-                    for c in remote[i][dj][2]:
-                        missing[c] -= 1
-            dispatch(t)
-        return start, xfer
+    def _replay(self) -> tuple[list[float], dict[tuple[int, int], tuple[TransferKey, float, float, float]]]:
+        """`comm_queue.replay` of the ops placed so far in their per-device order."""
+        dev = self.dev
+        durs = [self.dur[o][dev[o]] if dev[o] >= 0 else 0.0 for o in range(self.n)]
+        return replay(self.order, dev, durs, self.succ, self.pred, self.cluster.transfer_time)
 
     def _retime(self) -> None:
         """Recompute the times of every placed op by `_replay` and rebuild the model (clocks, transfers,
