@@ -347,3 +347,24 @@ def test_relaxed_accounting_fits_where_m_sct_does(k, monkeypatch):
     p = CeleritasPlacer().place(g, cl)
     assert p.info["memory_scale"] > 1.0
     assert simulate(g, cl, p, schedule=p.order).ok
+
+
+def test_relaxed_accounting_never_relaxes_persistent_bytes():
+    """`memory_scales` relaxes the static accounting (`CoarseState.avail`), but persistent bytes are held for
+    the whole step: a node whose persistent bytes exceed the true memory left is refused (`CoarseState.fits`)
+    however relaxed the accounting."""
+    from algorithms.placers.celeritas.common import CoarseState
+
+    g = OpGraph("persist")
+    g.add_op("a", compute_s=1.0, persistent_bytes=60, temporary_bytes=10)
+    g.add_op("b", compute_s=1.0, persistent_bytes=50, output_bytes=0)
+    g.add_op("c", compute_s=1.0, temporary_bytes=30)
+    cl = Cluster([Device("d0", memory_bytes=100)], latency_s=0.0, bytes_per_s=1.0)
+    st_ = CoarseState(g.index(), cl, [[0], [1], [2]])
+    pos = g.index().pos
+    st_.avail = [a * 3.0 for a in st_.avail]  # a relaxed accounting: 300 bytes
+    assert st_.fits(pos["a"], 0)
+    st_.commit(pos["a"], 0)
+    assert st_.avail[0] == 300 - 70 and st_.persist_left[0] == 40
+    assert not st_.fits(pos["b"], 0)  # 50 persistent bytes on top of 60 overflow the 100 real ones
+    assert st_.fits(pos["c"], 0)  # transient bytes stay under the relaxed accounting
