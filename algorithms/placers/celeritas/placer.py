@@ -106,6 +106,9 @@ def memory_scales(graph: OpGraph, cluster: Cluster, steps: int = 3) -> list[floa
     return [r ** (k / steps) for k in range(1, steps + 1)]
 
 
+#: Sequential mode: about how many re-timings of the op-level plan a placement may cost (`timeline.Timeline`).
+RETIMES = 32
+
 #: Factor applied to the accounting scale of the device that overflowed, per repair round (`place`).
 REPAIR_FACTOR = 0.8
 #: How many of the candidate ranges (the first ones: the paper's 200 and about n / (2 D) under R="auto") the
@@ -361,7 +364,7 @@ class CeleritasPlacer(_CeleritasBase):
         t0 = time.perf_counter()
         congestion = self.congestion_for(cluster)
         if self.plan == "ops":
-            tl = Timeline(prep.idx, cluster, congestion)
+            tl = Timeline(prep.idx, cluster, congestion, retime_gap=-(-prep.cidx.n // RETIMES))
             res = adjusting_placement(prep.cidx, prep.state, prep.seq, self.compare, timeline=tl)
             assign, order = prep.state.expand_ops([tl.order_key(i) for i in range(prep.idx.n)])
         else:

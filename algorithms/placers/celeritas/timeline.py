@@ -23,7 +23,10 @@ simulator's replay in most cases (up to 48%). `Timeline` keeps the plan at the l
   producer's transfers), the committed plan is re-timed at `commit`: its ops are replayed in their per-device
   order by the simulator's rules (`comm_queue.replay`, O((V + E) log V)), and the busy intervals and
   transfers rebuilt from the new times (``n_retimed``). Candidates that `try_place` evaluates are not
-  re-timed (that would cost a replay per device per node), so a candidate's times can be optimistic; a
+  re-timed (that would cost a replay per device per node), so a candidate's times can be optimistic; and a
+  stale plan is re-timed at most once every `retime_gap` commits (the placer asks for about 32 re-timings
+  per placement, `placer.RETIMES`) and when the plan is read (`makespan`, `order_key`), so on large graphs
+  some candidates are judged on a stale plan while the final plan is still the simulator's; a
   candidate whose transfers delay planned ones is judged later by the sum of the delays it causes on the
   shared channels (`DELAY_PENALTY`; `try_place` adds it to the start and finish it returns).
 
@@ -93,7 +96,7 @@ class Timeline:
     """The op-level plan: device, start and finish of every placed op, the busy intervals of every device
     (and, with `congestion`, of its send and receive channels), and the planned transfers."""
 
-    def __init__(self, idx: GraphIndex, cluster: Cluster, congestion: bool):
+    def __init__(self, idx: GraphIndex, cluster: Cluster, congestion: bool, retime_gap: int = 1):
         self.idx = idx
         self.cluster = cluster
         self.congestion = congestion
@@ -115,6 +118,9 @@ class Timeline:
         #: position of each consumer in its producer's successor list (the order of one producer's transfers)
         self.succ_pos: list[dict[int, int]] = [{c: k for k, (c, _) in enumerate(su)} for su in idx.succ]
         self.n_retimed = 0
+        self.retime_gap = max(1, int(retime_gap))  # commits between two re-timings at least
+        self._since = 0
+        self._pending = False  # a committed placement delayed planned transfers; not re-timed yet
         self.delay_penalty = DELAY_PENALTY
         self._stale = False  # the tentative placement delays planned transfers: re-time at `commit`
         self._penalty = 0.0  # the delays the tentative placement causes to planned transfers
@@ -216,18 +222,27 @@ class Timeline:
 
     def commit(self) -> None:
         self._undo.clear()
-        if self._stale:
-            self._retime()
+        self._pending = self._pending or self._stale
         self._stale = False
+        self._since += 1
+        if self._pending and self._since >= self.retime_gap:
+            self._retime()
+
+    def sync(self) -> None:
+        """Re-time the plan if a commit left it stale (`retime_gap`)."""
+        if self._pending:
+            self._retime()
 
     def _retime(self) -> None:
         """Re-time the committed plan (module docstring): replay its ops in their per-device order by the
         simulator's rules and rebuild the busy intervals, transfers and channels from the new times."""
         self.n_retimed += 1
+        self._pending = False
+        self._since = 0
         nd = len(self.busy)
         placed = [i for i in range(self.idx.n) if self.dev[i] >= 0]
         order: list[list[int]] = [[] for _ in range(nd)]
-        for i in sorted(placed, key=self.order_key):
+        for i in sorted(placed, key=self._order_key):
             order[self.dev[i]].append(i)
         durs = [self.exec_time(i, self.dev[i]) if self.dev[i] >= 0 else 0.0 for i in range(self.idx.n)]
         start, xfer = replay(order, self.dev, durs, self.idx.succ, self.idx.pred, self.cluster.transfer_time)
@@ -248,11 +263,16 @@ class Timeline:
             self.keys[(p, d)] = key
 
     def makespan(self) -> float:
+        self.sync()
         ops = max((f for f, d in zip(self.fin, self.dev) if d >= 0), default=0.0)
         return max([ops] + [a for _, a, _ in self.transfers.values()])
 
     def order_key(self, i: int) -> tuple:
         """Per-device order of the replay: (planned start, nonzero duration, placement order), a linear
         extension of the graph (along an edge the start does not decrease; equal starts mean the producer
-        takes no time and was placed first)."""
+        takes no time and was placed first). A stale plan is re-timed first (`sync`)."""
+        self.sync()
+        return self._order_key(i)
+
+    def _order_key(self, i: int) -> tuple:
         return (self.start[i], self.fin[i] > self.start[i], self.rank[i])
