@@ -48,9 +48,10 @@ Choices where the paper is vague (recorded here, repeated in the placers' docstr
   transfer; so a stale plan is re-timed at most once every ceil(V / `RETIMES`) commits (every time on graphs
   of up to 32 ops), and once more when the placement is read (`sync`): in between, estimates are made on
   the stale plan (the transfers placed after a delayed one keep their planned times), and the placement's
-  predicted times are the simulator's either way.  Without the delay rule, on a 704-op training graph
-  (`tests.scale_fixture`, sequential case) m-ETF's placement ran 0.409 s against 0.215 s with it and
-  0.209 s for the placement-order queues of before (whose own prediction was 0.169 s).
+  predicted times are the simulator's either way.  Measured on a 704-op training graph
+  (`tests.scale_fixture`, sequential case; re-timing at every delay): m-ETF's placement ran 0.409 s without
+  the delay rule and 0.215 s with it, against 0.209 s for the placement-order queues of before (whose own
+  prediction was 0.169 s); with `RETIMES` = 32, 0.214 s.
 * Memory during placement is an *upper bound* (`DeviceMemory`): the future of an output is unknown until
   its last consumer is placed, so it is held open-ended until then; a free is applied only from the next
   op-start "slot" on.  A placement that passes the check therefore never overflows the device when the
