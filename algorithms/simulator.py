@@ -10,8 +10,10 @@ Model
   of an op carries its output tensor in the thesis' model; a control edge alone costs only the latency).
 * Transfers follow the cluster's communication model ``latency + bytes / bandwidth``. In ``parallel`` mode a
   transfer starts when requested; in ``sequential`` mode (Baechi 3.4) each device sends one tensor at a time
-  and receives one at a time, first-in first-out: a transfer starts at
-  ``max(request, sender's send queue free, receiver's receive queue free)``.
+  and receives one at a time, first-in first-out: a transfer is requested when its producer ends and starts
+  at ``max(request, sender's send queue free, receiver's receive queue free)`` (`algorithms.comm_queue`, the
+  model of transfer order the placers' execution models share; a producer's transfers to several devices
+  are requested in the order of their first consumers in its successor list).
 * Shared host cores (issue 16): with ``host_cores`` given and the devices' workers asking for more cores than
   the host has (`algorithms.cluster.oversubscription` > 1), every device's worker is pinned to the cores
   `algorithms.cluster.worker_cores` gives it, and devices whose workers share a core take turns: an op starts
@@ -58,6 +60,7 @@ import math
 from collections.abc import Mapping
 
 from .cluster import Cluster, oversubscription, worker_cores
+from .comm_queue import FifoLinks
 from .dispatch import DispatchPolicy, FifoPolicy, SimState
 from .errors import InvalidCluster, InvalidSchedule, SimulationError
 from .graph import OpGraph
@@ -225,8 +228,7 @@ def simulate(
     busy_until = [0.0] * nd
     busy_s = [0.0] * nd
     running = [False] * nd
-    send_free = [0.0] * nd
-    recv_free = [0.0] * nd
+    links = FifoLinks(nd)  # sequential mode's send and receive queues
     seqno = [0]
     events: list[tuple] = []
     transfers: list[tuple[str, str, str, float, float, float]] = []
@@ -345,8 +347,7 @@ def simulate(
                 for dj, (nbytes, _cons) in remote[i].items():
                     dt = lat[d][dj] + nbytes / bw[d][dj]
                     if sequential:
-                        s0 = max(t, send_free[d], recv_free[dj])
-                        send_free[d] = recv_free[dj] = s0 + dt
+                        s0 = links.reserve(t, d, dj, dt)
                     else:
                         s0 = t
                     traffic[0] += nbytes

@@ -10,7 +10,12 @@ Prints, per placer and mode: cases, placements returned, simulated OOMs among th
 raised, *false infeasibles* (InfeasiblePlacement although the whole graph fits on one device), and, when
 m-SCT is among the placers, the InfeasiblePlacement raised in cases where m-SCT's placement fits.
 
-    PYTHONPATH=. python benchmarks/fuzz_placers.py [--cases 2000] [--seed 0] [--placers m_topo,m_etf,m_sct] [-v]
+    PYTHONPATH=. python benchmarks/fuzz_placers.py [--cases 2000] [--seed 0] [--placers m_topo,m_etf,m_sct]
+        [--mode both|parallel|sequential] [--no-replay-check] [-v]
+
+``--mode`` keeps only the cases of one communication mode (the cases drawn are the same).
+``--no-replay-check`` turns off m-ETF's and m-SCT's sequential-mode replay check
+(`algorithms.placers.baechi.safeguards.REPLAY_CHECK`), to count what it catches.
 
 (PYTHONPATH=. makes a worktree's code win over the installed package.)
 """
@@ -119,15 +124,23 @@ def main() -> None:
     ap.add_argument("--cases", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--placers", default="m_topo,m_etf,m_sct")
+    ap.add_argument("--mode", choices=("both", "parallel", "sequential"), default="both")
+    ap.add_argument("--no-replay-check", action="store_true", help="m-ETF/m-SCT: no sequential replay check")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every failing case")
     args = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
     names = [p for p in args.placers.split(",") if p]
+    if args.no_replay_check:
+        from algorithms.placers.baechi import safeguards
+
+        safeguards.REPLAY_CHECK = False
     rng = random.Random(args.seed)
     stats: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
     t0 = time.perf_counter()
     for k in range(args.cases):
         graph, cluster, frac = case(rng, k)
+        if args.mode != "both" and cluster.mode != args.mode:
+            continue
         outcome: dict[str, str] = {}
         for name in names:
             s = stats[(name, cluster.mode)]

@@ -314,9 +314,10 @@ def test_never_on_a_full_device_with_colocation(graph, cluster, reserve):
 @SETTINGS
 @given(random_dags(max_ops=25), random_clusters(mode="sequential"))
 def test_sequential_mode_stays_within_the_placers_memory(graph, cluster):
-    """In sequential mode the placer's prediction is an estimate (it reserves queues in placement order, the
-    simulator at production); its own accounting never exceeds a device, and the simulator's replay of a
-    returned placement does not run out of memory (`safeguards.place_checked` replays and re-places)."""
+    """In sequential mode the placer's times are the simulator's, but a re-timing (`ExecModel._retime`) can
+    move ops after their memory was checked; its own accounting never exceeds a device, and the simulator's
+    replay of a returned placement does not run out of memory (`safeguards.place_checked` replays and
+    re-places)."""
     for placer in (METFPlacer(), MSCTPlacer()):
         try:
             pl = placer.place(graph, cluster)
@@ -492,3 +493,50 @@ def test_m_topo_lowers_the_cap_of_a_device_its_groups_overfill():
     assert res.ok, res.oom.message() if res.oom else ""
     assert res.peak_memory == {"cpu0": 16.0, "cpu1": 11.0}
     check_placement(g, cl, pl)
+
+
+def _positive_times(graph):
+    """The graph with every op taking some time: the simulator serves ops that start and end at one instant
+    after the events already queued then (`algorithms.comm_queue`), a tie the placers' order does not model."""
+    for name in graph.ops:
+        graph.op(name)["compute_s"] = 1e-3 + float(graph.op(name)["compute_s"])
+    graph.invalidate()
+    return graph
+
+
+@SETTINGS
+@given(
+    random_dags(max_ops=22, training=True),
+    random_clusters(min_devices=2, mode="sequential"),
+    st.booleans(),
+    st.sampled_from(["m_etf", "m_sct"]),
+)
+def test_sequential_model_times_equal_the_simulators(graph, cluster, memory_aware, which):
+    """Issue 17, item 2: in sequential mode the placer's execution model and the simulator share one model of
+    transfer order (`algorithms.comm_queue`), so every op's planned start and every planned transfer's start
+    and arrival are the simulator's replay of the placement in its order."""
+    from algorithms.placers.baechi.exec_model import ExecModel
+    from algorithms.placers.baechi.pair_queue import PairQueue
+    from algorithms.placers.baechi.sct_queue import SCTQueue
+
+    graph = _positive_times(graph)
+    model = ExecModel(graph, cluster, memory_aware=memory_aware)
+    try:
+        if which == "m_etf":
+            PairQueue(model).run()
+        else:
+            x, _ = sct_lp(graph, cluster, [sum(row) / model.D for row in model.dur])
+            SCTQueue(model, favorite_children(graph, x), exclude_full=memory_aware).run()
+    except InfeasiblePlacement:
+        return
+    pl = model.placement({})
+    res = simulate(graph, cluster, pl.assignment, pl.order, record_memory=False)
+    names = graph.index().names
+    for i, name in enumerate(names):
+        assert model.start[i] == pytest.approx(res.start[i], rel=1e-12, abs=1e-12), name
+    planned = {(names[j], cluster.devices[p].name): t for (j, p), t in model.planned_transfers().items()}
+    simulated = {(src, dst): (s0, a) for src, _, dst, s0, a, _ in res.transfers}
+    assert planned.keys() == simulated.keys()
+    for key, (s0, a) in simulated.items():
+        assert planned[key] == pytest.approx((s0, a), rel=1e-12, abs=1e-12), key
+    assert pl.info["predicted_makespan_s"] == pytest.approx(res.makespan, rel=1e-12, abs=1e-12)

@@ -100,6 +100,45 @@ def test_op_level_plan_is_the_simulators_makespan_with_parallel_transfers(g, cl,
     assert res.makespan == pytest.approx(p.info["planned_makespan_s"], rel=1e-9, abs=1e-12)
 
 
+@settings(max_examples=30, **SETTINGS)
+@given(
+    random_dags(max_ops=24, training=True, colocation=True),
+    random_clusters(min_devices=2, max_devices=4, mode="sequential", hetero=True),
+    st.integers(1, 6),
+)
+def test_op_level_plan_is_the_simulators_makespan_with_sequential_transfers(g, cl, R):
+    """Issue 17, item 2: with congestion (on by default in sequential mode) the plan's channels serve transfers
+    in the simulator's order (`algorithms.comm_queue`: first-in first-out at production) and the plan is
+    re-timed when a transfer jumps ahead of planned ones, so the replay gives back the planned makespan and
+    every planned transfer. Ops take some time: ops that start and end at one instant may be served in
+    another order by the simulator (`comm_queue`)."""
+    for name in g.ops:
+        g.op(name)["compute_s"] = 1e-3 + float(g.op(name)["compute_s"])
+    g.invalidate()
+    tls: list[Timeline] = []
+    real = Timeline.__init__
+
+    def keep(self, *args, **kw):  # the plan of the placement returned, to compare its transfers
+        real(self, *args, **kw)
+        tls.append(self)
+
+    Timeline.__init__ = keep
+    try:
+        p = CeleritasPlacer(R=R, check_memory=False).place(g, cl)
+    finally:
+        Timeline.__init__ = real
+    assert p.info["plan"] == "ops" and p.info["congestion"] == 1
+    res = simulate(g, cl, p, schedule=p.order)
+    assert res.makespan == pytest.approx(p.info["planned_makespan_s"], rel=1e-9, abs=1e-12)
+    names = g.index().names
+    tl = tls[-1]
+    planned = {(names[j], cl.devices[d].name): (s0, a) for (j, d), (s0, a, _) in tl.transfers.items()}
+    simulated = {(src, dst): (s0, a) for src, _, dst, s0, a, _ in res.transfers}
+    assert planned.keys() == simulated.keys()
+    for key, (s0, a) in simulated.items():
+        assert planned[key] == pytest.approx((s0, a), rel=1e-9, abs=1e-12), key
+
+
 def _fan_out() -> tuple[OpGraph, Cluster]:
     g = OpGraph("fan-out")
     for name, w in [("a", 1.0), ("b", 1.0), ("c", 1.0)]:
@@ -308,3 +347,24 @@ def test_relaxed_accounting_fits_where_m_sct_does(k, monkeypatch):
     p = CeleritasPlacer().place(g, cl)
     assert p.info["memory_scale"] > 1.0
     assert simulate(g, cl, p, schedule=p.order).ok
+
+
+def test_relaxed_accounting_never_relaxes_persistent_bytes():
+    """`memory_scales` relaxes the static accounting (`CoarseState.avail`), but persistent bytes are held for
+    the whole step: a node whose persistent bytes exceed the true memory left is refused (`CoarseState.fits`)
+    however relaxed the accounting."""
+    from algorithms.placers.celeritas.common import CoarseState
+
+    g = OpGraph("persist")
+    g.add_op("a", compute_s=1.0, persistent_bytes=60, temporary_bytes=10)
+    g.add_op("b", compute_s=1.0, persistent_bytes=50, output_bytes=0)
+    g.add_op("c", compute_s=1.0, temporary_bytes=30)
+    cl = Cluster([Device("d0", memory_bytes=100)], latency_s=0.0, bytes_per_s=1.0)
+    st_ = CoarseState(g.index(), cl, [[0], [1], [2]])
+    pos = g.index().pos
+    st_.avail = [a * 3.0 for a in st_.avail]  # a relaxed accounting: 300 bytes
+    assert st_.fits(pos["a"], 0)
+    st_.commit(pos["a"], 0)
+    assert st_.avail[0] == 300 - 70 and st_.persist_left[0] == 40
+    assert not st_.fits(pos["b"], 0)  # 50 persistent bytes on top of 60 overflow the 100 real ones
+    assert st_.fits(pos["c"], 0)  # transient bytes stay under the relaxed accounting

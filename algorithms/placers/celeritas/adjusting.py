@@ -129,7 +129,7 @@ def adjusting_placement(
         allowed = set(state.allowed(c))
         est = [math.inf] * nd
         for d in range(nd):
-            if d in allowed and state.avail[d] >= state.need(c, d):
+            if d in allowed and state.fits(c, d):
                 est[d] = comp_est(c, d)
         dk = prev_dev
         key = [e + dur_cache[c][d] for d, e in enumerate(est)] if use_finish else est
@@ -189,7 +189,7 @@ def _adjusting_on_ops(
         est = [math.inf] * nd
         fin = [math.inf] * nd
         for d in range(nd):
-            if d in allowed and state.avail[d] >= state.need(c, d):
+            if d in allowed and state.fits(c, d):
                 est[d], fin[d] = tl.try_place(members_on(c, d))
                 tl.undo()
         dk = prev_dev

@@ -182,8 +182,15 @@ class CoarseState:
         for i, g in enumerate(idx.colocation):
             if g is not None:
                 self.group_mem[g] = self.group_mem.get(g, 0.0) + self.mem[i]
+        self.group_persist: dict[str, float] = {}
+        for i, g in enumerate(idx.colocation):
+            if g is not None:
+                self.group_persist[g] = self.group_persist.get(g, 0.0) + idx.persistent[i]
         self.group_dev: dict[str, int] = {}
         self.avail = [d.memory_bytes for d in cluster.devices]
+        #: the true memory left for persistent bytes, which `avail`'s relaxed scales (placer.memory_scales) must
+        #: not relax: they are held for the whole step, so their sum on a device never exceeds its memory
+        self.persist_left = [d.memory_bytes for d in cluster.devices]
         self.coarse_dev: list[int] = [-1] * len(self.clusters)
         self.coarse_type: list[str | None] = []
         for members in self.clusters:
@@ -233,6 +240,24 @@ class CoarseState:
             tot += self._input_charges(c, d).get(d, 0.0)
         return tot
 
+    def persistent_need(self, c: int) -> float:
+        """Persistent bytes node c adds on its device: its ungrouped members' and those of the groups it pins."""
+        tot = 0.0
+        seen: set[str] = set()
+        for i in self.clusters[c]:
+            g = self.idx.colocation[i]
+            if g is None:
+                tot += self.idx.persistent[i]
+            elif g not in self.group_dev and g not in seen:
+                seen.add(g)
+                tot += self.group_persist[g]
+        return tot
+
+    def fits(self, c: int, d: int) -> bool:
+        """Whether device d has room for node c: its static need within `avail` (possibly relaxed) and its
+        persistent bytes within the true memory left (`persist_left`). O(members + inputs)."""
+        return self.avail[d] >= self.need(c, d) and self.persist_left[d] >= self.persistent_need(c)
+
     def _input_charges(self, c: int, d: int) -> dict[int, float]:
         """Received copies that placing node c on device d adds, per device: one per (producer, device) not
         yet received there, for every member whose producer sits on another device."""
@@ -274,6 +299,7 @@ class CoarseState:
         charges = self._input_charges(c, d) if self.count_inputs else {}
         before = list(self.avail)
         self.avail[d] -= self.need(c)
+        self.persist_left[d] -= self.persistent_need(c)
         for k, x in charges.items():
             self.avail[k] -= x
         for i in self.clusters[c]:

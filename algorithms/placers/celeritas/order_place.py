@@ -30,7 +30,7 @@ def order_place(state: CoarseState, seq: Sequence[int]) -> list[int]:
         unrestricted = len(allowed) == nd
         chosen = -1
         for k in list(range(cur, nd)) + list(range(0, cur)):
-            if k in aset and state.avail[k] >= state.need(c, k):
+            if k in aset and state.fits(c, k):
                 chosen = k
                 break
         if chosen < 0:

@@ -23,7 +23,8 @@ best_effort_ops (names, at most 1000), colocation_overflow_nodes (nodes whose co
 pushed another device over its limit), memory_overflow_bytes (static bytes above the limits in all),
 fusion_time_s, adjust_time_s (or place_time_s), planned_makespan_s (Adjusting's own plan: the op-level
 `timeline` with ``plan="ops"``, the node-level EST of eq. 7 with ``plan="coarse"``), plan, congestion (0/1),
-memory_scale (the relaxation of the static accounting that fitted, 1 without), simulated_makespan_s, moves
+memory_scale (the relaxation of the static accounting that fitted, 1 without), n_retimed (sequential
+re-timings of the op-level plan, `timeline`), simulated_makespan_s, moves
 (eq. 9 moves), memory_moves (moves forced by a full or forbidden d_k).
 
 Complexity: O(V + E log dmax + E * R) for fusion, O((V' + E') * D + V' * D log V') for Adjusting Placement,
@@ -104,6 +105,9 @@ def memory_scales(graph: OpGraph, cluster: Cluster, steps: int = 3) -> list[floa
         return []
     return [r ** (k / steps) for k in range(1, steps + 1)]
 
+
+#: Sequential mode: about how many re-timings of the op-level plan a placement may cost (`timeline.Timeline`).
+RETIMES = 32
 
 #: Factor applied to the accounting scale of the device that overflowed, per repair round (`place`).
 REPAIR_FACTOR = 0.8
@@ -360,7 +364,7 @@ class CeleritasPlacer(_CeleritasBase):
         t0 = time.perf_counter()
         congestion = self.congestion_for(cluster)
         if self.plan == "ops":
-            tl = Timeline(prep.idx, cluster, congestion)
+            tl = Timeline(prep.idx, cluster, congestion, retime_gap=-(-prep.cidx.n // RETIMES))
             res = adjusting_placement(prep.cidx, prep.state, prep.seq, self.compare, timeline=tl)
             assign, order = prep.state.expand_ops([tl.order_key(i) for i in range(prep.idx.n)])
         else:
@@ -373,6 +377,7 @@ class CeleritasPlacer(_CeleritasBase):
                 "planned_makespan_s": res.makespan,
                 "plan": self.plan,
                 "congestion": int(congestion),
+                "n_retimed": tl.n_retimed if self.plan == "ops" else 0,
                 "moves": res.moves,
                 "memory_moves": res.memory_moves,
             }
