@@ -55,6 +55,34 @@ class Scored:
     tau: float | None
     headline: bool | None
     verdict: str
+    spread: dict[str, float] | None = None  # per item: standard deviation over the seeds (entries with `seed`)
+    n_seeds: int = 0
+    reason: str = ""  # the entry's reason, with the derived part computed from the lab's figures
+
+
+def seed_values(entry: Entry, df: Any) -> tuple[dict[str, float | None], dict[str, float], int]:
+    """An entry's lab values as the mean over the seeds of its runs (param `entry.seed`): the entry's reducer is
+    applied to each seed's runs, and each item's mean and population standard deviation are taken over the seeds
+    where it has a value; an item out of memory (None) on every seed stays None. Without a seed column: the
+    reducer on all runs, no spread."""
+    assert entry.lab_values is not None
+    col = f"params.{entry.seed}"
+    if entry.seed is None or col not in df or df[col].isna().all():
+        return entry.lab_values(df), {}, 1
+    per_seed = [entry.lab_values(d) for _, d in df.groupby(col)]
+    per_seed = [v for v in per_seed if v]
+    items = {k for v in per_seed for k in v}
+    mean: dict[str, float | None] = {}
+    spread: dict[str, float] = {}
+    for k in items:
+        xs = [v[k] for v in per_seed if v.get(k) is not None]
+        if not xs:
+            mean[k] = None
+            continue
+        m = sum(x for x in xs if x is not None) / len(xs)
+        mean[k] = m
+        spread[k] = (sum((x - m) ** 2 for x in xs if x is not None) / len(xs)) ** 0.5
+    return mean, spread, len(per_seed)
 
 
 def _oriented(values: dict[str, float | None], higher_is_better: bool) -> dict[str, float | None]:
@@ -64,10 +92,10 @@ def _oriented(values: dict[str, float | None], higher_is_better: bool) -> dict[s
 def score_entry(entry: Entry, df: Any) -> Scored:
     """Score one entry on a frame of its presets' job runs (`lab.job_runs`)."""
     if entry.lab_values is None or df is None or len(df) == 0:
-        return Scored(entry, {}, None, None, NOT_RUN)
-    lab_vals = entry.lab_values(df)
+        return Scored(entry, {}, None, None, NOT_RUN, reason=entry.reason)
+    lab_vals, spread, n_seeds = seed_values(entry, df)
     if not lab_vals:
-        return Scored(entry, {}, None, None, NOT_RUN)
+        return Scored(entry, {}, None, None, NOT_RUN, reason=entry.reason)
     paper_r = (
         dict(entry.paper_ranks)
         if entry.paper_ranks is not None
@@ -76,7 +104,11 @@ def score_entry(entry: Entry, df: Any) -> Scored:
     lab_r = ranks(_oriented(lab_vals, entry.higher_is_better))
     tau = kendall_tau_b(paper_r, lab_r)
     head = entry.check(lab_vals, df) if entry.check is not None else None
-    return Scored(entry, lab_vals, tau, head, verdict(tau, head, True))
+    reason = entry.reason
+    if entry.derive_reason is not None:
+        derived = entry.derive_reason(lab_vals, df)
+        reason = f"{derived} {reason}".strip() if derived else reason
+    return Scored(entry, lab_vals, tau, head, verdict(tau, head, True), spread or None, n_seeds, reason)
 
 
 def select(which: str) -> list[Entry]:
@@ -202,14 +234,17 @@ def render(scored: list[Scored], machine: str | None = None, when: str | None = 
             lines.append(f"- paper: {_ordering(pv, pr, higher)}")
         if s.lab:
             lines.append(f"- lab ({', '.join(e.experiments)}): {_ordering(s.lab, None, higher)}")
+            if s.spread:
+                sd = ", ".join(f"{k} {_fmt(s.spread[k])}" for k in sorted(s.spread))
+                lines.append(f"- spread over {s.n_seeds} seeds (standard deviation; the ordering uses the mean): {sd}")
             tau = "undefined" if s.tau is None else f"{s.tau:.2f}"
             head = {True: "holds", False: "does not hold", None: "not checkable"}[s.headline]
             lines.append(f"- tau {tau}; headline {head}; **{s.verdict}**")
         else:
             why = e.why_not_run or f"no runs of {', '.join(e.experiments)} in the store"
             lines.append(f"- lab: not run ({why})")
-        if e.reason:
-            lines.append(f"- reason: {e.reason}")
+        if s.reason:
+            lines.append(f"- reason: {s.reason}")
         lines.append("")
     lines += ["## Not scored (illustrations, no measurement)", ""]
     lines += [f"- {p}: {t}" for p, t in ILLUSTRATIONS.items()]
