@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import math
 import os
 import platform
 import subprocess
@@ -89,6 +90,72 @@ def _oriented(values: dict[str, float | None], higher_is_better: bool) -> dict[s
     return {k: (-v if (v is not None and higher_is_better) else v) for k, v in values.items()}
 
 
+def _gap(a: float | None, b: float | None) -> str:
+    if a is None or b is None:
+        return "one of them OOM"
+    lo, hi = sorted((abs(a), abs(b)))
+    if lo <= 0:
+        return "one of them zero"
+    pct = 100 * (hi / lo - 1)
+    return f"{pct:.1f}% apart" if pct < 10 else f"{pct:.0f}% apart"
+
+
+def measured_reason(entry: Entry, lab_vals: dict[str, float | None], df: Any) -> str:
+    """The part of an entry's reason computed from its runs: the CCR of the runs (papers' regime) and the pairs
+    in which the lab's ordering differs from the paper's, with how far apart the lab's two values are (the
+    three largest differences)."""
+    parts: list[str] = []
+    if df is not None and "metrics.ccr" in df and "params.model" in df:
+        ccr = []
+        rows = df.dropna(subset=["metrics.ccr"])
+        # the papers' regime only (the runs the Baechi and Celeritas entries read)
+        papers = rows["params.regime"].isin(["baechi", "celeritas"]) if "params.regime" in rows else None
+        rows = rows[papers] if papers is not None else rows.iloc[0:0]
+        for model, d in rows.groupby("params.model"):
+            row = d.iloc[0]
+            here = row.get("metrics.regime.ccr_here")
+            scale = row.get("metrics.regime.compute_scale")
+            txt = f"{model} CCR {row['metrics.ccr']:.3g}"
+            n_ops = row.get("metrics.n_ops_placed")
+            if n_ops == n_ops and n_ops is not None:
+                txt += f", {int(n_ops):,} ops placed"
+            if here == here and here is not None:
+                txt += f" (here {here:.3g}, compute x {scale:.3g})"
+            ccr.append(txt)
+        if ccr:
+            parts.append("Regime: " + "; ".join(ccr) + ".")
+    paper_r = (
+        dict(entry.paper_ranks)
+        if entry.paper_ranks is not None
+        else ranks(_oriented(dict(entry.paper_values), entry.higher_is_better))
+    )
+    lab_r = ranks(_oriented(lab_vals, entry.higher_is_better))
+    keys = [k for k in paper_r if k in lab_r]
+    pairs = []
+    split = 0  # pairs the paper ties and the lab orders
+    for i, a in enumerate(keys):
+        for b in keys[i + 1 :]:
+            dp, dl = paper_r[a] - paper_r[b], lab_r[a] - lab_r[b]
+            split += dp == 0 and dl != 0
+            if dp != 0 and dl != 0 and (dp > 0) != (dl > 0):
+                va, vb = lab_vals.get(a), lab_vals.get(b)
+                w = abs(math.log(abs(va) / abs(vb))) if va and vb else math.inf
+                first, second = (a, b) if dl < 0 else (b, a)
+                pairs.append((w, f"{first}/{second} ({_gap(va, vb)})"))
+    n = len(keys) * (len(keys) - 1) // 2
+    if keys and n:
+        if pairs:
+            pairs.sort(key=lambda x: -x[0])
+            shown = ", ".join(p for _, p in pairs[:3])
+            more = f" and {len(pairs) - 3} more" if len(pairs) > 3 else ""
+            parts.append(f"Lab order reversed against the paper in {len(pairs)} of {n} pairs: {shown}{more}.")
+        else:
+            parts.append(f"No pair of the {len(keys)} items is ordered against the paper.")
+        if split:
+            parts.append(f"{split} pair(s) the paper ties are ordered in the lab.")
+    return " ".join(parts)
+
+
 def score_entry(entry: Entry, df: Any) -> Scored:
     """Score one entry on a frame of its presets' job runs (`lab.job_runs`)."""
     if entry.lab_values is None or df is None or len(df) == 0:
@@ -104,10 +171,10 @@ def score_entry(entry: Entry, df: Any) -> Scored:
     lab_r = ranks(_oriented(lab_vals, entry.higher_is_better))
     tau = kendall_tau_b(paper_r, lab_r)
     head = entry.check(lab_vals, df) if entry.check is not None else None
-    reason = entry.reason
+    derived = [measured_reason(entry, lab_vals, df)]
     if entry.derive_reason is not None:
-        derived = entry.derive_reason(lab_vals, df)
-        reason = f"{derived} {reason}".strip() if derived else reason
+        derived.append(entry.derive_reason(lab_vals, df))
+    reason = " ".join(x for x in [*derived, entry.reason] if x).strip()
     return Scored(entry, lab_vals, tau, head, verdict(tau, head, True), spread or None, n_seeds, reason)
 
 

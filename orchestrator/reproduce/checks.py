@@ -231,6 +231,21 @@ def _se_cdf_check(v: Values, df: Any) -> bool | None:
     return all((x or 0) >= 0.9 for x in mem.values()) and all((x or 0) >= 0.8 for x in tim.values())
 
 
+def _faster_everywhere(df: Any, a: str, b: str, metric: str) -> bool | None:
+    """`a`'s metric below `b`'s on every model where both have a value (newest run each)."""
+    models = {str(m) for m in df.get("params.model", [])} - {"nan"}
+    seen = False
+    for m in models:
+        v = lab.newest(lab.where(df, {"model": m}), ("placer",), metric)
+        x, y = v.get(a), v.get(b)
+        if x is None or y is None:
+            continue
+        seen = True
+        if x >= y:
+            return False
+    return True if seen else None
+
+
 def _se_time_check(v: Values, df: Any) -> bool | None:
     """Figure 6: DFS-TOPO and Celeritas measure faster than m-TOPO on every model (m-TOPO OOM counts as slower)."""
     models = {str(m) for m in df.get("params.model", [])} - {"nan"}
@@ -342,6 +357,21 @@ def _best(v: Values, ks: tuple[str, ...]) -> bool | None:
     if not others or not mine:
         return None
     return max(x for x in mine if x is not None) <= statistics.median(others)
+
+
+def per_placer_graphs(v: Values, df: Any) -> str:
+    """Figure 7.7: which of graphs 2 and 3 each strategy ran faster (the mean hides it)."""
+    faster: dict[str, list[str]] = {"g2": [], "g3": []}
+    for placer, d in df.groupby("params.placer") if "params.placer" in df else []:
+        m = lab.group_mean(d, ("thesis_graph",), "predicted_step_s", ("placer", "scheduler"))
+        if m.get("g2") is not None and m.get("g3") is not None:
+            faster["g3" if (m["g3"] or 0) < (m["g2"] or 0) else "g2"].append(str(placer))
+    if not faster["g2"] and not faster["g3"]:
+        return ""
+    return (
+        f"Graph 3 faster for {', '.join(sorted(faster['g3'])) or 'no strategy'}; "
+        f"graph 2 faster for {', '.join(sorted(faster['g2'])) or 'no strategy'}."
+    )
 
 
 def _less(a: str, b: str, v: Values, df: Any) -> bool | None:
