@@ -9,6 +9,7 @@ Pages: the seeds are text renderings without page numbers; references give table
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from .checks import (
     PARTITIONERS_TIME_1,
@@ -56,6 +57,23 @@ GS = ("thesis_graph", "scheduler")
 T2_LIMITS = {"inception_v3": 10.0, "gnmt": 48.0}  # Baechi Table 2: m-SCT's worst placement times
 
 
+def _baechi_t3_gnmt_values(df: Any) -> dict[str, float | None]:
+    """Single device and expert from gnmt_sufficient (optimizer none), m-TOPO / m-ETF / m-SCT from
+    gnmt_sufficient_optimized (optimizer baechi); before that preset has run, every item from gnmt_sufficient."""
+    step = _newest(PL, "predicted_step_s", regime=B)
+    base = step(df[df["experiment_name"] == "gnmt_sufficient"]) if "experiment_name" in df else step(df)
+    opt = step(df[df["experiment_name"] == "gnmt_sufficient_optimized"]) if "experiment_name" in df else {}
+    placers = {k: v for k, v in opt.items() if k in ("m_topo", "m_etf", "m_sct")}
+    return {**base, **placers}
+
+
+def _paper_r(df: Any) -> Any:
+    """Table 4's runs: Celeritas and Order-Place at the paper's R = 200 (m-SCT has no R)."""
+    if "params.placer.R" not in df:
+        return df.iloc[0:0]
+    return df[(df["params.placer.R"].astype(str) == "200") | (df["params.placer"] == "m_sct")]
+
+
 def _entries() -> list[Entry]:
     e: list[Entry] = [
         # ------------------------------------------------------------------------------------------ Baechi
@@ -88,8 +106,9 @@ def _entries() -> list[Entry]:
             "step time (s)",
             "m-ETF and m-SCT 12-18% faster than single GPU; m-TOPO the slowest Baechi placer",
             {"single": 0.251, "expert": 0.214, "m_topo": 0.265, "m_etf": 0.224, "m_sct": 0.212},
-            experiments=("gnmt_sufficient",),
-            lab_values=_newest(PL, "predicted_step_s", regime=B),
+            # Baechi's placers with Baechi's optimizer, as in the paper; single and expert un-optimized
+            experiments=("gnmt_sufficient", "gnmt_sufficient_optimized"),
+            lab_values=_baechi_t3_gnmt_values,
             check=_baechi_t3_gnmt,
         ),
         Entry(
@@ -225,8 +244,10 @@ def _entries() -> list[Entry]:
             # (m-SCT / Order-Place / Celeritas): over the fastest of the model, geometric mean: 1.49 / 1.0 / 1.12
             paper_ranks={"order_place": 1, "celeritas": 2, "m_sct": 3},
             experiments=("celeritas_placement_time",),
-            lab_values=_norm(PL, "placement_time_s", ("model",), regime=C),
-            check=lambda v, df: _faster_everywhere(where(df, {"regime": C}), "celeritas", "m_sct", "placement_time_s"),
+            lab_values=lambda df: _norm(PL, "placement_time_s", ("model",), regime=C)(_paper_r(df)),
+            check=lambda v, df: _faster_everywhere(
+                where(_paper_r(df), {"regime": C}), "celeritas", "m_sct", "placement_time_s"
+            ),
         ),
         Entry(
             "celeritas-t5-time",
