@@ -191,3 +191,18 @@ def test_se_cdf_reads_the_fraction_at_a_deviation(tmp_path):
     assert se_cdf(df, "time", 0.05) == {"gnmt": 0.4}
     assert se_cdf(df, "time", 0.2) == {"gnmt": 0.6}
     assert se_cdf(df, "memory", 0.2) == {}
+
+
+def test_measured_reason_names_the_reversed_pairs_and_the_regime():
+    (gnmt4,) = select("baechi-t4-gnmt")
+    df = _rows({"single": None, "expert": 0.221, "m_topo": 0.272, "m_etf": 0.23, "m_sct": 0.25}).assign(
+        **{"params.model": "gnmt", "metrics.ccr": 18.63, "metrics.regime.ccr_here": 9.8}
+    )
+    s = score_entry(gnmt4, df)
+    assert "gnmt CCR 18.6 (here 9.8" in s.reason
+    assert (
+        "reversed against the paper in 2 of 10 pairs: expert/m_sct (13% apart), m_etf/m_sct (8.7% apart)." in s.reason
+    )
+    assert s.reason.endswith(gnmt4.reason)  # the structural text follows the measured part
+    same = score_entry(gnmt4, _rows({"single": None, "expert": 0.221, "m_topo": 0.272, "m_etf": 0.23, "m_sct": 0.2}))
+    assert same.reason.startswith("No pair of the 5 items is ordered against the paper.")  # no regime line

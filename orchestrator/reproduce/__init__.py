@@ -145,7 +145,7 @@ def measured_reason(entry: Entry, lab_vals: dict[str, float | None], df: Any) ->
             if n_ops == n_ops and n_ops is not None:
                 txt += f", {int(n_ops):,} ops placed"
             if here == here and here is not None:
-                txt += f" (here {here:.3g}, compute x {scale:.3g})"
+                txt += f" (here {here:.3g}" + (f", compute x {scale:.3g})" if scale == scale and scale else ")")
             ccr.append(txt)
         if ccr:
             parts.append("Regime: " + "; ".join(ccr) + ".")
