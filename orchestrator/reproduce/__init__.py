@@ -296,7 +296,10 @@ def render(scored: list[Scored], machine: str | None = None, when: str | None = 
         "headline holds; **no** = neither; **not run** = no runs of the preset in the store (or no preset).",
         "Orderings list items best first (lower is better unless marked `>`); OOM ranks last. Baechi and Celeritas",
         "entries read runs in the papers' regime (conf/regime/: the paper's machine as a model, compute scaled to",
-        "the paper's CCR); the step times are the simulator's predictions.",
+        "the paper's CCR); the step times are the simulator's predictions. Entries over several seeds order the",
+        "items by the mean over the seeds and give the standard deviation. Each reason starts with the part",
+        "computed from the runs (regime, ops placed, the pairs ordered against the paper and how far apart);",
+        "the rest names the known structural cause.",
         "",
         f"**Summary: {c['yes']} yes, {c['partly']} partly, {c['no']} no, {c[NOT_RUN]} not run "
         f"({len(scored)} entries); median tau {med} over {sm['n_tau']} scored orderings.**",
