@@ -246,6 +246,18 @@ def _faster_everywhere(df: Any, a: str, b: str, metric: str) -> bool | None:
     return True if seen else None
 
 
+def se_cdf_reason(v: Values, df: Any) -> str:
+    """Figure 5's other two readings, from the runs: the share of ops within 20% memory and 30% time deviation."""
+    mem, tim = se_cdf(df, "memory", 0.2), se_cdf(df, "time", 0.3)
+    if not mem and not tim:
+        return ""
+
+    def fmt(d: Values) -> str:
+        return ", ".join(f"{k} {100 * x:.0f}%" for k, x in sorted(d.items()) if x is not None)
+
+    return f"Ops within 20% memory deviation: {fmt(mem)}; within 30% time deviation: {fmt(tim)} (paper: 90%, 80%)."
+
+
 def _se_time_check(v: Values, df: Any) -> bool | None:
     """Figure 6: DFS-TOPO and Celeritas measure faster than m-TOPO on every model (m-TOPO OOM counts as slower)."""
     models = {str(m) for m in df.get("params.model", [])} - {"nan"}

@@ -46,6 +46,7 @@ from .checks import (
     _worst,
     per_placer_graphs,
     se_cdf,
+    se_cdf_reason,
     zero_bubble_from,
 )
 from .lab import where
@@ -283,6 +284,7 @@ def _entries() -> list[Entry]:
             experiments=("celeritas_estimation",),
             lab_values=lambda df: se_cdf(df, "time", SE_ACCURATE),
             check=_se_cdf_check,
+            derive_reason=se_cdf_reason,
             higher_is_better=True,
         ),
         Entry(
