@@ -8,13 +8,10 @@ Pages: the seeds are text renderings without page numbers; references give table
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from .checks import (
-    PARTITIONERS_TIME_1,
     SE_ACCURATE,
-    TRAFFIC_RANKS,
     Entry,
     _argmax_is,
     _baechi_t3_gnmt,
@@ -22,13 +19,10 @@ from .checks import (
     _baechi_t4_gnmt,
     _baechi_t4_inception,
     _baechi_t5,
-    _best,
     _best_of_fitting,
     _ccr_check,
     _celeritas_best,
     _faster_everywhere,
-    _less,
-    _mean,
     _mean_bubble_by_memory,
     _memory_balance,
     _memory_balance_check,
@@ -43,19 +37,16 @@ from .checks import (
     _sensitivity,
     _sensitivity_check,
     _tessel_check,
-    _worst,
-    per_placer_graphs,
     se_cdf,
     se_cdf_reason,
     zero_bubble_from,
 )
 from .lab import where
+from .papers_thesis import thesis_entries
 from .reasons import REASONS
 
 B, C = "baechi", "celeritas"  # the regimes of the Baechi and Celeritas presets (conf/regime/)
 PL = ("placer",)
-GS = ("thesis_graph", "scheduler")
-TFG = ("model", "model.seq_len")  # a TF graph of the thesis_tf_graphs presets: model and unrolled length
 T2_LIMITS = {"inception_v3": 10.0, "gnmt": 48.0}  # Baechi Table 2: m-SCT's worst placement times
 
 
@@ -364,176 +355,8 @@ def _entries() -> list[Entry]:
                 "so it is not scored)"
             ),
         ),
-        # ------------------------------------------------------------------------------------------- Thesis
-        Entry(
-            "thesis-f7.1",
-            "Thesis",
-            "Figure 7.1 (7.1): makespan of the partitioners, 6 synthetic graphs, 100 devices",
-            "makespan / best makespan of the graph and scheduler (geometric mean)",
-            "Batch Split and Hashing the worst partitioners",
-            paper_ranks=PARTITIONERS_TIME_1,
-            experiments=("thesis_synthetic",),
-            lab_values=_norm(PL, "predicted_step_s", GS),
-            check=lambda v, df: _worst(v, ("batch_split", "hashing")),
-        ),
-        Entry(
-            "thesis-f7.1-schedulers",
-            "Thesis",
-            "Figure 7.1 (7.1): makespan of the schedulers",
-            "makespan / best of the graph and partitioner (geometric mean)",
-            "PCT the best scheduler in almost all cases, FIFO the worst",
-            paper_ranks={"pct": 1, "msr": 2, "fifo": 3},
-            experiments=("thesis_synthetic",),
-            lab_values=_norm(("scheduler",), "predicted_step_s", ("thesis_graph", "placer")),
-            check=lambda v, df: _argmax_is("fifo", v, df),
-        ),
-        Entry(
-            "thesis-f7.2",
-            "Thesis",
-            "Figure 7.2 (7.1): traffic of the partitioners",
-            "traffic / least traffic of the graph (geometric mean)",
-            "MITE and DFS the least traffic; Hashing, HEFT, Critical Path the most",
-            paper_ranks=TRAFFIC_RANKS,
-            experiments=("thesis_synthetic",),
-            lab_values=_norm(PL, "traffic_bytes", GS),
-            check=lambda v, df: _best(v, ("mite", "dfs")),
-        ),
-        Entry(
-            "thesis-f7.2-graphs",
-            "Thesis",
-            "Figure 7.2 (7.1): traffic by graph",
-            "mean traffic (bytes) over the strategies",
-            "graph 1 the least traffic, graph 6 by far the most (traffic follows the edge count)",
-            paper_ranks={"g1": 1, "g2": 2, "g3": 3, "g4": 3, "g5": 3, "g6": 4},
-            experiments=("thesis_synthetic",),
-            lab_values=_mean(("thesis_graph",), "traffic_bytes"),
-            check=lambda v, df: None if not v else (min(v, key=lambda k: v[k] or 0) == "g1"),
-        ),
-        Entry(
-            "thesis-f7.3",
-            "Thesis",
-            "Figure 7.3 (7.1): partitioning time",
-            "partitioning time / fastest of the graph (geometric mean)",
-            "HEFT takes the longest by far",
-            paper_ranks={"heft": 2, "hashing": 1, "batch_split": 1, "icp": 1, "critical_path": 1, "mite": 1, "dfs": 1},
-            experiments=("thesis_synthetic",),
-            lab_values=_norm(PL, "placement_time_s", GS),
-            check=lambda v, df: _argmax_is("heft", v, df),
-        ),
-        Entry(
-            "thesis-f7.3-graphs",
-            "Thesis",
-            "Figure 7.3 (7.1): HEFT's partitioning time by graph",
-            "HEFT partitioning time (s), PCT",
-            "HEFT's time follows the node count: g1 > g6 > g2 > g4, g5 > g3",
-            paper_ranks={"g3": 1, "g4": 2, "g5": 2, "g2": 3, "g6": 4, "g1": 5},
-            experiments=("thesis_synthetic",),
-            lab_values=_newest(("thesis_graph",), "placement_time_s", placer="heft", scheduler="pct"),
-            check=lambda v, df: None if not v else max(v, key=lambda k: v[k] or 0) == "g1",
-        ),
-        Entry(
-            "thesis-f7.4",
-            "Thesis",
-            "Figure 7.4 (7.2): makespan on the TensorFlow graphs, 50 devices, PCT, 100 runs averaged (3 seeds here)",
-            "makespan / best of the graph",
-            "Hashing the worst; MITE and Critical Path the best",
-            paper_ranks={
-                "mite": 1,
-                "critical_path": 1,
-                "dfs": 2,
-                "icp": 3,
-                "heft": 3,
-                "batch_split": 3,
-                "hashing": 4,
-            },
-            experiments=("thesis_tf_graphs_50_paper",),
-            seed="seed",
-            lab_values=_norm(PL, "predicted_step_s", TFG, scheduler="pct"),
-            check=lambda v, df: _worst(v, ("hashing",)),
-        ),
-        Entry(
-            "thesis-f7.5",
-            "Thesis",
-            "Figure 7.5 (7.2): traffic on the TensorFlow graphs",
-            "traffic / least of the graph",
-            "MITE, Batch Split and DFS the least traffic; Hashing and HEFT the most",
-            paper_ranks={
-                "mite": 1,
-                "batch_split": 1,
-                "dfs": 1,
-                "icp": 2,
-                "critical_path": 3,
-                "heft": 4,
-                "hashing": 4,
-            },
-            experiments=("thesis_tf_graphs_50_paper",),
-            seed="seed",
-            lab_values=_norm(PL, "traffic_bytes", TFG, scheduler="pct"),
-            check=lambda v, df: _best(v, ("mite", "dfs")),
-        ),
-        Entry(
-            "thesis-f7.6",
-            "Thesis",
-            "Figure 7.6 (7.2): partitioning time on the TensorFlow graphs",
-            "partitioning time / fastest of the graph",
-            "Iterated Critical Path the slowest, HEFT second; Hashing fast",
-            paper_ranks={"hashing": 1, "batch_split": 2, "mite": 3, "dfs": 3, "heft": 4, "icp": 5},
-            experiments=("thesis_tf_graphs_50_paper",),
-            seed="seed",
-            lab_values=_norm(PL, "placement_time_s", TFG, scheduler="pct"),
-            check=lambda v, df: _argmax_is("icp", v, df),
-        ),
-        Entry(
-            "thesis-f7.7",
-            "Thesis",
-            "Figure 7.7 (7.3): makespan on 7 devices, graphs 2 and 3",
-            "mean makespan (s) over the strategies",
-            "graph 3 runs faster than graph 2 on 7 devices (the reverse of 100 devices)",
-            paper_ranks={"g3": 1, "g2": 2},
-            experiments=("thesis_synthetic_7dev",),
-            seed="seed",
-            lab_values=_mean(("thesis_graph",), "predicted_step_s"),
-            check=partial(_less, "g3", "g2"),
-            derive_reason=per_placer_graphs,
-        ),
-        Entry(
-            "thesis-f7.7-paper",
-            "Thesis",
-            "Figure 7.7 (7.3) at the thesis' graph sizes: graphs 2 and 3, 7 devices, PCT",
-            "mean makespan (s) over HEFT, Critical Path, MITE, Hashing",
-            "graph 3 runs faster than graph 2 on 7 devices (the reverse of 100 devices)",
-            paper_ranks={"g3": 1, "g2": 2},
-            experiments=("thesis_synthetic_7dev_paper",),
-            lab_values=_mean(("thesis_graph",), "predicted_step_s"),
-            check=partial(_less, "g3", "g2"),
-            derive_reason=per_placer_graphs,
-        ),
-        Entry(
-            "thesis-f7.8",
-            "Thesis",
-            "Figure 7.8 (7.3): traffic on 7 devices, graphs 2 and 3",
-            "mean traffic (bytes) over the strategies",
-            "graph 3 has more traffic than graph 2 (twice the edges)",
-            paper_ranks={"g2": 1, "g3": 2},
-            experiments=("thesis_synthetic_7dev",),
-            seed="seed",
-            lab_values=_mean(("thesis_graph",), "traffic_bytes"),
-            check=partial(_less, "g2", "g3"),
-        ),
-        Entry(
-            "thesis-f7.10",
-            "Thesis",
-            "Figure 7.10 (7.3): executable nodes per device before each scheduling decision, 7 devices",
-            "mean number of ready ops per decision",
-            "far more executable nodes on graph 2 than on graph 3, for every strategy",
-            paper_ranks={"g2": 1, "g3": 2},
-            experiments=("thesis_ready_ops",),
-            script="experiments/thesis_ready_ops.py",
-            lab_values=_mean(("thesis_graph",), "ready_ops_mean"),
-            check=partial(_less, "g3", "g2"),
-            higher_is_better=True,
-        ),
     ]
+    e += thesis_entries()
     return [_with_reason(x) for x in e]
 
 
