@@ -49,6 +49,13 @@ PRESET_RUNS = {
             "placer=m_topo,m_etf,m_sct",
         ]
     ],
+    # Tessel Figure 12 at Figure 11's starting N_R per placement (V 4; M and NN 6, the preset's default)
+    "tessel_memory": [
+        ["+experiment=tessel_memory", "pipeline.shape=v", "pipeline.max_repetend_micro=4"],
+        ["+experiment=tessel_memory", "pipeline.shape=m,nn"],
+    ],
+    # Thesis Figures 7.7 / 7.8 over three seeds (graphs and partitioners' order; the 7 devices stay)
+    "thesis_synthetic_7dev": [["+experiment=thesis_synthetic_7dev", "seed=0,1,2"]],
     # Thesis Figures 7.4 - 7.6 near the thesis' graph sizes: a model and its unrolled length go together
     "thesis_tf_graphs_50_paper": [
         ["+experiment=thesis_tf_graphs_50_paper", "model=transformer_tiny"],
