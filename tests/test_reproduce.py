@@ -123,3 +123,86 @@ def test_paired_mean_drops_a_strategy_that_ran_out_of_memory_on_one_graph():
     df = pd.DataFrame(rows)
     assert group_mean(df, ("thesis_graph",), "predicted_step_s", ("placer", "scheduler")) == {"g2": 1.0, "g3": 2.0}
     assert group_mean(df, ("thesis_graph",), "predicted_step_s") == {"g2": 3.0, "g3": 2.0}
+
+
+def test_seed_mean_and_spread():
+    rows = []
+    for i, (seed, placer, v) in enumerate(
+        [("0", "heft", 1.0), ("1", "heft", 3.0), ("0", "mite", 2.0), ("1", "mite", 2.0), ("0", "dfs", None)]
+    ):
+        rows.append(
+            {
+                "start_time": pd.Timestamp("2026-11-23") + pd.Timedelta(minutes=i),
+                "params.placer": placer,
+                "params.seed": seed,
+                "tags.status": "oom" if v is None else "ok",
+                "metrics.predicted_step_s": float("nan") if v is None else v,
+            }
+        )
+    df = pd.DataFrame(rows).sort_values("start_time", ascending=False)
+    e = Entry(
+        "x",
+        "P",
+        "ref",
+        "what",
+        "head",
+        paper_ranks={"mite": 1, "heft": 2},
+        experiments=("x",),
+        lab_values=_newest(("placer",), "predicted_step_s"),
+        seed="seed",
+    )
+    s = score_entry(e, df)
+    assert s.lab == {"heft": 2.0, "mite": 2.0, "dfs": None}
+    assert s.spread == {"heft": pytest.approx(1.0), "mite": pytest.approx(0.0)}
+    assert s.n_seeds == 2
+    assert "spread over 2 seeds" in render([s], machine="m", when="w")
+
+
+def test_zero_bubble_start_and_monotone_check():
+    from orchestrator.reproduce.checks import _monotone_to_zero, zero_bubble_from
+
+    rows = []
+    for i, (shape, nr, rate) in enumerate(
+        [("v", 1, 0.5), ("v", 2, 0.2), ("v", 3, 0.0), ("m", 1, 0.6), ("m", 2, 0.7), ("m", 3, 0.1)]
+    ):
+        rows.append(
+            {
+                "start_time": pd.Timestamp("2026-11-23") + pd.Timedelta(minutes=i),
+                "params.pipeline.shape": shape,
+                "params.pipeline.max_repetend_micro": str(nr),
+                "tags.status": "ok",
+                "metrics.pipeline.repetend_bubble_rate": rate,
+            }
+        )
+    df = pd.DataFrame(rows)
+    assert zero_bubble_from(df, "pipeline.max_repetend_micro") == {"v": 3.0, "m": None}
+    assert _monotone_to_zero(df, "pipeline.max_repetend_micro") is False  # m rises and never reaches zero
+    assert _monotone_to_zero(df[df["params.pipeline.shape"] == "v"], "pipeline.max_repetend_micro") is True
+
+
+def test_se_cdf_reads_the_fraction_at_a_deviation(tmp_path):
+    import json
+
+    from orchestrator.reproduce.checks import se_cdf
+
+    cdf = [[0.0, 0.1], [0.05, 0.4], [0.1, 0.6], [0.3, 0.9], [1.0, 1.0]]
+    (tmp_path / "standard_evaluation.json").write_text(json.dumps({"time": {"cdf": cdf}}))
+    df = pd.DataFrame([{"params.model": "gnmt", "artifact_uri": str(tmp_path)}])
+    assert se_cdf(df, "time", 0.05) == {"gnmt": 0.4}
+    assert se_cdf(df, "time", 0.2) == {"gnmt": 0.6}
+    assert se_cdf(df, "memory", 0.2) == {}
+
+
+def test_measured_reason_names_the_reversed_pairs_and_the_regime():
+    (gnmt4,) = select("baechi-t4-gnmt")
+    df = _rows({"single": None, "expert": 0.221, "m_topo": 0.272, "m_etf": 0.23, "m_sct": 0.25}).assign(
+        **{"params.model": "gnmt", "metrics.ccr": 18.63, "metrics.regime.ccr_here": 9.8}
+    )
+    s = score_entry(gnmt4, df)
+    assert "gnmt CCR 18.6 (here 9.8" in s.reason
+    assert (
+        "reversed against the paper in 2 of 10 pairs: expert/m_sct (13% apart), m_etf/m_sct (8.7% apart)." in s.reason
+    )
+    assert s.reason.endswith(gnmt4.reason)  # the structural text follows the measured part
+    same = score_entry(gnmt4, _rows({"single": None, "expert": 0.221, "m_topo": 0.272, "m_etf": 0.23, "m_sct": 0.2}))
+    assert same.reason.startswith("No pair of the 5 items is ordered against the paper.")  # no regime line

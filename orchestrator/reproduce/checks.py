@@ -41,6 +41,8 @@ class Entry:
     reason: str = ""  # why the lab differs (or what it needs), from what was measured
     why_not_run: str = ""  # for entries the lab cannot run
     script: str | None = None  # --run runs this script (repo-relative) instead of the presets' sweeps
+    seed: str | None = None  # param naming the run's seed: lab values are the mean over seeds (spread reported)
+    derive_reason: Callable[[Values, Any], str] | None = None  # reason text computed from the lab's figures
 
 
 def _newest(item: tuple[str, ...], metric: str, any_status: bool = False, **cond: str) -> Callable[[Any], Values]:
@@ -183,6 +185,94 @@ def _se_check(v: Values, df: Any) -> bool | None:
     return all(x is not None and x <= 0.15 for x in v.values())
 
 
+def _cdf_at(cdf: list[list[float]], x: float) -> float | None:
+    """The fraction of ops with deviation <= x from a CDF given as [[deviation, fraction], ...] points."""
+    pts = [f for d, f in cdf if d <= x + 1e-12]
+    return float(pts[-1]) if pts else None
+
+
+def _se_json(row: Any) -> dict[str, Any] | None:
+    """standard_evaluation.json of a celeritas_estimation run (its artifact folder), or None."""
+    import json
+    from pathlib import Path
+
+    uri = str(row.get("artifact_uri") or "")
+    path = Path(uri.removeprefix("file://")) / "standard_evaluation.json"
+    if not path.is_file():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+#: Figure 5's "accurate" time estimate, read here as a relative deviation of at most 5% (the first CDF point
+#: above zero; a measured time is never reproduced exactly, the paper does not say where its bin ends)
+SE_ACCURATE = 0.05
+
+
+def se_cdf(df: Any, kind: str, at: float) -> Values:
+    """Figure 5: per model (newest run), the fraction of ops whose `kind` ("time" / "memory") estimate deviates
+    by at most `at` from the measurement, read from the run's standard_evaluation.json."""
+    out: Values = {}
+    for _, row in df.iterrows():
+        model = str(row.get("params.model"))
+        if model in out or model == "nan":
+            continue
+        data = _se_json(row)
+        if data and kind in data and data[kind].get("cdf"):
+            out[model] = _cdf_at(data[kind]["cdf"], at)
+    return out
+
+
+def _se_cdf_check(v: Values, df: Any) -> bool | None:
+    """Figure 5's claims: memory within 20% for >= 90% of the ops and time within 30% for >= 80%, every model."""
+    mem, tim = se_cdf(df, "memory", 0.2), se_cdf(df, "time", 0.3)
+    if not mem or not tim:
+        return None
+    return all((x or 0) >= 0.9 for x in mem.values()) and all((x or 0) >= 0.8 for x in tim.values())
+
+
+def _faster_everywhere(df: Any, a: str, b: str, metric: str) -> bool | None:
+    """`a`'s metric below `b`'s on every model where both have a value (newest run each)."""
+    models = {str(m) for m in df.get("params.model", [])} - {"nan"}
+    seen = False
+    for m in models:
+        v = lab.newest(lab.where(df, {"model": m}), ("placer",), metric)
+        x, y = v.get(a), v.get(b)
+        if x is None or y is None:
+            continue
+        seen = True
+        if x >= y:
+            return False
+    return True if seen else None
+
+
+def se_cdf_reason(v: Values, df: Any) -> str:
+    """Figure 5's other two readings, from the runs: the share of ops within 20% memory and 30% time deviation."""
+    mem, tim = se_cdf(df, "memory", 0.2), se_cdf(df, "time", 0.3)
+    if not mem and not tim:
+        return ""
+
+    def fmt(d: Values) -> str:
+        return ", ".join(f"{k} {100 * x:.0f}%" for k, x in sorted(d.items()) if x is not None)
+
+    return f"Ops within 20% memory deviation: {fmt(mem)}; within 30% time deviation: {fmt(tim)} (paper: 90%, 80%)."
+
+
+def _se_time_check(v: Values, df: Any) -> bool | None:
+    """Figure 6: DFS-TOPO and Celeritas measure faster than m-TOPO on every model (m-TOPO OOM counts as slower)."""
+    models = {str(m) for m in df.get("params.model", [])} - {"nan"}
+    if not models:
+        return None
+    for m in models:
+        step = lab.newest(lab.where(df, {"model": m}), ("placer",), "predicted_step_s")
+        topo = step.get("m_topo", 0.0)
+        for k in ("dfs_topo_seq", "celeritas"):
+            x = step.get(k)
+            if x is None or (topo is not None and x >= topo):
+                return False
+    return True
+
+
 # ----------------------------------------------------------------------------------------------- Tessel (003)
 def _tessel_check(v: Values, df: Any) -> bool | None:
     shapes = {k.split("/")[0] for k in v}
@@ -193,6 +283,56 @@ def _tessel_check(v: Values, df: Any) -> bool | None:
             return False
         ok = ok and t <= 0.05 and (b is None or t < b)
     return ok if shapes else None
+
+
+def zero_bubble_from(df: Any, key: str) -> Values:
+    """Figures 11 / 12: per shape, the smallest value of `key` (pipeline.max_repetend_micro or pipeline.memory)
+    at which the repetend's bubble rate is zero; None when no run of the shape reaches zero."""
+    out: Values = {}
+    col = f"params.{key}"
+    if col not in df or "metrics.pipeline.repetend_bubble_rate" not in df:
+        return out
+    for shape, d in df.groupby("params.pipeline.shape"):
+        rates = lab.newest(d, (key,), "pipeline.repetend_bubble_rate")
+        zero = [int(k) for k, r in rates.items() if k.isdigit() and r is not None and r <= 1e-9]
+        out[str(shape)] = float(min(zero)) if zero else None
+    return out
+
+
+def bubble_by(df: Any, key: str) -> dict[str, Values]:
+    """{shape: {value of key: repetend bubble rate}} (newest run of each)."""
+    out: dict[str, Values] = {}
+    if f"params.{key}" not in df:
+        return out
+    for shape, d in df.groupby("params.pipeline.shape"):
+        out[str(shape)] = lab.newest(d, (key,), "pipeline.repetend_bubble_rate")
+    return out
+
+
+def _mean_bubble_by_memory(df: Any) -> Values:
+    """Figure 12: the mean repetend bubble rate over the shapes at each memory capacity (items: capacities)."""
+    per = bubble_by(df, "pipeline.memory")
+    caps = {k for v in per.values() for k in v if k.isdigit()}
+    out: Values = {}
+    for c in sorted(caps, key=int):
+        xs = [v[c] for v in per.values() if v.get(c) is not None]
+        if len(xs) == len(per):  # every shape ran (and fitted) at this capacity
+            out[c] = sum(x for x in xs if x is not None) / len(xs)
+    return out
+
+
+def _monotone_to_zero(df: Any, key: str) -> bool | None:
+    """Every shape's bubble rate is non-increasing in `key` and zero at its largest value."""
+    per = bubble_by(df, key)
+    if not per:
+        return None
+    for rates in per.values():
+        xs = [rates[k] for k in sorted((k for k in rates if k.isdigit()), key=int)]
+        if not xs or any(x is None for x in xs):
+            return False
+        if any((b or 0) > (a or 0) + 1e-9 for a, b in zip(xs, xs[1:], strict=False)) or (xs[-1] or 0) > 1e-9:
+            return False
+    return True
 
 
 def _search_time(df: Any) -> Values:
@@ -229,6 +369,21 @@ def _best(v: Values, ks: tuple[str, ...]) -> bool | None:
     if not others or not mine:
         return None
     return max(x for x in mine if x is not None) <= statistics.median(others)
+
+
+def per_placer_graphs(v: Values, df: Any) -> str:
+    """Figure 7.7: which of graphs 2 and 3 each strategy ran faster (the mean hides it)."""
+    faster: dict[str, list[str]] = {"g2": [], "g3": []}
+    for placer, d in df.groupby("params.placer") if "params.placer" in df else []:
+        m = lab.group_mean(d, ("thesis_graph",), "predicted_step_s", ("placer", "scheduler"))
+        if m.get("g2") is not None and m.get("g3") is not None:
+            faster["g3" if (m["g3"] or 0) < (m["g2"] or 0) else "g2"].append(str(placer))
+    if not faster["g2"] and not faster["g3"]:
+        return ""
+    return (
+        f"Graph 3 faster for {', '.join(sorted(faster['g3'])) or 'no strategy'}; "
+        f"graph 2 faster for {', '.join(sorted(faster['g2'])) or 'no strategy'}."
+    )
 
 
 def _less(a: str, b: str, v: Values, df: Any) -> bool | None:
