@@ -71,8 +71,9 @@ class MTOPOPlacer(Placer):
     restricted to a device type goes to the first device of that type, from the current one on, with room.
     An op that fits on no remaining device raises `InfeasiblePlacement` naming it.  `info` reports the cap
     and, per device, the cap used, the static bytes and the predicted peak (the larger of the two checks),
-    and the number of rounds.  O(V + E) plus, per received copy, numpy work over the steps it spans (O(V D)
-    memory for the history), plus one simulation, O((V + E) log V), per round.
+    and the number of rounds.  O(V + E) plus, per received copy, an element-wise numpy add over the steps it
+    spans and range maxima in O(V / B + B) through block maxima (`_StepHistory`; O(V D) memory for the
+    history), plus one simulation, O((V + E) log V), per round.
     """
 
     name = "m_topo"
@@ -200,7 +201,7 @@ class MTOPOPlacer(Placer):
         persist = [0.0] * D  # persistent bytes placed on each device
         dyn = [0.0] * D  # transient bytes live now (outputs, received copies)
         peak = [0.0] * D  # peak of the transient bytes so far
-        hist = np.zeros((D, n + 1))  # transient bytes per device during each step (op index)
+        hist = _StepHistory(D, n + 1)  # transient bytes per device during each step (op index)
         remaining = [len(idx.succ[i]) for i in range(n)]  # consumers not run yet
         copies: dict[int, set[int]] = {}  # producer -> devices holding a copy
         dev = [-1] * n
@@ -218,7 +219,7 @@ class MTOPOPlacer(Placer):
                 add += b
                 hi = new[k + 1][0] if k + 1 < len(new) else i
                 if hi > a:
-                    m = float(hist[p, a:hi].max()) + add
+                    m = hist.range_max(p, a, hi) + add
                     if m > best:
                         best = m
             return best
@@ -262,8 +263,7 @@ class MTOPOPlacer(Placer):
                     copies[j].add(q)
                     b = idx.copy_bytes[j]
                     if j + 1 < i:
-                        hist[q, j + 1 : i] += b
-                        h = float(hist[q, j + 1 : i].max())
+                        h = hist.add_max(q, j + 1, i, b)
                         if h > peak[q]:
                             peak[q] = h
                     dyn[q] += b
@@ -274,7 +274,7 @@ class MTOPOPlacer(Placer):
                 if not overflows:
                     first_over = (i, q)
                 overflows += 1
-            hist[:, i] = dyn
+            hist.set_step(i, dyn)
             dyn[q] -= idx.temporary[i]
             if not idx.succ[i]:
                 dyn[q] -= idx.output[i]
@@ -285,3 +285,78 @@ class MTOPOPlacer(Placer):
                     for r in copies.pop(j, ()):
                         dyn[r] -= idx.copy_bytes[j]
         return dev, used, [persist[p] + peak[p] for p in range(D)], overflows, checked, first_over
+
+
+#: steps per block of `_StepHistory`'s block maxima
+_B = 256
+
+
+class _StepHistory:
+    """Transient bytes per device and step of m-TOPO's fill (`MTOPOPlacer._fill`), with exact range maxima.
+
+    ``val[p, i]`` is device p's transient memory while op i runs; steps are set in order (`set_step`), and a
+    copy received from an earlier op adds its bytes over the steps between producer and consumer
+    (`add_max`), whose maximum is asked at once; `range_max` answers a device's maximum over a step range.
+    Issue 22: such ranges span O(V) steps on training graphs (a forward op's output read by its backward op),
+    so each block of `_B` steps keeps its maximum once all its steps are set; a range maximum reads at most
+    two partial blocks and the block maxima between, O(S / _B + _B) instead of O(S).  The adds themselves stay
+    element-wise (numpy), so every value is the one the plain array held, and block maxima are exact: rounding
+    is monotone, so a block's maximum plus b is bit for bit the maximum of its entries each plus b (the same
+    argument as `device_memory.DeviceMemory`).
+    """
+
+    __slots__ = ("val", "bmax", "closed")
+
+    def __init__(self, D: int, steps: int):
+        self.val = np.zeros((D, steps))
+        self.bmax = np.zeros((D, steps // _B + 1))
+        self.closed = 0  # blocks 0 .. closed - 1 have every step set and an exact maximum in bmax
+
+    def set_step(self, i: int, values: list[float]) -> None:
+        self.val[:, i] = values
+        if (i + 1) % _B == 0:
+            b = i // _B
+            self.bmax[:, b] = self.val[:, b * _B : (b + 1) * _B].max(axis=1)
+            self.closed = b + 1
+
+    def range_max(self, p: int, a: int, c: int) -> float:
+        """``val[p, a:c].max()`` for a < c (steps below c set)."""
+        row = self.val[p]
+        ba, bc = -(-a // _B), c // _B  # the closed blocks wholly inside [a, c) are ba .. bc - 1
+        if bc - ba < 2:
+            return float(row[a:c].max())
+        m = float(self.bmax[p, ba:bc].max())
+        if a < ba * _B:
+            h = float(row[a : ba * _B].max())
+            if h > m:
+                m = h
+        if bc * _B < c:
+            t = float(row[bc * _B : c].max())
+            if t > m:
+                m = t
+        return m
+
+    def add_max(self, p: int, a: int, c: int, b: float) -> float:
+        """Add b to ``val[p, a:c]`` (a < c, steps below c set) and return the range's new maximum."""
+        row = self.val[p]
+        row[a:c] += b
+        ba, bc = -(-a // _B), c // _B
+        bm = self.bmax[p]
+        if bc > ba:
+            bm[ba:bc] += b
+        # blocks cut by the range's ends: their maxima are recomputed (only for closed blocks)
+        for blk in {a // _B, (c - 1) // _B}:
+            if blk < self.closed and not ba <= blk < bc:
+                bm[blk] = row[blk * _B : (blk + 1) * _B].max()
+        if bc - ba < 2:
+            return float(row[a:c].max())
+        m = float(bm[ba:bc].max())
+        if a < ba * _B:
+            h = float(row[a : ba * _B].max())
+            if h > m:
+                m = h
+        if bc * _B < c:
+            t = float(row[bc * _B : c].max())
+            if t > m:
+                m = t
+        return m
