@@ -279,3 +279,21 @@ def test_torchrun_launch(tmp_path):
     res = read_result(rt, prepared, tmp_path / "reports")
     assert res.extra["correct"], res.extra
     assert len(res.step_times_s) == 2 and len(res.workers) == 2
+
+
+def test_gradient_check_scales_with_the_tensor_not_the_element():
+    from types import SimpleNamespace
+
+    from backends.torch.reference import compare_outputs
+
+    prog = SimpleNamespace(param_names=["w"], split_outputs=lambda outs: {"loss": outs[0], "grads": [outs[1]]})
+    ref = torch.tensor([1000.0, 1e-3, -500.0])
+    close = ref + torch.tensor([0.0, 7e-4, 0.0])  # the small element is 70 % off, 7e-7 of the tensor's scale
+    info = compare_outputs([torch.tensor(2.0), close], [torch.tensor(2.0), ref], prog, rtol=1e-4, atol=1e-5)
+    assert info["correct"] and info["worst_param"] == "w"
+    far = ref + torch.tensor([0.0, 0.0, 1.0])  # 1e-3 of the scale: beyond rtol
+    assert not compare_outputs([torch.tensor(2.0), far], [torch.tensor(2.0), ref], prog, rtol=1e-4, atol=1e-5)[
+        "correct"
+    ]
+    nan = ref + torch.tensor([float("nan"), 0.0, 0.0])
+    assert not compare_outputs([torch.tensor(2.0), nan], [torch.tensor(2.0), ref], prog)["correct"]
