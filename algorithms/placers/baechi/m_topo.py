@@ -348,15 +348,4 @@ class _StepHistory:
         for blk in {a // _B, (c - 1) // _B}:
             if blk < self.closed and not ba <= blk < bc:
                 bm[blk] = row[blk * _B : (blk + 1) * _B].max()
-        if bc - ba < 2:
-            return float(row[a:c].max())
-        m = float(bm[ba:bc].max())
-        if a < ba * _B:
-            h = float(row[a : ba * _B].max())
-            if h > m:
-                m = h
-        if bc * _B < c:
-            t = float(row[bc * _B : c].max())
-            if t > m:
-                m = t
-        return m
+        return self.range_max(p, a, c)
