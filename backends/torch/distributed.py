@@ -51,7 +51,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from algorithms.cluster import Cluster, oversubscription, worker_cores
 from algorithms.errors import ConfigError, InvalidGraph, OutOfMemory
@@ -71,6 +70,7 @@ from .worker import (
     free_port,
     lower_transport_threads,
     pin_worker,
+    spawn_and_collect,
     value_spec,
     value_specs,
 )
@@ -101,36 +101,11 @@ def _raise_worker_error(job: WorkerJob, rank: int, rep: dict[str, Any], results:
 def launch(job: WorkerJob, timeout_s: float = 600.0) -> list[dict[str, Any]]:
     """Run `job` on one spawned process per device; return each worker's report, in device order."""
     n = len(job.devices)
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    pc = mp.start_processes(_worker_main, args=(job, results), nprocs=n, join=False, start_method="spawn")
-    reports: dict[int, dict[str, Any]] = {}
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(reports) < n:
-            try:
-                rank, rep = results.get(timeout=1.0)
-            except Exception:  # queue.Empty: check the processes are alive
-                if all(p.exitcode == 0 for p in pc.processes) and results.empty():
-                    time.sleep(2.0)  # the last reports may still be in flight
-                    if results.empty():
-                        raise WorkerError(f"workers {job.devices} exited without reporting") from None
-                if any(p.exitcode not in (None, 0) for p in pc.processes):
-                    bad = [(k, p.exitcode) for k, p in enumerate(pc.processes) if p.exitcode not in (None, 0)]
-                    raise WorkerError(f"worker(s) {bad} of {job.devices} exited with an error") from None
-                if time.monotonic() > deadline:
-                    raise WorkerError(f"workers {job.devices} did not finish in {timeout_s:.0f} s") from None
-                continue
-            if "error" in rep:
-                _raise_worker_error(job, rank, rep, results)
-            reports[rank] = rep
-        pc.join(timeout=60)
-    finally:
-        for p in pc.processes:
-            if p.is_alive():
-                p.terminate()
-        for p in pc.processes:
-            p.join(timeout=10)
+
+    def failed(rank: int, rep: dict[str, Any], results: Any) -> None:
+        _raise_worker_error(job, rank, rep, results)
+
+    reports = spawn_and_collect(_worker_main, (job,), n, f"workers {job.devices}", timeout_s, on_error=failed)
     return [reports[k] for k in range(n)]
 
 
@@ -242,29 +217,8 @@ def pingpong(
 ) -> tuple[list[tuple[float, float]], float, float]:
     """(bytes, one-way seconds) samples between two worker processes pinned to `cores[0]` and `cores[1]`, and
     the processor time per message of a send and of a receive on busy workers (`_busy_message_cost`)."""
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    args = (free_port(), cores, [int(s) for s in sizes], int(repeats), results)
-    pc = mp.start_processes(_pingpong_main, args=args, nprocs=2, join=False, start_method="spawn")
-    reps: dict[int, dict[str, Any]] = {}
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(reps) < 2:
-            try:
-                rank, rep = results.get(timeout=1.0)
-            except Exception:  # queue.Empty: a worker that died without reporting must not hang the caller
-                bad = [(k, p.exitcode) for k, p in enumerate(pc.processes) if p.exitcode not in (None, 0)]
-                if bad or time.monotonic() > deadline:
-                    raise WorkerError(f"comm benchmark workers failed or timed out (exit codes {bad})") from None
-                continue
-            if "error" in rep:
-                raise WorkerError(f"comm benchmark worker {rank} failed: {rep['error']}")
-            reps[rank] = rep
-        pc.join(timeout=60)
-    finally:
-        for p in pc.processes:
-            if p.is_alive():
-                p.terminate()
+    args = (free_port(), cores, [int(s) for s in sizes], int(repeats))
+    reps = spawn_and_collect(_pingpong_main, args, 2, "comm benchmark workers", timeout_s)
     # one way: rank 0's cost is a send's, rank 1's a receive's. Two ways (each rank sends and receives one
     # message per op, as the workers of a step do): a rank pays a send and a receive, and more than the sum of
     # the one-way costs (both transport threads and the compute thread share the core); the excess is put on

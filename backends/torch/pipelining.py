@@ -53,7 +53,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -61,7 +60,7 @@ from algorithms.errors import ConfigError
 from algorithms.pipeline.export import TorchExport
 
 from .pipeline import DecoderLayer, Embedding, Head
-from .worker import WorkerError, free_port, lower_transport_threads
+from .worker import WorkerError, free_port, lower_transport_threads, spawn_and_collect
 
 log = logging.getLogger(__name__)
 
@@ -353,33 +352,7 @@ def run_pipeline_job(job: PipelineJob, timeout_s: float = 600.0) -> PipelineRun:
     over = job.n_ranks / len(host)
     if over > 1:
         log.warning("%d ranks on %d cores: ranks share cores (%.1f per core)", job.n_ranks, len(host), over)
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    pc = mp.start_processes(_worker, args=(job, results), nprocs=job.n_ranks, join=False, start_method="spawn")
-    reps: dict[int, dict[str, Any]] = {}
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(reps) < job.n_ranks:
-            try:
-                r, rep = results.get(timeout=1.0)
-            except Exception:  # queue.Empty
-                if any(p.exitcode not in (None, 0) for p in pc.processes):
-                    raise WorkerError(f"a pipelining worker of {job.schedule} exited with an error") from None
-                if time.monotonic() > deadline:
-                    raise WorkerError(
-                        f"pipelining workers of {job.schedule} did not finish in {timeout_s:.0f} s"
-                    ) from None
-                continue
-            if "error" in rep:
-                raise WorkerError(f"pipelining worker {r} ({job.schedule}) failed: {rep['error']}")
-            reps[r] = rep
-        pc.join(timeout=60)
-    finally:
-        for p in pc.processes:
-            if p.is_alive():
-                p.terminate()
-        for p in pc.processes:
-            p.join(timeout=10)
+    reps = spawn_and_collect(_worker, (job,), job.n_ranks, f"pipelining workers of {job.schedule}", timeout_s)
     R = job.n_ranks
     steps = [max(reps[r]["steps"][k] for r in range(R)) for k in range(job.steps)]
     busy = [sum(reps[r]["busy"][k] for r in range(R)) for k in range(job.steps)]

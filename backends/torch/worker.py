@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
 from tqdm import tqdm
 
 from algorithms.errors import LabError, OutOfMemory
@@ -121,6 +122,53 @@ class WorkerJob:
     memory_limits: list[float] = field(default_factory=list)  # bytes per device (empty: no limit)
     pin_transport: bool = True  # False: pin only the compute thread, gloo's transport threads stay unpinned
     transport_low: bool = True  # gloo's transport threads at nice 19 (see `lower_transport_threads`)
+
+
+def spawn_and_collect(
+    main: Any,
+    args: tuple[Any, ...],
+    n: int,
+    what: str,
+    timeout_s: float,
+    on_error: Any = None,
+) -> dict[int, dict[str, Any]]:
+    """Spawn `n` processes running ``main(rank, *args, results)`` and collect the ``(rank, report)`` pairs they
+    put on `results` (a spawn-context queue made here); `what` names them in errors. Raises `WorkerError`
+    when a worker reports ``{"error": ...}`` (or calls ``on_error(rank, report, results)``, which raises),
+    exits with an error or without reporting, or when `timeout_s` passes; terminates what is left running."""
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    pc = mp.start_processes(main, args=(*args, results), nprocs=n, join=False, start_method="spawn")
+    reports: dict[int, dict[str, Any]] = {}
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(reports) < n:
+            try:
+                rank, rep = results.get(timeout=1.0)
+            except Exception:  # queue.Empty: a worker that died without reporting must not hang the caller
+                if all(p.exitcode == 0 for p in pc.processes) and results.empty():
+                    time.sleep(2.0)  # the last reports may still be in flight
+                    if results.empty():
+                        raise WorkerError(f"{what} exited without reporting") from None
+                bad = [(k, p.exitcode) for k, p in enumerate(pc.processes) if p.exitcode not in (None, 0)]
+                if bad:
+                    raise WorkerError(f"{what}: worker(s) {bad} exited with an error") from None
+                if time.monotonic() > deadline:
+                    raise WorkerError(f"{what} did not finish in {timeout_s:.0f} s") from None
+                continue
+            if "error" in rep:
+                if on_error is not None:
+                    on_error(rank, rep, results)
+                raise WorkerError(f"{what}: worker {rank} failed: {rep['error']}")
+            reports[rank] = rep
+        pc.join(timeout=60)
+    finally:
+        for p in pc.processes:
+            if p.is_alive():
+                p.terminate()
+        for p in pc.processes:
+            p.join(timeout=10)
+    return reports
 
 
 def free_port() -> int:
