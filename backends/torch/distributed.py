@@ -62,6 +62,7 @@ from .program import Program, run_program
 from .reference import compare_outputs
 from .runtime import PlacedExecutor
 from .worker import (
+    TRANSPORT_POLICIES,
     WorkerError,
     WorkerJob,
     _alloc,
@@ -124,7 +125,7 @@ def _busy_message_cost(rank: int, n_msg: int, two_way: bool, tag0: int, lag: int
     receives); a sending rank sends one message after each of the first `n_msg` ops (``contiguous()`` +
     ``isend``, waited for at the end, as the worker waits where the value is freed), and a receiving rank waits
     for message k after op k + `lag`, by when it has arrived (the lag is milliseconds, the hop a fraction of
-    one) but has not been read: gloo's device loop runs at nice 19 (`worker.lower_transport_threads`) and reads
+    one) but has not been read: gloo's device loop runs under SCHED_IDLE (`worker.lower_transport_threads`) and reads
     it in that wait, as in a step. The extra time over the same ops without messages, per message, is the
     rank's cost: the isend calls, the posting, and reading the arrivals. A wait for a message that has not
     arrived yet is not in it (that is the hop's latency, `_pingpong_main`). Mean over 10 trials after a warm-up
@@ -311,8 +312,8 @@ class TorchDistributedRuntime(Runtime):
     pin_transport_threads: False pins a CPU worker only after gloo has started its transport threads, which
     then run on any host core instead of taking turns with the worker's compute thread on its own core (one
     A/B on gnmt_tiny m-SCT under load: 118 ms against 164 ms; on mlp_tiny within the noise);
-    lower_transport_threads: run gloo's device loop threads at nice 19 (`worker.lower_transport_threads`; False
-    only to compare).
+    transport_priority: what gloo's device loop threads get, "idle" (SCHED_IDLE, the default), "nice" (nice 19,
+    better on a host other sessions keep busy) or "normal" (see `worker.lower_transport_threads`).
     """
 
     name = "torch_distributed"
@@ -330,7 +331,7 @@ class TorchDistributedRuntime(Runtime):
         granularity: str | None = None,
         trace: bool = False,
         pin_transport_threads: bool = True,
-        lower_transport_threads: bool = True,
+        transport_priority: str = "idle",
     ):
         if int(steps) < 1:
             raise ConfigError(f"runtime.steps must be >= 1, got {steps}")
@@ -347,7 +348,11 @@ class TorchDistributedRuntime(Runtime):
         self.granularity = granularity
         self.trace = bool(trace)
         self.pin_transport_threads = bool(pin_transport_threads)
-        self.lower_transport_threads = bool(lower_transport_threads)
+        if transport_priority not in TRANSPORT_POLICIES:
+            raise ConfigError(
+                f"runtime.transport_priority {transport_priority!r} is not one of {list(TRANSPORT_POLICIES)}"
+            )
+        self.transport_priority = transport_priority
 
     def use_cuda(self, cluster: Cluster) -> bool:
         have = torch.cuda.is_available() and torch.cuda.device_count() > 0
@@ -436,7 +441,7 @@ class TorchDistributedRuntime(Runtime):
             threads=self.threads,
             trace=self.trace,
             pin_transport=self.pin_transport_threads,
-            transport_low=self.lower_transport_threads,
+            transport_policy=self.transport_priority,
             memory_limits=[float(d.memory_bytes) for d in cluster.devices],
         )
         return Prepared(job, prog, flat, extra, cluster.names, model.name, cluster.name)

@@ -21,7 +21,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from tqdm import tqdm
 
-from algorithms.errors import LabError, OutOfMemory
+from algorithms.errors import ConfigError, LabError, OutOfMemory
 
 from .devices import PhysDevice
 from .program import Program, resolve, tensors_of
@@ -121,7 +121,7 @@ class WorkerJob:
     trace: bool = False  # debug: record per message when it was sent and how long its receiver waited
     memory_limits: list[float] = field(default_factory=list)  # bytes per device (empty: no limit)
     pin_transport: bool = True  # False: pin only the compute thread, gloo's transport threads stay unpinned
-    transport_low: bool = True  # gloo's transport threads at nice 19 (see `lower_transport_threads`)
+    transport_policy: str = "idle"  # what happens to gloo's transport threads (`lower_transport_threads`)
 
 
 def spawn_and_collect(
@@ -189,30 +189,36 @@ def pin_worker(cores: Sequence[int], threads: int | None = None) -> int:
 TRANSPORT_THREADS = ("gloo_tcp_loop",)  # the thread names of gloo's TCP device loops
 
 
-TRANSPORT_NICE = 19  # the nice value gloo's transport threads get (`lower_transport_threads`)
+TRANSPORT_POLICIES = ("idle", "nice", "normal")  # what `lower_transport_threads` can do to gloo's loop threads
 
 
-def lower_transport_threads(nice: int = TRANSPORT_NICE) -> int:
-    """Give this process's gloo transport threads (named in `TRANSPORT_THREADS`) the lowest priority of the
-    normal class (nice `nice`, 19 by default); call it after ``init_process_group``. Returns how many threads
-    were changed (0 where /proc/self/task is missing).
+def lower_transport_threads(policy: str = "idle") -> int:
+    """Lower the priority of this process's gloo transport threads (named in `TRANSPORT_THREADS`); call it after
+    ``init_process_group``. ``"idle"`` (the default): ``SCHED_IDLE``; ``"nice"``: nice 19; ``"normal"``: leave
+    them. Returns how many threads were changed (0 where /proc/self/task or SCHED_IDLE is missing).
 
     Why: gloo's TCP device loop handles a socket's events only if it gets the pair's mutex with a *try*-lock,
     and returns otherwise; its epoll is level-triggered, so while the compute thread holds that mutex (inside
-    ``isend``/``irecv``) the loop polls again at once. At the same priority, pinned to the worker's core, the
-    loop thread preempted the compute thread when a message arrived, found the mutex taken by the very thread
-    it had preempted, and spun until its time slice ended. At nice 19 its weight is 15 against the compute
-    thread's 1024, so it does not preempt it on a wake-up and runs when the worker blocks (in a receive's
-    ``wait()``, which is when the data is needed). Measured on gnmt_tiny m-SCT, cpu2 (23 Nov 2026): on a quiet
-    machine the loop threads took 1.5 s of processor time over 13 steps (0.35 ms per message) and the step was
-    275 ms, against 0.09 s and 82 ms with the loop thread out of the way; with other sessions busy on both
-    cores (load 3), nice 19 measured 107 and 126 ms, the same priority 256 and 276 ms, and SCHED_IDLE 347 and
-    371 ms (a SCHED_IDLE thread is preempted by every waking normal task, the other sessions' included, so the
-    worker waiting on it waits for them). Sends are unaffected (gloo writes a payload from the caller's thread
-    once the receiver has announced the receive); the announcements themselves are read by the peer's loop
-    thread, so the workers post their receives before the step's barrier, during which both loops run.
-    Raising a thread's nice value needs no privilege. O(threads)."""
-    if not os.path.isdir("/proc/self/task"):
+    ``isend``/``irecv``) the loop polls again at once. At the compute thread's priority, pinned to the worker's
+    core, the loop thread preempted the compute thread when a message arrived, found the mutex taken by the
+    very thread it had preempted, and spun until its time slice ended: on gnmt_tiny m-SCT, cpu2, the loop
+    threads took 1.5 s of processor time over 13 steps (0.35 ms per message) and the step was 275 ms on a
+    quiet machine (23 Nov 2026). Measured steps of that placement, back to back:
+
+    - quiet machine: SCHED_IDLE 82-89 ms, nice 19 149 ms, normal 275 ms;
+    - other sessions busy on both cores (load 3): SCHED_IDLE 347-371 ms, nice 19 107-126 ms, normal 256-276 ms.
+
+    A SCHED_IDLE thread runs only when its core would otherwise idle, which is when the worker blocks in a
+    receive's ``wait()``, when the data is needed: it never takes the core from the lock holder. But every waking
+    normal task preempts it, other sessions' included, so on a busy host the worker waits for them; at nice 19
+    the loop thread still gets a small share of a busy core, and now and then spins through it. Measurements
+    belong on a quiet host, so SCHED_IDLE is the default; ``"nice"`` suits a shared one. Sends are unaffected
+    (gloo writes a payload from the caller's thread once the receiver has announced the receive); the
+    announcements themselves are read by the peer's loop thread, so the workers post their receives before the
+    step's barrier, during which both loops run. Lowering a thread's priority needs no privilege. O(threads)."""
+    if policy not in TRANSPORT_POLICIES:
+        raise ConfigError(f"transport priority {policy!r} is not one of {list(TRANSPORT_POLICIES)}")
+    if policy == "normal" or not os.path.isdir("/proc/self/task") or not hasattr(os, "SCHED_IDLE"):
         return 0
     me, n = threading.get_native_id(), 0
     for t in os.listdir("/proc/self/task"):
@@ -222,7 +228,10 @@ def lower_transport_threads(nice: int = TRANSPORT_NICE) -> int:
             with open(f"/proc/self/task/{t}/comm") as f:
                 name = f.read().strip()
             if name in TRANSPORT_THREADS:
-                os.setpriority(os.PRIO_PROCESS, int(t), nice)  # PRIO_PROCESS with a thread id: that thread
+                if policy == "idle":
+                    os.sched_setscheduler(int(t), os.SCHED_IDLE, os.sched_param(0))
+                else:
+                    os.setpriority(os.PRIO_PROCESS, int(t), 19)  # PRIO_PROCESS with a thread id: that thread
                 n += 1
         except OSError:  # the thread ended meanwhile
             continue
@@ -539,7 +548,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                 rank=rank,
                 world_size=world,
             )
-        idle = lower_transport_threads() if world > 1 and not job.cuda and job.transport_low else 0
+        idle = lower_transport_threads(job.transport_policy) if world > 1 and not job.cuda else 0
         if not job.cuda and not job.pin_transport:
             # pinned after gloo started its transport threads: sched_setaffinity(0) pins the calling thread
             # only, so those threads stay free to run on any host core

@@ -117,6 +117,13 @@ def test_iqr():
     assert iqr([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(2.0)
 
 
+def test_transport_priority_is_checked():
+    from algorithms.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="transport_priority"):
+        TorchDistributedRuntime(transport_priority="realtime")
+
+
 def test_bad_placement_fails_before_any_process_starts():
     backend, model, graph = _setup()
     cluster = uniform_cluster(2)
@@ -140,7 +147,7 @@ def test_placed_step_matches_single_device(model_name, seed):
         backend, model, graph, placement, sched, cluster
     )
     assert res.extra["correct"], res.extra
-    # gloo's device loop runs at nice 19 in every worker (it must not spin on the compute thread's core)
+    # gloo's device loop runs under SCHED_IDLE in every worker (it must not spin on the compute thread's core)
     assert all(n >= 1 for n in res.extra["lower_transport_threads"].values()), res.extra["lower_transport_threads"]
     if trace:
         tr = res.extra["trace"]
