@@ -19,6 +19,19 @@ from algorithms.cluster import Cluster
 from algorithms.graph import OpGraph
 
 
+def agrees(max_abs_diff: float, ref_max_abs: float, rtol: float, atol: float) -> bool:
+    """The correctness rule of every runtime: a placed tensor agrees with its single-device reference when its
+    largest elementwise difference is at most ``atol + rtol * max|reference|``.
+
+    The tolerance scales with the tensor's largest magnitude, not each element's: elementwise relative checks
+    fail on sums with cancellation, whose small elements carry the rounding of the large terms they came from
+    (inception_v3_tiny's first conv in PyTorch: gradients up to 1.1e3, an element 7.8e-4 apart when a placement
+    adds the same terms in another order). `atol` covers tensors that are zero up to rounding, where a relative
+    rule alone measures noise against noise (TensorFlow gnmt_tiny under m-ETF: a gradient whose largest element
+    is 3.7e-11 differs by 4e-14, 1.1e-3 of its own scale). A NaN difference never agrees."""
+    return bool(max_abs_diff <= atol + rtol * ref_max_abs)
+
+
 @dataclass
 class CommFit:
     """A fitted communication model ``t = latency_s + bytes / bytes_per_s``; per-pair fits in `links`

@@ -29,8 +29,10 @@ Measurements (module-level helpers do the parsing):
   which figure each device got.
 * correctness (`check_correctness`): before any update the loss and every gradient the optimizer applies
   (the ``gradients/`` inputs of the update ops) are fetched from the placed session and from a single-device
-  session of a fresh build; they must agree within `loss_rtol` / `grad_rtol` (relative to the largest
-  magnitude of each tensor). The loss after one placed update is compared too, as runtime.py does.
+  session of a fresh build; the loss must agree within `loss_rtol`, every gradient by `backends.base.agrees`
+  (largest difference at most ``grad_atol + grad_rtol * max|reference|``; ``extra["grad_max_rel_error"]`` and
+  ``extra["grad_max_abs_error"]`` report the worst). The loss after one placed update is compared too, as
+  runtime.py does.
 * workers: ``[{"device", "pid", "cores", "task"}]``; a cluster asking for more cores than the host has is
   logged as a warning and flagged in ``extra["oversubscribed"]`` (the ratio in ``extra["oversubscription"]``).
 
@@ -60,7 +62,7 @@ from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 from algorithms.placement import check_placement, check_schedule
-from backends.base import Backend, RunResult, Runtime
+from backends.base import Backend, RunResult, Runtime, agrees
 
 from .models import TFModel, build_model
 from .runtime import apply_placement, traffic_bytes
@@ -176,20 +178,29 @@ def _reference(model: TFModel, names: list[str]) -> tuple[list[np.ndarray], list
     return values, losses
 
 
-def _rel_error(a: np.ndarray, b: np.ndarray) -> float:
+def _diff_scale(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """(largest |a - b|, largest |b|); (inf, 0) when the shapes differ."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
-        return math.inf
-    scale = max(1e-12, float(np.max(np.abs(b))) if b.size else 1.0)
-    return float(np.max(np.abs(a - b)) / scale) if a.size else 0.0
+        return math.inf, 0.0
+    if not a.size:
+        return 0.0, 0.0
+    return float(np.max(np.abs(a - b))), float(np.max(np.abs(b)))
+
+
+def _rel_error(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest |a - b| over largest |b| (the scale floored at 1e-12)."""
+    diff, scale = _diff_scale(a, b)
+    return diff / max(1e-12, scale) if math.isfinite(diff) else math.inf
 
 
 class TFDistributedRuntime(Runtime):
     """`runtime=real` for TensorFlow: one pinned `tf.distribute.Server` process per device (module docstring).
 
     Hyper-parameters: `warmup` (discarded steps), `steps` (measured steps, >= 1; 10 by default),
-    `check_correctness` with `loss_rtol` and `grad_rtol`, `graph_rewrites` (False: Grappler off, the ops that
-    run are the ones placed), `host_cores` (the cores to pin workers to; the client's affinity by default),
+    `check_correctness` with `loss_rtol`, `grad_rtol` and `grad_atol` (`backends.base.agrees`),
+    `graph_rewrites` (False: Grappler off, the ops that run are the ones placed), `host_cores` (the cores to
+    pin workers to; the client's affinity by default),
     `start_timeout_s` (worker start-up; importing TensorFlow takes seconds per process on a busy host).
     """
 
@@ -202,19 +213,21 @@ class TFDistributedRuntime(Runtime):
         check_correctness: bool = True,
         loss_rtol: float = 1e-4,
         grad_rtol: float = 1e-4,
+        grad_atol: float = 1e-6,
         graph_rewrites: bool = False,
         host_cores: list[int] | None = None,
         start_timeout_s: float = 300.0,
     ):
         if int(warmup) < 0 or int(steps) < 1:
             raise ConfigError(f"runtime needs warmup >= 0 and steps >= 1, got warmup={warmup}, steps={steps}")
-        if not (loss_rtol >= 0 and grad_rtol >= 0):
-            raise ConfigError("runtime.loss_rtol and runtime.grad_rtol must be >= 0")
+        if not (loss_rtol >= 0 and grad_rtol >= 0 and grad_atol >= 0):
+            raise ConfigError("runtime.loss_rtol, runtime.grad_rtol and runtime.grad_atol must be >= 0")
         self.warmup = int(warmup)
         self.steps = int(steps)
         self.check_correctness = bool(check_correctness)
         self.loss_rtol = float(loss_rtol)
         self.grad_rtol = float(grad_rtol)
+        self.grad_atol = float(grad_atol)
         self.graph_rewrites = bool(graph_rewrites)
         self.host_cores = list(host_cores) if host_cores is not None else None
         self.start_timeout_s = float(start_timeout_s)
@@ -343,6 +356,7 @@ class TFDistributedRuntime(Runtime):
             names = [placed.loss.name] + [t.name for t in grads]
             ref_values, ref_losses = _reference(model, names)
             errs = [_rel_error(a, b) for a, b in zip(grad_values, ref_values)]
+            diffs = [_diff_scale(a, b) for a, b in zip(grad_values[1:], ref_values[1:])]
             ref_loss = ref_losses[min(1, len(losses) - 1)]
             loss_err = abs(loss - ref_loss)
             extra.update(
@@ -352,7 +366,9 @@ class TFDistributedRuntime(Runtime):
                 gradients_checked=len(grads),
                 grad_max_rel_error=max(errs[1:], default=0.0),
                 initial_loss_rel_error=errs[0],
-                grad_match=bool(all(e <= self.grad_rtol for e in errs[1:])) and errs[0] <= self.loss_rtol,
+                grad_max_abs_error=max((d for d, _ in diffs), default=0.0),
+                grad_match=all(agrees(d, sc, self.grad_rtol, self.grad_atol) for d, sc in diffs)
+                and errs[0] <= self.loss_rtol,
             )
             # result.json's `correct`, as the PyTorch runtimes report it: loss and every gradient match
             extra["correct"] = bool(extra["loss_match"] and extra["grad_match"])

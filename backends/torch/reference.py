@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from backends.base import agrees
+
 from .program import Program, run_program
 
 
@@ -19,11 +21,8 @@ def compare_outputs(
 ) -> dict[str, Any]:
     """Loss and gradient agreement between two flat output lists (e.g. placed vs single device).
 
-    A gradient agrees when its largest elementwise difference is at most ``atol + rtol * max|b|``: the tolerance
-    scales with the tensor's largest magnitude, not with each element's. Elementwise relative checks fail on
-    sums with cancellation, whose small elements carry the rounding of the large terms they came from
-    (inception_v3_tiny's first conv: gradients up to 1.1e3, an element 7.8e-4 apart when a placement adds the
-    same terms in another order, 7e-7 of the scale)."""
+    A gradient agrees by `backends.base.agrees`: its largest elementwise difference is at most
+    ``atol + rtol * max|b|``."""
     sa, sb = prog.split_outputs(a), prog.split_outputs(b)
     loss_a, loss_b = float(sa["loss"]), float(sb["loss"])
     worst, worst_name, ok = 0.0, None, math.isclose(loss_a, loss_b, rel_tol=rtol, abs_tol=atol)
@@ -33,7 +32,7 @@ def compare_outputs(
         if diff > worst:
             worst, worst_name = diff, name
         scale = float(gb.abs().max()) if gb.numel() else 0.0
-        if not diff <= atol + rtol * scale:  # `not <=`: a NaN difference fails
+        if not agrees(diff, scale, rtol, atol):
             ok = False
     return {
         "correct": ok,

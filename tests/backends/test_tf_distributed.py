@@ -15,6 +15,7 @@ from algorithms.cluster import Cluster, Device, uniform_cluster
 from algorithms.errors import ConfigError, InvalidPlacement
 from algorithms.graph import OpGraph
 from algorithms.placers.baseline import ExpertPlacer, SinglePlacer
+from backends.base import agrees
 from backends.tensorflow import TFBackend
 from backends.tensorflow.comm import fit_linear_relative
 from backends.tensorflow.config import load_model_cfg
@@ -26,6 +27,7 @@ from backends.tensorflow.dist_profile import (
 )
 from backends.tensorflow.distributed import (
     TFDistributedRuntime,
+    _diff_scale,
     _rel_error,
     iqr,
     recv_traffic,
@@ -84,6 +86,19 @@ def test_iqr_and_relative_error():
     assert _rel_error([1.0, 2.0], [1.0, 2.0]) == 0.0
     assert _rel_error([1.0, 2.2], [1.0, 2.0]) == pytest.approx(0.1)
     assert _rel_error([1.0], [1.0, 2.0]) == math.inf
+    assert _diff_scale([1.0, 2.2], [1.0, -2.0]) == pytest.approx((4.2, 2.0))
+    assert _diff_scale([1.0], [1.0, 2.0]) == (math.inf, 0.0)
+
+
+def test_gradients_that_are_zero_up_to_rounding_agree_by_the_absolute_tolerance():
+    # measured: TensorFlow gnmt_tiny under m-ETF, a gradient whose largest element is 3.7e-11 and differs by 4e-14
+    diff, scale = _diff_scale([-1.70307e-11, 3.6e-11], [-1.70724e-11, 3.66e-11])
+    assert diff / scale > 1e-4  # the relative rule alone calls this a mismatch
+    assert agrees(diff, scale, rtol=1e-4, atol=1e-6)
+    assert not agrees(1e-3, 1.0, rtol=1e-4, atol=1e-6)  # a real difference still fails
+    assert not agrees(math.nan, 1.0, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ConfigError, match="grad_atol"):
+        TFDistributedRuntime(grad_atol=-1.0)
 
 
 @settings(max_examples=30, deadline=None)
