@@ -13,7 +13,9 @@ For a cluster (cpu2 by default: two devices, one core each):
    ready queue) plus the measured empty step of as many workers as the placement uses
    (`dist_profile.predicted_step`), and measure with `TFDistributedRuntime` (one pinned `tf.distribute.Server`
    process per device; warm-up, then the median of --steps);
-   The prediction is given twice: with the isolated transfer fit and parallel links (``pred``), and with
+   Both predictions charge each transfer's processor time to the sending and the receiving worker (the fit's
+   `send_overhead_s` / `recv_overhead_s`, measured in the bursts). They are given twice: with the isolated
+   transfer fit and parallel links (``pred``), and with
    sequential sends (Baechi 3.4: one tensor at a time per sender) whose latency is the marginal cost of a
    transfer in a burst of small ones (``seq``: what a step moving hundreds of small tensors sees);
 4. print per run: predicted, measured median and IQR, relative error (predicted - measured) / measured,
@@ -101,7 +103,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         f"{fit.latency_s * 1e6:.1f} us, bandwidth {fit.bytes_per_s / 1e6:.1f} MB/s; residual rms "
         f"{fit.residual_rms_s * 1e3:.3f} ms, largest relative residual {fit.residual_max_rel:.2f}; empty step on "
         f"2 workers {fit.step_overhead_s * 1e3:.3f} ms; a 256-byte transfer in a burst costs "
-        f"{fit.per_transfer_s * 1e6:.1f} us (bursts {[(int(k), round(t * 1e3, 3)) for k, t in fit.burst_medians]} ms)"
+        f"{fit.per_transfer_s * 1e6:.1f} us (bursts {[(int(k), round(t * 1e3, 3)) for k, t in fit.burst_medians]} ms), "
+        f"of which {fit.send_overhead_s * 1e6:.1f} us of the sender's and {fit.recv_overhead_s * 1e6:.1f} us of the "
+        "receiver's processor time"
     )
     for pair, pts in fit.medians.items():
         print(f"  {pair}: " + ", ".join(f"{int(b)}B {t * 1e3:.3f}ms" for b, t in pts))
@@ -140,10 +144,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             except Exception as exc:  # report and go on with the other placers
                 print(f"{label:<12} placement failed: {type(exc).__name__}: {exc}")
                 continue
-            sim = simulate(graph, cluster, assign)
+            per_msg = {"send_overhead_s": fit.send_overhead_s, "recv_overhead_s": fit.recv_overhead_s}
+            sim = simulate(graph, cluster, assign, **per_msg)
             used = len(set(assign.values()))
             pred = predicted_step(sim.makespan, graph, {2: fit.step_overhead_s}, used)
-            sim_seq = simulate(graph, seq_cluster, assign)
+            sim_seq = simulate(graph, seq_cluster, assign, **per_msg)
             pred_seq = predicted_step(sim_seq.makespan, graph, {2: fit.step_overhead_s}, used)
             res = runtime.run(backend, model, graph, assign, {}, cluster)
             err = (pred - res.measured_step_s) / res.measured_step_s

@@ -22,18 +22,28 @@ workers as the placement uses (`comm_benchmark_distributed` measures it for two 
 pair of workers (src, dst) and each size from 1 KB to 64 MB, a float32 variable on src is read by an
 ``Identity`` on dst, which TensorFlow moves by its gRPC rendezvous (``RecvTensor``); the baseline is the same
 read by an ``Identity`` on src grouped with a ``NoOp`` on dst (both workers take part in both runs, so only
-the transfer differs). Samples are baseline-subtracted run times; the per-size medians are fitted to
-``t = latency_s + bytes / bytes_per_s`` (Baechi 4.1's linear model) by non-negative least squares on relative
-errors (`comm.fit_linear_relative`: the sizes span five decades, and an unweighted fit lets the 64 MB point
-decide everything), per pair and over all pairs, and the fit's residuals (root mean square in seconds, largest relative
-residual) are logged and returned.
+the transfer differs). The two run alternately, `repeats` pairs, so that a drift of the machine's speed (tens
+of percent over seconds on the lab's VM) hits both alike; a sample is the difference within a pair, and a size
+whose median difference is not positive is left out of the fit with a warning (before, each sample was floored
+at zero and the 1 KB and 256 KB medians came out 0: the fit gave 4 us and 175 GB/s). The per-size medians are
+fitted to ``t = latency_s + bytes / bytes_per_s`` (Baechi 4.1's linear model) by non-negative least squares on
+relative errors (`comm.fit_linear_relative`: the sizes span five decades, and an unweighted fit lets the 64 MB
+point decide everything), per pair and over all pairs, and the fit's residuals (root mean square in seconds,
+largest relative residual) are logged and returned.
 
 A step of a split model moves many small tensors at once (gnmt_tiny under m_etf: about 800 of 256 bytes),
 and each ``RecvTensor`` RPC costs CPU time in both worker processes, so transfers in a burst do not overlap the
 way one isolated transfer suggests. The benchmark therefore also times bursts of k distinct `burst_bytes`
 tensors sent in one step (k in `burst_counts`) and fits their marginal cost per transfer
 (`TFCommFit.per_transfer_s`, the slope of time against k); a simulation can use it as the latency of a
-sequential link (``mode: sequential``, Baechi 3.4: one tensor at a time per sender).
+sequential link (``mode: sequential``, Baechi 3.4: one tensor at a time per sender). During the bursts the
+processor time of both worker processes is read from procfs (`_process_cpu_s`: every thread, gRPC's
+included, since a pinned worker's threads share its cores); its slope against k is what one transfer costs the
+sender and the receiver (`send_overhead_s`, `recv_overhead_s`: 72 and 95 us on the lab's VM), which the
+simulator charges to the sending op and to the first op that reads the value (`simulate(...,
+send_overhead_s=, recv_overhead_s=)`, as for the PyTorch workers). gnmt_tiny under m-ETF, two runs of
+`experiments/fidelity_tf.py` (24 Nov 2026; each profile gave its own m-ETF placement): without them 9.2 ms
+predicted against 125 ms measured (317 KB moved per step), with them 38.7 ms against 38.5 ms (122 KB).
 
 Complexity: the steps and transfers themselves, plus O(V + records) to parse; one worker start-up (an
 interpreter importing TensorFlow) per call.
@@ -43,6 +53,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -76,6 +87,8 @@ class TFCommFit(CommFit):
     residual_max_rel: float = 0.0
     step_overhead_s: float = 0.0
     per_transfer_s: float = 0.0
+    send_overhead_s: float = 0.0
+    recv_overhead_s: float = 0.0
     burst_medians: list[tuple[float, float]] = field(default_factory=list)
     medians: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
@@ -87,6 +100,29 @@ def _timed(sess: Any, fetch: Any, n: int) -> list[float]:
         sess.run(fetch)
         out.append(time.perf_counter() - t0)
     return out
+
+
+def _alternating(sess: Any, first: Any, second: Any, n: int) -> list[tuple[float, float]]:
+    """`n` pairs (time of `first`, time of `second`), the two run one after the other."""
+    return [(_timed(sess, first, 1)[0], _timed(sess, second, 1)[0]) for _ in range(n)]
+
+
+def _process_cpu_s(pid: int) -> float:
+    """Processor time (user + system) process `pid` has used so far, its exited threads included
+    (``/proc/<pid>/stat``, clock ticks: 10 ms resolution at the usual 100 Hz); 0 where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_per_step(sess: Any, fetch: Any, pids: Sequence[int], n: int) -> tuple[float, ...]:
+    """Processor seconds each process of `pids` spends per run of `fetch` (mean over `n` runs)."""
+    before = [_process_cpu_s(p) for p in pids]
+    _timed(sess, fetch, n)
+    return tuple((_process_cpu_s(p) - b) / n for p, b in zip(pids, before))
 
 
 def profile_distributed(
@@ -248,6 +284,7 @@ def comm_benchmark_distributed(
             init = v1.global_variables_initializer()
         samples: list[tuple[str, str, float, float]] = []
         medians: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        pids = {w.device: w.pid for w in pool.workers}
         with v1.Session(pool.target, graph=graph, config=session_config()) as sess:
             sess.run(init)
             _timed(sess, empty, 3)
@@ -256,29 +293,47 @@ def comm_benchmark_distributed(
                 sess.run(cross[key])
                 sess.run(base[key])
             for (src, dst, size), op in cross.items():
-                b = statistics.median(_timed(sess, base[(src, dst, size)], repeats))
-                obs = [max(0.0, t - b) for t in _timed(sess, op, repeats)]
+                # base and cross alternate, so that a drift of the machine's speed hits both alike
+                obs = [c - b for b, c in _alternating(sess, base[(src, dst, size)], op, repeats)]
                 nbytes = float(max(1, size // 4) * 4)
                 samples.extend((src, dst, nbytes, t) for t in obs)
-                medians.setdefault((src, dst), []).append((nbytes, statistics.median(obs)))
+                m = statistics.median(obs)
+                if m > 0:
+                    medians.setdefault((src, dst), []).append((nbytes, m))
+                else:
+                    log.warning(
+                        "comm benchmark %s->%s: a %d-byte transfer measured no time over its baseline (median of "
+                        "%d); left out of the fit",
+                        src,
+                        dst,
+                        int(nbytes),
+                        repeats,
+                    )
             burst_medians: list[tuple[float, float]] = []
+            cpu_at: dict[int, tuple[float, float]] = {}  # k -> (sender, receiver) CPU seconds per step
             for k, (base_k, cross_k) in bursts.items():
                 sess.run(cross_k)
-                b = statistics.median(_timed(sess, base_k, repeats))
-                obs = [max(0.0, t - b) for t in _timed(sess, cross_k, repeats)]
+                obs = [c - b for b, c in _alternating(sess, base_k, cross_k, repeats)]
                 burst_medians.append((float(k), statistics.median(obs)))
+                cpu_at[k] = _cpu_per_step(sess, cross_k, [pids[bsrc], pids[bdst]], max(10, repeats))
+    per_transfer = 0.0
+    send_cpu = recv_cpu = 0.0
+    if len(burst_medians) >= 2:
+        _, inv = fit_linear(burst_medians)  # t = a + k / inv: the slope is the marginal cost of one transfer
+        per_transfer = 0.0 if math.isinf(inv) else 1.0 / inv
+        lo, hi = min(cpu_at), max(cpu_at)
+        send_cpu = max(0.0, (cpu_at[hi][0] - cpu_at[lo][0]) / (hi - lo))
+        recv_cpu = max(0.0, (cpu_at[hi][1] - cpu_at[lo][1]) / (hi - lo))
+    if not any(medians.values()):
+        raise ConfigError("comm benchmark: no transfer size measured any time over its baseline; nothing to fit")
     links = {pair: fit_linear_relative(pts) for pair, pts in medians.items()}
     points = [p for pts in medians.values() for p in pts]
     latency, bw = fit_linear_relative(points)
     rms, worst = residuals(points, latency, bw)
-    per_transfer = 0.0
-    if len(burst_medians) >= 2:
-        _, inv = fit_linear(burst_medians)  # t = a + k / inv: the slope is the marginal cost of one transfer
-        per_transfer = 0.0 if math.isinf(inv) else 1.0 / inv
     log.info(
         "gRPC transfers between worker processes (%s): latency %.3g s, bandwidth %.3g bytes/s; residual rms "
         "%.3g s, largest relative residual %.2f; empty step on %d workers %.4g s; %d-byte transfers in a "
-        "burst cost %.3g s each",
+        "burst cost %.3g s each, %.3g s of the sender's and %.3g s of the receiver's processor time",
         ", ".join(f"{s}->{d}" for s, d in pairs),
         latency,
         bw,
@@ -288,6 +343,8 @@ def comm_benchmark_distributed(
         overhead,
         burst_bytes,
         per_transfer,
+        send_cpu,
+        recv_cpu,
     )
     return TFCommFit(
         latency_s=latency,
@@ -298,6 +355,8 @@ def comm_benchmark_distributed(
         residual_max_rel=worst,
         step_overhead_s=overhead,
         per_transfer_s=per_transfer,
+        send_overhead_s=send_cpu,
+        recv_overhead_s=recv_cpu,
         burst_medians=burst_medians,
         medians={f"{s}->{d}": pts for (s, d), pts in medians.items()},
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -20,6 +21,7 @@ from backends.tensorflow import TFBackend
 from backends.tensorflow.comm import fit_linear_relative
 from backends.tensorflow.config import load_model_cfg
 from backends.tensorflow.dist_profile import (
+    _process_cpu_s,
     comm_benchmark_distributed,
     predicted_step,
     profile_distributed,
@@ -249,6 +251,25 @@ def test_comm_fit_from_grpc_transfers_between_workers():
     # bursts of small transfers: one median per count, a non-negative marginal cost per transfer
     assert [k for k, _ in fit.burst_medians] == [1, 16, 64, 256]
     assert 0 <= fit.per_transfer_s < 0.1
+    # each RecvTensor RPC costs both processes processor time (tens of microseconds here), read from procfs
+    assert 0 < fit.send_overhead_s < 0.01 and 0 < fit.recv_overhead_s < 0.01
+
+
+def test_process_cpu_time_counts_every_thread():
+    import threading
+
+    before = _process_cpu_s(os.getpid())
+
+    def spin() -> None:
+        t = time.thread_time()
+        while time.thread_time() - t < 0.2:
+            pass
+
+    th = threading.Thread(target=spin)
+    th.start()
+    th.join()
+    assert _process_cpu_s(os.getpid()) - before >= 0.15  # a thread that has exited still counts
+    assert _process_cpu_s(2**22 + 12345) == 0.0  # no such process
 
 
 def test_more_cores_than_the_host_has_is_flagged_and_logged(monkeypatch, caplog):
