@@ -14,7 +14,10 @@ parsed by `profiler.parse_step_stats`). Two more figures are measured in the sam
 Both are reported beside the sum of the traced op times (``graph.nx.graph["profile"]``). With
 ``calibration="untraced_step"`` (the default) every op time is scaled by (untraced step - empty step) /
 (traced op sum), so that the ops add up to the measured step less its fixed cost (tracing itself inflates
-op times); ``"none"`` keeps the raw traced times. The fixed cost is not spread over the ops: the prediction
+op times); the untraced and empty steps alternate and the difference is the median of the pairs' differences
+(measured one after the other, a drift of the machine's speed made the empty step of mlp_tiny longer than its
+whole step and every op time 0). Where that difference is not positive the traced times stay, with a warning;
+``"none"`` keeps the raw traced times. The fixed cost is not spread over the ops: the prediction
 of a step is the simulated makespan plus `step_overhead_s` (`predicted_step`), the empty step on as many
 workers as the placement uses (`comm_benchmark_distributed` measures it for two or more).
 
@@ -163,23 +166,36 @@ def profile_distributed(
         with v1.Session(pool.target, graph=m.graph, config=session_config()) as sess:
             sess.run(m.init_op)
             _timed(sess, fetches, warmup)
+            _timed(sess, empty, 3)
+            # untraced steps and empty steps alternate, so that a drift of the machine's speed hits both alike;
+            # before any traced step, which may leave the session slower
+            pairs = _alternating(sess, fetches, empty, max(steps, 10))
             for _ in range(steps):
                 md = v1.RunMetadata()
                 sess.run(fetches, options=trace, run_metadata=md)
                 records.append(parse_step_stats(md.step_stats, known))
-            walls = _timed(sess, fetches, steps)
-            _timed(sess, empty, 3)
-            empties = _timed(sess, empty, max(steps, 10))
+            walls = [w for w, _ in pairs]
+            empties = [e for _, e in pairs]
         cores = pool.workers[0].cores
     seen = apply_records(out, records, statistic)
     traced_sum = sum(a["compute_s"] for _, a in out.nx.nodes(data=True))
     step_s = statistics.median(walls)
     overhead = statistics.median(empties)
     scale = 1.0
+    ops_s = statistics.median(w - e for w, e in pairs)  # the ops' untraced time: paired differences
     if calibration == "untraced_step" and traced_sum > 0:
-        scale = max(0.0, step_s - overhead) / traced_sum
-        for _, a in out.nx.nodes(data=True):
-            a["compute_s"] *= scale
+        if ops_s > 0:
+            scale = ops_s / traced_sum
+            for _, a in out.nx.nodes(data=True):
+                a["compute_s"] *= scale
+        else:  # within the noise of the empty step (a model of microsecond ops): the traced times stay
+            log.warning(
+                "profile of %s: the untraced step (%.4g s) is not longer than the empty step (%.4g s) beyond the "
+                "noise; op times are left as traced (no calibration)",
+                out.name,
+                step_s,
+                overhead,
+            )
     out.invalidate()
     out.nx.graph["profile"] = {
         "device": device,
