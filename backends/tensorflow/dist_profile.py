@@ -206,6 +206,7 @@ def profile_distributed(
         "traced_op_sum_s": traced_sum,
         "untraced_step_s": step_s,
         "step_overhead_s": overhead,
+        "untraced_ops_s": ops_s,
         "calibration": calibration,
         "scale": scale,
     }

@@ -235,7 +235,10 @@ def test_profile_in_a_pinned_worker_adds_up_to_the_measured_step(mlp):
     assert set(p.ops) == set(g.ops)
     assert info["traced_op_sum_s"] > 0 and info["untraced_step_s"] > 0 and info["step_overhead_s"] > 0
     total = sum(a["compute_s"] for _, a in p.nx.nodes(data=True))
-    assert total == pytest.approx(max(0.0, info["untraced_step_s"] - info["step_overhead_s"]), rel=1e-6)
+    # the ops add up to the median difference of the paired untraced and empty steps (the traced sum where
+    # that difference is within the noise)
+    want = info["untraced_ops_s"] if info["untraced_ops_s"] > 0 else info["traced_op_sum_s"]
+    assert total == pytest.approx(want, rel=1e-6)
     assert "cores [" in info["setting"]
 
 
