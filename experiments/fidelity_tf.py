@@ -22,6 +22,11 @@ For a cluster (cpu2 by default: two devices, one core each):
    predicted and measured peak memory of the busiest device, traffic, and the correctness check; per model the
    median |error| and Kendall's tau between predicted and measured orders.
 
+With ``--rounds N`` (default 3) every model is profiled N times and every placement runs once per round, in a
+new random order each round; the prediction uses the mean of the rounds' profiles (placements are made on the
+first), the measured step is the median over every round's steps. This machine's speed drifts by tens of
+percent over seconds, so one profile and one run taken minutes apart compare two different machines.
+
 Timings on a shared machine are noisy: run it alone (the load average is printed before and after).
 
     python experiments/fidelity_tf.py
@@ -36,10 +41,12 @@ import dataclasses
 import json
 import logging
 import os
+import random
 import statistics
 import time
 from typing import Any
 
+from fidelity import mean_profile
 from predicted_vs_measured_tf import load_cluster, placers
 
 from algorithms.cluster import Link
@@ -63,6 +70,22 @@ def kendall_tau(a: list[float], b: list[float]) -> float | None:
     return None if tau != tau else float(tau)
 
 
+def pooled(results: list[Any]) -> Any:
+    """One result for a placement run in several rounds: the first, with the median and IQR over every round's
+    measured steps and the worst correctness check."""
+    from backends.tensorflow.distributed import iqr
+
+    if len(results) == 1:
+        return results[0]
+    times = [t for r in results for t in r.step_times_s]
+    extra = dict(results[0].extra)
+    for key in ("loss_match", "grad_match"):
+        extra[key] = all(r.extra.get(key) for r in results)
+    return dataclasses.replace(
+        results[0], measured_step_s=statistics.median(times), step_iqr_s=iqr(times), step_times_s=times, extra=extra
+    )
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", nargs="+", default=["mlp_tiny", "gnmt_tiny"])
@@ -75,6 +98,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--comm-repeats", type=int, default=5)
     ap.add_argument("--comm-sizes", nargs="*", type=int, default=None, help="bytes (default 1 KB .. 64 MB)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="profile and run every placement this many times, interleaved"
+    )
     ap.add_argument("--json", default=None, help="write the rows to this JSON file")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
@@ -111,46 +137,60 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         print(f"  {pair}: " + ", ".join(f"{int(b)}B {t * 1e3:.3f}ms" for b, t in pts))
     runtime = TFDistributedRuntime(warmup=args.warmup, steps=args.steps, check_correctness=True)
     rows: list[dict[str, Any]] = []
+    rng = random.Random(args.seed)
     for name in args.models:
         cfg = load_model_cfg(name, None, seed=args.seed)
         model = backend.build(cfg)
-        graph = profile_distributed(
-            model, backend.capture(model), cluster, warmup=args.profile_warmup, steps=args.profile_steps
-        )
-        info = graph.nx.graph["profile"]
+        captured = backend.capture(model)
+        candidates = placers(cfg, None, args.seed)
+        family = str(cfg.get("family", ""))
+        if family in SPLITS:
+            candidates.append(("layer_split", ExpertPlacer(SPLITS[family], strip_prefixes=["gradients/"]), None))
+        profiles, infos = [], []
+        assigns: dict[str, dict[str, str]] = {}
+        runs: dict[str, list[Any]] = {}
+        for rnd in range(args.rounds):
+            g = profile_distributed(model, captured, cluster, warmup=args.profile_warmup, steps=args.profile_steps)
+            profiles.append(g)
+            infos.append(g.nx.graph["profile"])
+            if rnd == 0:  # placements are made on the first round's profile
+                for label, placer, why in candidates:
+                    if label not in args.placers:
+                        continue
+                    if placer is None:
+                        print(f"{label:<12} skipped: {why}")
+                        continue
+                    try:
+                        assigns[label] = dict(placer.place(g, cluster).assignment)
+                        check_placement(g, cluster, assigns[label])
+                    except Exception as exc:  # report and go on with the other placers
+                        assigns.pop(label, None)
+                        print(f"{label:<12} placement failed: {type(exc).__name__}: {exc}")
+            order = list(assigns)
+            rng.shuffle(order)  # a new order every round: a drift of the machine's speed does not favour one
+            for label in order:
+                runs.setdefault(label, []).append(runtime.run(backend, model, g, assigns[label], {}, cluster))
+        graph = mean_profile(profiles)
+        info = infos[0]
+        steps_ms = ", ".join(f"{1e3 * i['untraced_step_s']:.3g}" for i in infos)
         print(
-            f"\n{name}: {len(graph)} ops; profiled in a pinned worker ({info['setting']}): traced op sum "
-            f"{info['traced_op_sum_s'] * 1e3:.3f} ms, measured single-device step {info['untraced_step_s'] * 1e3:.3f} "
-            f"ms, empty step {info['step_overhead_s'] * 1e3:.3f} ms, op times scaled by {info['scale']:.3f}"
+            f"\n{name}: {len(graph)} ops; profiled in a pinned worker ({info['setting']}), {args.rounds} round(s): "
+            f"traced op sum {info['traced_op_sum_s'] * 1e3:.3f} ms, measured single-device step per round "
+            f"{steps_ms} ms, empty step {info['step_overhead_s'] * 1e3:.3f} ms, op times scaled by {info['scale']:.3f}"
         )
         print(
             f"{'placer':<12}{'dev':>4}{'sim_ms':>9}{'pred_ms':>9}{'meas_ms':>9}{'iqr_ms':>8}{'error':>8}"
             f"{'seq_ms':>9}{'seq_err':>8}"
             f"{'pred_MB':>9}{'meas_MB':>9}{'traffic_B':>11}{'meas_B':>9}  check"
         )
-        candidates = placers(cfg, None, args.seed)
-        family = str(cfg.get("family", ""))
-        if family in SPLITS:
-            candidates.append(("layer_split", ExpertPlacer(SPLITS[family], strip_prefixes=["gradients/"]), None))
-        for label, placer, why in candidates:
-            if label not in args.placers:
-                continue
-            if placer is None:
-                print(f"{label:<12} skipped: {why}")
-                continue
-            try:
-                assign = dict(placer.place(graph, cluster).assignment)
-                check_placement(graph, cluster, assign)
-            except Exception as exc:  # report and go on with the other placers
-                print(f"{label:<12} placement failed: {type(exc).__name__}: {exc}")
-                continue
+        for label, assign in assigns.items():
+            res = pooled(runs[label])
             per_msg = {"send_overhead_s": fit.send_overhead_s, "recv_overhead_s": fit.recv_overhead_s}
             sim = simulate(graph, cluster, assign, **per_msg)
             used = len(set(assign.values()))
             pred = predicted_step(sim.makespan, graph, {2: fit.step_overhead_s}, used)
             sim_seq = simulate(graph, seq_cluster, assign, **per_msg)
             pred_seq = predicted_step(sim_seq.makespan, graph, {2: fit.step_overhead_s}, used)
-            res = runtime.run(backend, model, graph, assign, {}, cluster)
             err = (pred - res.measured_step_s) / res.measured_step_s
             err_seq = (pred_seq - res.measured_step_s) / res.measured_step_s
             dev_peak = max(sim.peak_memory, key=lambda d: sim.peak_memory[d])
