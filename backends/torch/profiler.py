@@ -17,6 +17,7 @@ Cost: (warmup + steps) training steps plus O(V + E) bookkeeping.
 from __future__ import annotations
 
 import logging
+import os
 import statistics
 import time
 from collections import defaultdict
@@ -26,7 +27,7 @@ import torch
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from algorithms.errors import InvalidGraph
+from algorithms.errors import ConfigError, InvalidGraph
 from algorithms.graph import OpGraph
 
 from .capture import build_graph, trace_program
@@ -169,13 +170,53 @@ def worker_setting(cluster: Any, threads: int | None = None, cuda: bool = False)
             "cluster %r: devices own %s cores; profiling with %d", cluster.name, cores, cluster.devices[0].cores
         )
     c = int(cluster.devices[0].cores)
+    host = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
     return {
         "runtime": "torch_distributed",
         "device": "cuda" if cuda else "cpu",
         "pinned": not cuda,
         "cores": c,
         "threads": int(threads) if threads else c,
+        # the workers busy at once in a placed run, one per device while the host has cores for them
+        "corun": 1 if cuda else max(1, min(len(cluster.devices), host // max(1, c))),
     }
+
+
+def _launch_together(jobs: list[Any], launch: Any, timeout_s: float) -> list[Any]:
+    """Run `launch(job, timeout_s)` for every job at the same time (one thread each); the reports in job order.
+    The first failure is raised once all have finished."""
+    if len(jobs) == 1:
+        return [launch(jobs[0], timeout_s)]
+    import threading
+
+    out: list[Any] = [None] * len(jobs)
+    errors: list[BaseException] = []
+
+    def go(k: int) -> None:
+        try:
+            out[k] = launch(jobs[k], timeout_s)
+        except BaseException as exc:  # raised below, in the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=go, args=(k,), daemon=True) for k in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out
+
+
+def _pooled(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """One profiling report from several co-running workers: every worker's op samples and step times."""
+    if len(reports) == 1:
+        return reports[0]
+    op_times: dict[str, list[float]] = {}
+    for rep in reports:
+        for op, xs in rep["op_times"].items():
+            op_times.setdefault(op, []).extend(xs)
+    return {"op_times": op_times, "times": [t for rep in reports for t in rep["times"]]}
 
 
 def profile_in_worker(
@@ -195,7 +236,12 @@ def profile_in_worker(
     One worker process of `backends.torch.distributed`, pinned to `setting["cores"]` host cores with
     `setting["threads"]` intra-op threads, runs the whole step on one device in capture order through the
     worker's own execution path (argument resolution, memory accounting and freeing included), timing each op
-    (median over `steps` measured steps after `warmup`). Memory and edge sizes come from the capture, as in
+    (median over `steps` measured steps after `warmup`). ``setting["corun"]`` such workers (default 1;
+    `worker_setting` gives one per device while the host has cores for them) run at the same time on disjoint
+    cores, as the placed run's workers do, and their samples are pooled: a core runs slower while its neighbour
+    is busy (shared cache and memory bandwidth; gnmt_tiny's single-device step on the lab's VM, 255 steps each,
+    interleaved: 33.0 ms median with the other core busy against 31.5 ms with it idle), and the profile takes
+    corun times the samples in the same time. Memory and edge sizes come from the capture, as in
     `profile_graph`. An op's cost (`statistic`):
 
     * ``"scaled_median"`` (default): its median, scaled by (median single-device step) / (sum of the op
@@ -228,26 +274,31 @@ def profile_in_worker(
             f"graph {graph.name!r} has ops the {granularity}-level capture of {model.name!r} at batch {b} "
             f"does not, e.g. {missing[:3]}; capture and profile with the same backend settings"
         )
-    import os
-
     host = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
-    cores = [host[k % len(host)] for k in range(int(setting.get("cores", 1)))]
+    per = int(setting.get("cores", 1))
+    corun = int(setting.get("corun", 1))
+    if corun < 1:
+        raise ConfigError(f"profiler worker setting 'corun' must be >= 1, got {corun}")
     order = list(prog.op_nodes)
-    job = WorkerJob(
-        program=dump_program(prog),
-        flat=[t.cpu() for t in prog.flat_inputs(model)],
-        placement={op: "dev0" for op in order},
-        schedule={"dev0": order},
-        devices=["dev0"],
-        cores=[sorted(set(cores))],
-        cuda=False,
-        port=free_port(),
-        warmup=int(warmup),
-        steps=int(steps),
-        time_ops=True,
-        threads=int(setting["threads"]),
-    )
-    rep = launch(job, timeout_s)[0]
+    program, flat = dump_program(prog), [t.cpu() for t in prog.flat_inputs(model)]
+    jobs = [
+        WorkerJob(
+            program=program,
+            flat=flat,
+            placement={op: "dev0" for op in order},
+            schedule={"dev0": order},
+            devices=["dev0"],
+            cores=[sorted({host[(k * per + j) % len(host)] for j in range(per)})],
+            cuda=False,
+            port=free_port(),
+            warmup=int(warmup),
+            steps=int(steps),
+            time_ops=True,
+            threads=int(setting["threads"]),
+        )
+        for k in range(corun)
+    ]
+    rep = _pooled([r[0] for r in _launch_together(jobs, launch, timeout_s)])
     stat: Any = statistics.fmean if statistic == "mean" else statistics.median
     sum_median = sum(statistics.median(v) for v in rep["op_times"].values())
     step_median = statistics.median(rep["times"])
@@ -269,6 +320,7 @@ def profile_in_worker(
         "median_scale": step_median / sum_median if sum_median > 0 else 1.0,
         "statistic": statistic,
         "setting": setting,
+        "steps_measured": len(rep["times"]),  # over every co-running worker
     }
     log.info(
         "profiled %s at batch %d in a worker (%s): %d ops; sum of op %ss %.4g s against the %s single-device step "

@@ -60,13 +60,39 @@ def dump_program(prog: Program) -> bytes:
 
 # ---------------------------------------------------------------------------- value layouts
 def value_spec(v: Any) -> Any:
-    """The layout of a value: ("t", shape, dtype) for a tensor, ("l"/"u", [...]) for a list/tuple, ("c", v)
-    for anything else (sent as nothing: the receiver rebuilds the constant)."""
+    """The layout of a value: ("t", shape, dtype, strides) for a tensor (strides None when it is contiguous, or
+    when its elements overlap, e.g. an expanded tensor), ("l"/"u", [...]) for a list/tuple, ("c", v) for anything
+    else (sent as nothing: the receiver rebuilds the constant)."""
     if isinstance(v, torch.Tensor):
-        return ("t", tuple(v.shape), v.dtype)
+        strided = not v.is_contiguous() and all(st > 0 or n == 1 for n, st in zip(v.shape, v.stride()))
+        return ("t", tuple(v.shape), v.dtype, tuple(v.stride()) if strided else None)
     if isinstance(v, (list, tuple)):
         return ("l" if isinstance(v, list) else "u", [value_spec(x) for x in v])
     return ("c", v)
+
+
+def restrided(spec: Any, v: Any) -> Any:
+    """Value `v`, received contiguous, with the strides its sender had (`value_spec`): a copy for each tensor
+    whose spec records strides, `v` itself otherwise. Ops after a received transpose depend on them: on the
+    sender ``t(t(x))`` is contiguous and can be viewed; on a contiguous copy of ``t(x)`` it cannot, and
+    ``aten.view`` fails ("view size is not compatible with input tensor's size and stride"), as a transformer_tiny
+    placement did before this copy. O(bytes of the tensors with strides)."""
+    kind = spec[0]
+    if kind == "t":
+        if spec[3] is None:
+            return v
+        return torch.empty_strided(spec[1], spec[3], dtype=spec[2], device=v.device).copy_(v)
+    if kind == "c":
+        return v
+    parts = [restrided(s, x) for s, x in zip(spec[1], v)]
+    return parts if kind == "l" else tuple(parts)
+
+
+def has_strides(spec: Any) -> bool:
+    """Whether a value of layout `spec` needs `restrided` after its receive."""
+    if spec[0] == "t":
+        return spec[3] is not None
+    return spec[0] in ("l", "u") and any(has_strides(s) for s in spec[1])
 
 
 def _alloc(spec: Any, device: torch.device) -> tuple[Any, list[torch.Tensor]]:
@@ -284,6 +310,7 @@ class _Worker:
         self.peak = 0.0
         self.traffic = 0.0
         self.next_recvs: dict[int, tuple[Any, list[Any]]] | None = None  # posted at the end of the step before
+        self.strided = {i for i, spec in job.specs.items() if has_strides(spec)}  # received values to re-stride
 
     # ------------------------------------------------------------------ receives
     def post_receive(self, i: int) -> tuple[Any, list[Any]]:
@@ -300,7 +327,7 @@ class _Worker:
     def step(self, retain: bool, time_ops: bool, last: bool = True) -> dict[str, Any]:
         """Run one training step (`last`: no step follows, so the next step's receives are not posted)."""
         prog, ex, d = self.prog, self.ex, self.rank
-        nodes, sent = prog.nodes, self.sent
+        nodes, sent, strided = prog.nodes, self.sent, self.strided
         cuda, dev = self.job.cuda, self.dev
         env: dict[int, Any] = {}
         live = [0.0]
@@ -433,6 +460,8 @@ class _Worker:
             else:
                 for w in works:
                     w.wait()
+            if i in strided:
+                val = restrided(self.job.specs[i], val)
             env[i] = val
             return val
 
@@ -489,14 +518,20 @@ class _Worker:
                 v = env.get(out, ex.store.get(out))
                 moves_out.extend(isend(out, v, dst, self.tag_base + ph))
             elif dst == d:
-                val, bufs = _alloc(value_spec(ex.store[ph]), dev)
+                spec = value_spec(ex.store[ph])
+                val, bufs = _alloc(spec, dev)
                 moves.append(
-                    (ph, val, [dist.irecv(b, src, tag=(self.tag_base + ph) * 16 + k) for k, b in enumerate(bufs)])
+                    (
+                        ph,
+                        spec,
+                        val,
+                        [dist.irecv(b, src, tag=(self.tag_base + ph) * 16 + k) for k, b in enumerate(bufs)],
+                    )
                 )
-        for ph, val, works in moves:
+        for ph, spec, val, works in moves:
             for w in works:
                 w.wait()
-            ex.store[ph] = val
+            ex.store[ph] = restrided(spec, val)
         for works in send_works.values():  # a gloo work must be waited for once only
             for w in works:
                 w.wait()
