@@ -164,6 +164,7 @@ def replay(
     succ: Sequence[Sequence[tuple[int, float]]],
     pred: Sequence[Sequence[tuple[int, float]]],
     transfer_time: Callable[[int, int, float], float],
+    tensors: Sequence[float] | None = None,
 ) -> tuple[list[float], dict[tuple[int, int], tuple[TransferKey, float, float, float]]]:
     """Start time of every op in `order` (per device, a linear extension of the graph among the ops it holds;
     ops with ``dev[i] < 0`` are not placed yet and ignored, but every placed op's predecessors must be
@@ -172,7 +173,9 @@ def replay(
     and `FifoLinks`): an op starts when its device is free and its inputs are there; a producer's output
     crosses once to each other device holding a consumer, sized by the largest edge, requested when it ends,
     in the order of the first consumers among its successors; the events at one time are all handled before
-    any device starts an op.  The placers re-time their plans with it.  O((V + E) log V)."""
+    any device starts an op.  `tensors` (`GraphIndex.copy_tensors`): how many latencies a producer's transfer
+    pays (a coarse op's tensors; 1 when not given), added as ``(tensors - 1) x transfer_time(d, d', 0)``.  The
+    placers re-time their plans with it.  O((V + E) log V)."""
     nd = len(order)
     missing = {o: len(pred[o]) for ops in order for o in ops}
     remote: dict[int, dict[int, list]] = {}
@@ -225,6 +228,8 @@ def replay(
                         missing[c] -= 1
                 for dj, (nbytes, rank, _) in remote.get(i, {}).items():
                     dt = transfer_time(d, dj, nbytes)
+                    if tensors is not None and tensors[i] != 1.0:
+                        dt += (tensors[i] - 1.0) * transfer_time(d, dj, 0.0)
                     s0 = links.reserve(t, d, dj, dt)
                     xfer[(i, dj)] = (transfer_key(t, i, rank), s0, s0 + dt, nbytes)
                     heapq.heappush(events, (s0 + dt, 1, i, dj))

@@ -74,6 +74,9 @@ class GraphIndex:
     #: (its largest out-edge), at least its output bytes.  An op whose output is a view of another tensor
     #: (output_bytes 0, e.g. a transpose) still costs the receiver the whole tensor.
     copy_bytes: list[float] = field(default_factory=list)
+    #: latencies one transfer of the op's output pays: the tensors a coarse op sends on one edge
+    #: (``send_tensors``, written by `algorithms.passes.contract`), 1 for an op of the original graph
+    copy_tensors: list[float] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -230,6 +233,7 @@ class OpGraph:
         device_type: list[str | None] = [None] * n
         phase = ["forward"] * n
         copy_bytes = [0.0] * n
+        copy_tensors = [1.0] * n
         for i, name in enumerate(order):  # one pass over the ops (issue 22: 10^5-10^6 of them)
             a = data[name]
             compute_s[i] = float(a["compute_s"])
@@ -240,6 +244,9 @@ class OpGraph:
             colocation[i] = a.get("colocation")
             device_type[i] = a.get("device_type")
             phase[i] = a.get("phase", "forward")
+            st = a.get("send_tensors")
+            if st is not None:
+                copy_tensors[i] = float(st)
             for _, b in succ[i]:
                 if b > out:
                     out = b
@@ -258,6 +265,7 @@ class OpGraph:
             device_type=device_type,
             phase=phase,
             copy_bytes=copy_bytes,
+            copy_tensors=copy_tensors,
         )
 
     def copy(self, name: str | None = None) -> OpGraph:

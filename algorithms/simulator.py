@@ -8,12 +8,13 @@ Model
   there (the send/receive pair of thesis 2.4), and is then cached on that device. The bytes sent for the pair
   (producer, device) are the largest edge size from the producer to a consumer on that device (every out-edge
   of an op carries its output tensor in the thesis' model; a control edge alone costs only the latency).
-* Transfers follow the cluster's communication model ``latency + bytes / bandwidth``. In ``parallel`` mode a
-  transfer starts when requested; in ``sequential`` mode (Baechi 3.4) each device sends one tensor at a time
-  and receives one at a time, first-in first-out: a transfer is requested when its producer ends and starts
-  at ``max(request, sender's send queue free, receiver's receive queue free)`` (`algorithms.comm_queue`, the
-  model of transfer order the placers' execution models share; a producer's transfers to several devices
-  are requested in the order of their first consumers in its successor list).
+* Transfers follow the cluster's communication model ``latency + bytes / bandwidth``; a transfer of a coarse op
+  (`algorithms.passes.contract`) pays its ``send_tensors`` latencies, one per tensor its members send. In
+  ``parallel`` mode a transfer starts when requested; in ``sequential`` mode (Baechi 3.4) each device sends one
+  tensor at a time and receives one at a time, first-in first-out: a transfer is requested when its producer ends
+  and starts at ``max(request, sender's send queue free, receiver's receive queue free)`` (`algorithms.comm_queue`,
+  the model of transfer order the placers' execution models share; a producer's transfers to several devices are
+  requested in the order of their first consumers in its successor list).
 * Shared host cores (issue 16): with ``host_cores`` given and the devices' workers asking for more cores than
   the host has (`algorithms.cluster.oversubscription` > 1), every device's worker is pinned to the cores
   `algorithms.cluster.worker_cores` gives it, and devices whose workers share a core take turns: an op starts
@@ -193,6 +194,7 @@ def simulate(
     temp = idx.temporary
     outb = idx.output
     copyb = idx.copy_bytes  # a received copy holds the tensor that crossed
+    ntens = idx.copy_tensors  # latencies a transfer pays (a coarse op's tensors, `algorithms.passes.contract`)
 
     def alloc(d: int, nbytes: float, t: float, op: int) -> None:
         m = mem[d] + nbytes
@@ -345,7 +347,7 @@ def simulate(
                         if missing[j] == 0:
                             make_ready(j, t)
                 for dj, (nbytes, _cons) in remote[i].items():
-                    dt = lat[d][dj] + nbytes / bw[d][dj]
+                    dt = lat[d][dj] * ntens[i] + nbytes / bw[d][dj]
                     if sequential:
                         s0 = links.reserve(t, d, dj, dt)
                     else:

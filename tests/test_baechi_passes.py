@@ -277,3 +277,41 @@ def test_full_chain_on_a_synthetic_training_graph_shrinks_it():
     assign = cmap.expand_assignment(pl.assignment)
     check_placement(g, cl, assign)
     assert simulate(g, cl, assign).ok
+
+
+def test_a_coarse_edge_pays_one_latency_per_tensor_it_carries():
+    """Contraction merges the tensors of a coarse op's members into one edge; the original graph sends them one
+    by one, so the coarse op's transfers pay one latency per tensor (`send_tensors`), in the simulator, in the
+    placers' execution model and in `comm_queue.replay`."""
+    from algorithms.cluster import Cluster, Device
+    from algorithms.comm_queue import replay
+    from algorithms.passes.contract import contract
+    from algorithms.placers.baechi.exec_model import ExecModel
+
+    g = OpGraph("fan_in")
+    for op in ("a", "b", "c"):
+        g.add_op(op, compute_s=1e-3, output_bytes=8)
+    g.add_edge("a", "c", 8)
+    g.add_edge("b", "c", 8)
+    idx = g.index()
+
+    def attrs(mem, _internal):
+        return {"compute_s": 2e-3, "output_bytes": 16.0, "persistent_bytes": 0.0, "temporary_bytes": 0.0}
+
+    coarse, _ = contract(g, [("ab", [idx.pos["a"], idx.pos["b"]]), ("c", [idx.pos["c"]])], attrs)
+    assert coarse.op("ab")["send_tensors"] == 2.0 and "send_tensors" not in coarse.op("c")
+    assert coarse.index().copy_tensors == [2.0, 1.0]
+    lat = 0.01  # latency dominates: 16 bytes at 1 GB/s are 16 ns
+    cl = Cluster([Device("d0"), Device("d1")], latency_s=lat, bytes_per_s=1e9, mode="sequential")
+    assign = {"ab": "d0", "c": "d1"}
+    sim = simulate(coarse, cl, assign, {"d0": ["ab"], "d1": ["c"]})
+    assert sim.makespan == pytest.approx(2e-3 + 2 * lat + 2e-3, rel=1e-6)  # before: one latency
+    ci = coarse.index()
+    start, _ = replay([[0], [1]], [0, 1], ci.compute_s, ci.succ, ci.pred, cl.transfer_time, ci.copy_tensors)
+    assert start[1] == pytest.approx(2e-3 + 2 * lat, rel=1e-6)
+    m = ExecModel(coarse, cl)
+    m.commit(ci.pos["ab"], 0, m.estimate(ci.pos["ab"], 0))
+    assert m.estimate(ci.pos["c"], 1).data_ready == pytest.approx(2e-3 + 2 * lat, rel=1e-6)
+    # a second contraction counts the tensors its members already carried
+    coarse2, _ = contract(coarse, [("abc", [0]), ("cc", [1])], attrs)
+    assert coarse2.op("abc")["send_tensors"] == 2.0

@@ -29,13 +29,14 @@ REASONS: dict[str, str] = {
         "paper's CCR on the lab's small GNMT, where the paper's expert is within 1% of m-SCT."
     ),
     "baechi-t3-synthetic": (
-        "The placers optimise the graph Baechi's optimizer coarsened, in which the edge between two coarse ops "
-        "carries the tensors of all their member producers as one transfer (algorithms/passes/contract.py sums "
-        "the bytes per producer into one edge), while the executed (original) graph sends each tensor on its own; "
-        "with sequential PCIe transfers at the paper's CCR each transfer pays the link latency, so the placers "
-        "see a fraction of the latencies their cut edges cost. m-ETF and m-SCT, which cut many coarse edges, are "
-        "hit hardest; m-TOPO's contiguous segments cut few. Not fixed: the coarse graph needs a tensor count per "
-        "edge that the placers' and the simulator's transfer model charge a latency for."
+        "The placers optimise the graph Baechi's optimizer coarsened, whose edge between two coarse ops carries "
+        "the tensors of all their member producers, while the executed (original) graph sends each tensor on its "
+        "own and, with sequential PCIe transfers at the paper's CCR, pays the link latency for each. The coarse "
+        "ops now carry that count (`send_tensors`, algorithms/passes/contract.py) and the placers and the "
+        "simulator charge one latency per tensor; a coarse op still sends all its members' tensors when it ends, "
+        "later than the original ops would, and counts the most tensors of one out-edge for every transfer, so "
+        "the placers' estimate stays below what the original graph costs. m-ETF and m-SCT, which cut many coarse "
+        "edges, are hit hardest; m-TOPO's contiguous segments cut few."
     ),
     "baechi-t4-synthetic": (
         "With 30% memory and compute scaled to the paper's CCR, m-ETF and m-SCT find no device for a co-placed "

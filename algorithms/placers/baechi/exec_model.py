@@ -163,6 +163,7 @@ class ExecModel:
         self.temp = idx.temporary
         self.out = idx.output
         self.copyb = idx.copy_bytes  # bytes of a received copy (as the simulator charges it)
+        self.ntens = idx.copy_tensors  # latencies a transfer of the op pays (coarse ops: their tensors)
         # device-type constraints (an op inherits its colocation group's)
         gid: list[int] = [-1] * n
         groups: dict[str, int] = {}
@@ -273,7 +274,7 @@ class ExecModel:
         """Earliest schedulable time of op o on device p: equation (1) with the communication model of the
         module docstring. All of o's inputs must be placed. O(in-degree)."""
         dev, end, arr = self.dev, self.end, self.arr
-        lat, bw = self.lat, self.bw
+        lat, bw, nt = self.lat, self.bw, self.ntens
         dr = 0.0
         if not self.sequential:
             extend = None
@@ -283,7 +284,7 @@ class ExecModel:
                 if q == p:
                     a = end[j]
                 else:
-                    a = end[j] + (lat[q][p] + b / bw[q][p])
+                    a = end[j] + (lat[q][p] * nt[j] + b / bw[q][p])
                     aj = arr[j]
                     ex = aj.get(p) if aj is not None else None
                     if ex is None:
@@ -325,7 +326,7 @@ class ExecModel:
         trans = []
         if new:
             new.sort()
-            times, delay = self.links.probe([(k, q, p, lat[q][p] + b / bw[q][p]) for k, _, q, b in new])
+            times, delay = self.links.probe([(k, q, p, lat[q][p] * nt[j] + b / bw[q][p]) for k, j, q, b in new])
             for (_, j, q, _), (s0, a) in zip(new, times):
                 trans.append((j, q, s0, a))
                 if a > dr:
@@ -357,14 +358,14 @@ class ExecModel:
         parallel mode). O(in-degree)."""
         if self.sequential:
             return self.estimate(o, p).data_ready
-        dev, end, arr, lat, bw = self.dev, self.end, self.arr, self.lat, self.bw
+        dev, end, arr, lat, bw, nt = self.dev, self.end, self.arr, self.lat, self.bw, self.ntens
         dr = 0.0
         for j, b in self.pred[o]:
             q = dev[j]
             if q == p:
                 a = end[j]
             else:
-                a = end[j] + (lat[q][p] + b / bw[q][p])
+                a = end[j] + (lat[q][p] * nt[j] + b / bw[q][p])
                 aj = arr[j]
                 if aj is not None:
                     ex = aj.get(p)
@@ -378,14 +379,14 @@ class ExecModel:
         """Time by which o's inputs could be on every device (communication queues ignored): an op is
         *urgent* in SCT once it can start right away on any device."""
         t = 0.0
-        dev, end, lat, bw = self.dev, self.end, self.lat, self.bw
+        dev, end, lat, bw, nt = self.dev, self.end, self.lat, self.bw, self.ntens
         D = self.D
         for j, b in self.pred[o]:
             q = dev[j]
             worst = 0.0
             for p in range(D):
                 if p != q:
-                    c = lat[q][p] + b / bw[q][p]
+                    c = lat[q][p] * nt[j] + b / bw[q][p]
                     if c > worst:
                         worst = c
             a = end[j] + worst
@@ -529,7 +530,7 @@ class ExecModel:
         """`comm_queue.replay` of the ops placed so far in their per-device order."""
         dev = self.dev
         durs = [self.dur[o][dev[o]] if dev[o] >= 0 else 0.0 for o in range(self.n)]
-        return replay(self.order, dev, durs, self.succ, self.pred, self.cluster.transfer_time)
+        return replay(self.order, dev, durs, self.succ, self.pred, self.cluster.transfer_time, self.ntens)
 
     def _retime(self) -> None:
         """Recompute the times of every placed op by `_replay` and rebuild the model (clocks, transfers,

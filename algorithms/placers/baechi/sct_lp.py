@@ -246,7 +246,8 @@ def sct_lp(
         lat = np.array(cluster.latency_table, dtype=float)
         ibw = 1.0 / np.array(cluster.bandwidth_table, dtype=float)
         off = ~np.eye(D, dtype=bool)
-        c = lat[off].mean() + byt * ibw[off].mean()
+        # a coarse op's edge pays one latency per tensor it carries (`GraphIndex.copy_tensors`)
+        c = lat[off].mean() * np.asarray(idx.copy_tensors, dtype=float)[src] + byt * ibw[off].mean()
     else:
         c = np.zeros(E)
     facts: dict[str, Any] = {"lp_vars": n + 1 + E}

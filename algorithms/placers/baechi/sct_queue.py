@@ -163,7 +163,7 @@ class SCTQueue(PairQueue):
         if pf == p or pf not in m.allowed[o] or not self.usable(o, pf) or (o * m.D + pf) in self.parked_pairs:
             return None
         t_fav = m.estimate(o, pf).start
-        saved = m.lat[pf][p] + self.fav_bytes[o] / m.bw[pf][p]
+        saved = m.lat[pf][p] * m.ntens[f] + self.fav_bytes[o] / m.bw[pf][p]
         if t_fav <= start or t_fav - start > saved:
             return None
         key = o * m.D + p

@@ -131,6 +131,13 @@ class Timeline:
         return self.idx.exec_time(i, t, sp)
 
     # ------------------------------------------------------------------ transfers
+    def _xfer_time(self, p: int, dp: int, d: int, nbytes: float) -> float:
+        """Seconds p's output takes from device dp to d: `Cluster.transfer_time`, with one latency per tensor of a
+        coarse op (`GraphIndex.copy_tensors`), as the simulator charges it."""
+        dt = self.cluster.transfer_time(dp, d, nbytes)
+        k = self.idx.copy_tensors[p]
+        return dt if k == 1.0 else dt + (k - 1.0) * self.cluster.transfer_time(dp, d, 0.0)
+
     def _arrival(self, p: int, d: int, nbytes: float, consumer: int) -> float:
         key = (p, d)
         old = self.transfers.get(key)
@@ -147,7 +154,7 @@ class Timeline:
                 nbytes = max(nbytes, old[2])
                 rank = min(rank, oldkey[2])
                 self.links.remove(oldkey, dp, d)
-            dt = self.cluster.transfer_time(dp, d, nbytes)
+            dt = self._xfer_time(p, dp, d, nbytes)
             tkey = transfer_key(ready, p, rank)
             ((t1, t2),), delay = self.links.probe([(tkey, dp, d, dt)])
             if delay > 0.0:
@@ -158,7 +165,7 @@ class Timeline:
             new = (t1, t2, nbytes)
             self._undo.append(("xfer", key, old, new, oldkey, tkey))
         else:
-            dt = self.cluster.transfer_time(dp, d, nbytes)
+            dt = self._xfer_time(p, dp, d, nbytes)
             new = (ready, ready + dt, nbytes)
             self._undo.append(("xfer", key, old, new, None, None))
         self.transfers[key] = new
@@ -245,7 +252,9 @@ class Timeline:
         for i in sorted(placed, key=self._order_key):
             order[self.dev[i]].append(i)
         durs = [self.exec_time(i, self.dev[i]) if self.dev[i] >= 0 else 0.0 for i in range(self.idx.n)]
-        start, xfer = replay(order, self.dev, durs, self.idx.succ, self.idx.pred, self.cluster.transfer_time)
+        start, xfer = replay(
+            order, self.dev, durs, self.idx.succ, self.idx.pred, self.cluster.transfer_time, self.idx.copy_tensors
+        )
         self.busy = [([], []) for _ in range(nd)]
         for d, ops in enumerate(order):
             bs, be = self.busy[d]
