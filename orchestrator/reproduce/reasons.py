@@ -29,14 +29,23 @@ REASONS: dict[str, str] = {
         "paper's CCR on the lab's small GNMT, where the paper's expert is within 1% of m-SCT."
     ),
     "baechi-t3-synthetic": (
-        "At the paper's CCR the transfers dominate the step, and m-TOPO's contiguous segments cut far fewer bytes "
-        "than m-ETF / m-SCT's interleaved placement of the synthetic graph; the paper's order (m-TOPO slowest) "
-        "comes back only at the machine's own CCR (regime=here)."
+        "With sufficient memory Baechi places forward ops only (3.3): each coarse op carries its forward and "
+        "backward compute, and its edges the activation and (since issue 21) the gradient of the cut, but the "
+        "placer's list schedule is still a forward pass that never runs: the backward pass, twice the forward "
+        "compute here (backward_factor 2), runs in reverse order on the same cuts, and the expanded order (each "
+        "backward op right after its forward op) does not replay on the training graph, so every placer's devices "
+        "run their ops by rank. m-ETF / m-SCT's earliest-start choices interleave the synthetic graph's wide "
+        "levels (4-12 ops) across devices for the forward pass, and at the paper's CCR the backward pass pays "
+        "those cuts; m-TOPO's contiguous segments cut few edges. Only with full-graph placement "
+        "(optimizer.passes.2.mode=full) is the placers' predicted makespan the simulator's step."
     ),
     "baechi-t4-synthetic": (
-        "With 30% memory and compute scaled to the paper's CCR, m-ETF and m-SCT find no device for a co-placed "
-        "group (InfeasiblePlacement) while m-TOPO fits: the scaled compute changes the dispatch order and so when "
-        "memory is freed."
+        "m-ETF and m-SCT raise InfeasiblePlacement after their group retries run out, not for want of memory: "
+        "placing forward and backward ops together (3.2), a co-placed group's device is fixed by its forward op, "
+        "and the deepest layers' groups fill the last device, whose backward members then overflow it by a "
+        "fraction of a percent. Each retry (placer.group_retries, 16 by default, the lab's addition to the paper) "
+        "keeps one such group off that device and the next one overflows; with a larger budget both placers fit, "
+        "and then order as in baechi-t3-synthetic. m-TOPO's contiguous fill leaves the backward members room."
     ),
     "baechi-t4-gnmt": (
         "Single device OOM as in the paper. m-SCT is not the fastest: the un-fused graph (forward/backward pairs "
