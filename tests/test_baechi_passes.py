@@ -315,3 +315,24 @@ def test_a_coarse_edge_pays_one_latency_per_tensor_it_carries():
     # a second contraction counts the tensors its members already carried
     coarse2, _ = contract(coarse, [("abc", [0]), ("cc", [1])], attrs)
     assert coarse2.op("abc")["send_tensors"] == 2.0
+
+
+def test_forward_only_charges_the_gradient_to_the_cut_forward_edge():
+    # f1 -> f2 (activation, 100 bytes), g2 -> g1 (its gradient, 30 bytes); gK is co-placed with fK.  A cut
+    # between the coarse ops of f1 and f2 pays both tensors in the simulated step, so the placer's edge
+    # must carry 130 bytes, not the forward 100 alone (issue 21).  f2 -> g2 stays inside one coarse op.
+    g = OpGraph("fb")
+    g.add_op("f1", compute_s=1.0)
+    g.add_op("f2", compute_s=1.0)
+    g.add_op("g2", compute_s=2.0, phase="backward", forward_of="f2")
+    g.add_op("g1", compute_s=2.0, phase="backward", forward_of="f1")
+    g.add_edge("f1", "f2", bytes=100)
+    g.add_edge("f2", "g2", bytes=7)
+    g.add_edge("g2", "g1", bytes=30)
+    g.add_edge("f1", "g1", bytes=5)
+    out, cmap = ForwardOnlyPlacement("forward").apply(g)
+    coarse = {m: c for c, mem in cmap.items() for m in mem}
+    a, b = coarse["f1"], coarse["f2"]
+    assert a != b and coarse["g1"] == a and coarse["g2"] == b
+    assert list(out.nx.edges) == [(a, b)]
+    assert out.nx.edges[a, b]["bytes"] == pytest.approx(130.0)

@@ -29,19 +29,25 @@ REASONS: dict[str, str] = {
         "paper's CCR on the lab's small GNMT, where the paper's expert is within 1% of m-SCT."
     ),
     "baechi-t3-synthetic": (
-        "The placers optimise the graph Baechi's optimizer coarsened, whose edge between two coarse ops carries "
-        "the tensors of all their member producers, while the executed (original) graph sends each tensor on its "
-        "own and, with sequential PCIe transfers at the paper's CCR, pays the link latency for each. The coarse "
-        "ops now carry that count (`send_tensors`, algorithms/passes/contract.py) and the placers and the "
-        "simulator charge one latency per tensor; a coarse op still sends all its members' tensors when it ends, "
-        "later than the original ops would, and counts the most tensors of one out-edge for every transfer, so "
-        "the placers' estimate stays below what the original graph costs. m-ETF and m-SCT, which cut many coarse "
-        "edges, are hit hardest; m-TOPO's contiguous segments cut few."
+        "With sufficient memory Baechi places forward ops only (3.3): each coarse op carries its forward and "
+        "backward compute, and its edges the activation and (since issue 21) the gradient of the cut, but the "
+        "placer's list schedule is still a forward pass that never runs: the backward pass, twice the forward "
+        "compute here (backward_factor 2), runs in reverse order on the same cuts, and the expanded order (each "
+        "backward op right after its forward op) does not replay on the training graph, so every placer's devices "
+        "run their ops by rank. A coarse edge also carries the tensors of several member ops, which the executed "
+        "graph sends one by one, each paying the PCIe latency: coarse ops carry that count (send_tensors) and the "
+        "placers and the simulator charge a latency per tensor, but a coarse op still sends them all when it ends. "
+        "m-ETF / m-SCT's earliest-start choices interleave the synthetic graph's wide levels (4-12 ops) across "
+        "devices for the forward pass, and at the paper's CCR the backward pass pays those cuts; m-TOPO's "
+        "contiguous segments cut few edges."
     ),
     "baechi-t4-synthetic": (
-        "With 30% memory and compute scaled to the paper's CCR, m-ETF and m-SCT find no device for a co-placed "
-        "group (InfeasiblePlacement) while m-TOPO fits: the scaled compute changes the dispatch order and so when "
-        "memory is freed."
+        "m-ETF and m-SCT raise InfeasiblePlacement after their group retries run out, not for want of memory: "
+        "placing forward and backward ops together (3.2), a co-placed group's device is fixed by its forward op, "
+        "and the deepest layers' groups fill the last device, whose backward members then overflow it by a "
+        "fraction of a percent. Each retry (placer.group_retries, 16 by default, the lab's addition to the paper) "
+        "keeps one such group off that device and the next one overflows; with a larger budget both placers fit, "
+        "and then order as in baechi-t3-synthetic. m-TOPO's contiguous fill leaves the backward members room."
     ),
     "baechi-t4-gnmt": (
         "Single device OOM as in the paper. m-SCT is not the fastest: the un-fused graph (forward/backward pairs "
