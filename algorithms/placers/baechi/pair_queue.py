@@ -102,6 +102,8 @@ class PairQueue:
         self.n_dropped = 0
         self.n_parked = 0
         self.n_reestimated = 0
+        #: `usable` is this class's (a subclass may exclude more pairs): `push_all` may take its fast path
+        self.plain_usable = type(self).usable is PairQueue.usable
 
     # ----------------------------------------------------------------- helpers
     def usable(self, o: int, p: int) -> bool:
@@ -121,7 +123,18 @@ class PairQueue:
             heapq.heappush(self.dheap[p], (d, o, self.gen[o]))
 
     def push_all(self, o: int) -> None:
-        for p in self.m.allowed[o]:
+        """Queue every usable, unparked pair of o.  Fast path (issue 22): an op outside colocation groups, with
+        no pair dropped or parked anywhere and this class's own `usable`, has every allowed pair usable, and
+        their keys come from one pass over its inputs (`ExecModel.data_ready_all`)."""
+        m = self.m
+        if self.plain_usable and m.gid[o] < 0 and not self.dropped and not self.parked_pairs:
+            ps = m.allowed[o]
+            g = self.gen[o]
+            dheap = self.dheap
+            for p, d in zip(ps, m.data_ready_all(o, ps)):
+                heapq.heappush(dheap[p], (d, o, g))
+            return
+        for p in m.allowed[o]:
             self.push(o, p)
 
     def make_ready(self, o: int) -> None:
@@ -207,13 +220,17 @@ class PairQueue:
         dheap = self.dheap
         gen = self.gen
         dev = m.dev
+        gid = m.gid
+        # `usable` asked only where it can say no: an op outside groups is usable unless dropped (this class)
+        dropped = self.dropped
+        ask = not self.plain_usable
         while True:
             best = None
             for p in range(D):
                 h = dheap[p]
                 while h:
                     d, o, g = h[0]
-                    if dev[o] >= 0 or g != gen[o] or not self.usable(o, p):
+                    if dev[o] >= 0 or g != gen[o] or ((ask or gid[o] >= 0 or dropped) and not self.usable(o, p)):
                         heapq.heappop(h)
                         continue
                     break
