@@ -123,19 +123,20 @@ class PairQueue:
             heapq.heappush(self.dheap[p], (d, o, self.gen[o]))
 
     def push_all(self, o: int) -> None:
-        """Queue every usable, unparked pair of o.  Fast path (issue 22): an op outside colocation groups, with
-        no pair dropped or parked anywhere and this class's own `usable`, has every allowed pair usable, and
-        their keys come from one pass over its inputs (`ExecModel.data_ready_all`)."""
+        """Queue every usable, unparked pair of o (`push` for each device o may use), the keys from one pass
+        over o's inputs (`ExecModel.data_ready_all`, issue 22).  An op outside colocation groups, with no
+        pair dropped or parked anywhere and this class's own `usable`, has every allowed pair usable."""
         m = self.m
-        if self.plain_usable and m.gid[o] < 0 and not self.dropped and not self.parked_pairs:
-            ps = m.allowed[o]
-            g = self.gen[o]
-            dheap = self.dheap
-            for p, d in zip(ps, m.data_ready_all(o, ps)):
-                heapq.heappush(dheap[p], (d, o, g))
-            return
-        for p in m.allowed[o]:
-            self.push(o, p)
+        ps = m.allowed[o]
+        if not (self.plain_usable and m.gid[o] < 0 and not self.dropped and not self.parked_pairs):
+            D, parked = m.D, self.parked_pairs
+            ps = [p for p in ps if self.usable(o, p) and (o * D + p) not in parked]
+            if not ps:
+                return
+        g = self.gen[o]
+        dheap = self.dheap
+        for p, d in zip(ps, m.data_ready_all(o, ps)):
+            heapq.heappush(dheap[p], (d, o, g))
 
     def make_ready(self, o: int) -> None:
         self.ready.add(o)
@@ -143,6 +144,8 @@ class PairQueue:
         self.push_all(o)
 
     def check_alive(self, o: int) -> None:
+        if self.plain_usable and self.m.gid[o] < 0 and not self.dropped:  # every allowed pair is usable
+            return
         if not any(self.usable(o, p) for p in self.m.allowed[o]):
             raise self.m.infeasible(o, self.tried.get(o, {}))
 
