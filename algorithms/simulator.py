@@ -56,9 +56,12 @@ Complexity: O((V + E) log V) with a static order or a heap policy; a dynamic pol
 
 from __future__ import annotations
 
+import functools
+import gc
 import heapq
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import ParamSpec, TypeVar
 
 from .cluster import Cluster, oversubscription, worker_cores
 from .comm_queue import FifoLinks
@@ -70,7 +73,33 @@ from .sim_result import OOMEvent, SimResult
 
 _FINISH, _ARRIVE = 0, 1
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
+
+def gc_paused(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Run `fn` with Python's cyclic garbage collector paused (issue 22).  The simulator and the list placers
+    allocate a few small tuples per op and event, which triggers collections; every third-generation one
+    walks every object alive, the graph's included (millions at 10^5-10^6 ops), so the collector's time grows
+    with graph size times allocations.  Their data structures hold no reference cycles (everything they drop
+    is freed by reference counting), so nothing is left for the collector to find meanwhile; it is turned
+    back on afterwards (if it was on), and nested calls leave it to the outermost.  Measured on a 100K-op
+    random graph (bench_scale, forked child): see docs/scale.md, session 7."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if not gc.isenabled():
+            return fn(*args, **kwargs)
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            gc.enable()
+
+    return wrapper
+
+
+@gc_paused
 def simulate(
     graph: OpGraph,
     cluster: Cluster,

@@ -70,7 +70,10 @@ class DeviceMemory:
 
     # ----------------------------------------------------------------- queries
     def slot(self, t: float) -> int:
-        return bisect_right(self.starts, t, 0, self.n) - 1
+        n = self.n
+        if t >= self.starts[n - 1]:  # the open slot: the usual case (an op starting now, its own bytes)
+            return n - 1
+        return bisect_right(self.starts, t, 0, n) - 1
 
     def range_max(self, a: int, c: int) -> float:
         """``val[a:c].max()`` (a < c <= n) through the block maxima. O(S / _B + _B); O(_B) for the whole
@@ -101,6 +104,9 @@ class DeviceMemory:
         `range_max` reads its slots)."""
         n = self.n
         if k >= n:
+            return
+        if k == n - 1 and n % _B:  # the open slot of the open block: one element, no block maximum to keep
+            self.val[k] += b  # the same float64 addition as the slice's
             return
         self.val[k:n] += b
         bk, full = k // _B, n // _B
@@ -180,7 +186,11 @@ class DeviceMemory:
         """Allocate `b` bytes at time t; `seq` orders events of one instant (2k: op in slot k starts)."""
         if not b:
             return
-        self._suffix_add(self.slot(t), b)
+        n = self.n
+        if t >= self.starts[n - 1] and n % _B:  # `_suffix_add` of the open slot (its fast path), inlined
+            self.val[n - 1] += b
+        else:
+            self._suffix_add(self.slot(t), b)
         self.level += b
         self.alloc_total += b
         if real:

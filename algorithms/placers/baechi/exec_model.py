@@ -375,6 +375,31 @@ class ExecModel:
                 dr = a
         return dr
 
+    def data_ready_all(self, o: int, ps: list[int]) -> list[float]:
+        """``[data_ready(o, p) for p in ps]`` in one pass over o's inputs (parallel mode; the key of every
+        pair an op gets when it becomes ready). O(in-degree x len(ps))."""
+        if self.sequential:
+            return [self.estimate(o, p).data_ready for p in ps]
+        dev, end, arr, lat, bw = self.dev, self.end, self.arr, self.lat, self.bw
+        drs = [0.0] * len(ps)
+        for j, b in self.pred[o]:
+            q = dev[j]
+            ej = end[j]
+            aj = arr[j]
+            latq, bwq = lat[q], bw[q]
+            for i, p in enumerate(ps):
+                if q == p:
+                    a = ej
+                else:
+                    a = ej + (latq[p] + b / bwq[p])
+                    if aj is not None:
+                        ex = aj.get(p)
+                        if ex is not None and ex >= a:
+                            a = ex
+                if a > drs[i]:
+                    drs[i] = a
+        return drs
+
     def data_ready_anywhere(self, o: int) -> float:
         """Time by which o's inputs could be on every device (communication queues ignored): an op is
         *urgent* in SCT once it can start right away on any device."""
@@ -499,14 +524,18 @@ class ExecModel:
         m.alloc(s, self.temp[o] + self.out[o], seq=2 * k_new)
         m.free(e, self.temp[o], s, seq=2 * k_new + 1)
         # consumers' bookkeeping: frees become known once a producer's last consumer is placed
+        ek = (e, k_new)
+        cons_end, left_cons = self.cons_end, self.left_cons
         for j, _ in self.pred[o]:
-            ce = self.cons_end[j]
+            ce = cons_end[j]
             if ce is None:
-                ce = self.cons_end[j] = {}
-            if ce.get(p, (-1.0, 0)) <= (e, k_new):
-                ce[p] = (e, k_new)
-            self.left_cons[j] -= 1
-            if self.left_cons[j] == 0:
+                cons_end[j] = {p: ek}
+            else:
+                cur = ce.get(p)
+                if cur is None or cur <= ek:
+                    ce[p] = ek
+            left_cons[j] -= 1
+            if left_cons[j] == 0:
                 self._release_output(j)
         if not self.succ[o]:
             m.free(e, self.out[o], s, seq=2 * k_new + 1)

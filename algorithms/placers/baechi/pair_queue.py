@@ -102,6 +102,8 @@ class PairQueue:
         self.n_dropped = 0
         self.n_parked = 0
         self.n_reestimated = 0
+        #: `usable` is this class's (a subclass may exclude more pairs): `push_all` may take its fast path
+        self.plain_usable = type(self).usable is PairQueue.usable
 
     # ----------------------------------------------------------------- helpers
     def usable(self, o: int, p: int) -> bool:
@@ -121,8 +123,20 @@ class PairQueue:
             heapq.heappush(self.dheap[p], (d, o, self.gen[o]))
 
     def push_all(self, o: int) -> None:
-        for p in self.m.allowed[o]:
-            self.push(o, p)
+        """Queue every usable, unparked pair of o (`push` for each device o may use), the keys from one pass
+        over o's inputs (`ExecModel.data_ready_all`, issue 22).  An op outside colocation groups, with no
+        pair dropped or parked anywhere and this class's own `usable`, has every allowed pair usable."""
+        m = self.m
+        ps = m.allowed[o]
+        if not (self.plain_usable and m.gid[o] < 0 and not self.dropped and not self.parked_pairs):
+            D, parked = m.D, self.parked_pairs
+            ps = [p for p in ps if self.usable(o, p) and (o * D + p) not in parked]
+            if not ps:
+                return
+        g = self.gen[o]
+        dheap = self.dheap
+        for p, d in zip(ps, m.data_ready_all(o, ps)):
+            heapq.heappush(dheap[p], (d, o, g))
 
     def make_ready(self, o: int) -> None:
         self.ready.add(o)
@@ -130,6 +144,8 @@ class PairQueue:
         self.push_all(o)
 
     def check_alive(self, o: int) -> None:
+        if self.plain_usable and self.m.gid[o] < 0 and not self.dropped:  # every allowed pair is usable
+            return
         if not any(self.usable(o, p) for p in self.m.allowed[o]):
             raise self.m.infeasible(o, self.tried.get(o, {}))
 
@@ -207,13 +223,17 @@ class PairQueue:
         dheap = self.dheap
         gen = self.gen
         dev = m.dev
+        gid = m.gid
+        # `usable` asked only where it can say no: an op outside groups is usable unless dropped (this class)
+        dropped = self.dropped
+        ask = not self.plain_usable
         while True:
             best = None
             for p in range(D):
                 h = dheap[p]
                 while h:
                     d, o, g = h[0]
-                    if dev[o] >= 0 or g != gen[o] or not self.usable(o, p):
+                    if dev[o] >= 0 or g != gen[o] or ((ask or gid[o] >= 0 or dropped) and not self.usable(o, p)):
                         heapq.heappop(h)
                         continue
                     break

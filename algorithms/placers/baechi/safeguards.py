@@ -28,7 +28,7 @@ from ...errors import InfeasiblePlacement
 from ...graph import OpGraph
 from ...memory import single_device_placement
 from ...placement import Placement
-from ...simulator import simulate
+from ...simulator import gc_paused, simulate
 from .exec_model import ExecModel
 from .pair_queue import PairQueue, place_with_group_retries
 
@@ -42,6 +42,7 @@ REPLAY_CHECK = True
 Build = Callable[[set[int], list[float]], tuple[ExecModel, PairQueue]]
 
 
+@gc_paused
 def place_checked(
     graph: OpGraph,
     cluster: Cluster,

@@ -1,0 +1,32 @@
+"""`simulator.gc_paused` (issue 22): the collector is off inside, restored afterwards, even on errors."""
+
+import gc
+
+import pytest
+
+from algorithms.simulator import gc_paused
+
+
+@gc_paused
+def _state(fail: bool = False) -> bool:
+    if fail:
+        raise ValueError("boom")
+    return gc.isenabled()
+
+
+def test_paused_inside_and_restored():
+    assert gc.isenabled()
+    assert _state() is False
+    assert gc.isenabled()
+    with pytest.raises(ValueError, match="boom"):
+        _state(fail=True)
+    assert gc.isenabled()
+
+
+def test_left_off_when_it_was_off():
+    gc.disable()
+    try:
+        assert _state() is False
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
