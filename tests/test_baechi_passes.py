@@ -312,6 +312,9 @@ def test_a_coarse_edge_pays_one_latency_per_tensor_it_carries():
     m = ExecModel(coarse, cl)
     m.commit(ci.pos["ab"], 0, m.estimate(ci.pos["ab"], 0))
     assert m.estimate(ci.pos["c"], 1).data_ready == pytest.approx(2e-3 + 2 * lat, rel=1e-6)
+    pm = ExecModel(coarse, Cluster([Device("d0"), Device("d1")], latency_s=lat, bytes_per_s=1e9))
+    pm.commit(ci.pos["ab"], 0, pm.estimate(ci.pos["ab"], 0))
+    assert pm.data_ready_all(ci.pos["c"], [0, 1]) == pytest.approx([2e-3, 2e-3 + 2 * lat], rel=1e-6)
     # a second contraction counts the tensors its members already carried
     coarse2, _ = contract(coarse, [("abc", [0]), ("cc", [1])], attrs)
     assert coarse2.op("abc")["send_tensors"] == 2.0

@@ -380,18 +380,19 @@ class ExecModel:
         pair an op gets when it becomes ready). O(in-degree x len(ps))."""
         if self.sequential:
             return [self.estimate(o, p).data_ready for p in ps]
-        dev, end, arr, lat, bw = self.dev, self.end, self.arr, self.lat, self.bw
+        dev, end, arr, lat, bw, nt = self.dev, self.end, self.arr, self.lat, self.bw, self.ntens
         drs = [0.0] * len(ps)
         for j, b in self.pred[o]:
             q = dev[j]
             ej = end[j]
             aj = arr[j]
             latq, bwq = lat[q], bw[q]
+            ntj = nt[j]
             for i, p in enumerate(ps):
                 if q == p:
                     a = ej
                 else:
-                    a = ej + (latq[p] + b / bwq[p])
+                    a = ej + (latq[p] * ntj + b / bwq[p])
                     if aj is not None:
                         ex = aj.get(p)
                         if ex is not None and ex >= a:
