@@ -1,0 +1,95 @@
+"""OpGraph's bulk construction (`add_ops`, `add_edges`, `from_dict`) and its index give exactly what op-by-op
+construction and the reference topological order give (issue 22)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from algorithms.errors import InvalidGraph
+from algorithms.graph import OpGraph, _topological_order, op_attrs
+
+
+def _snapshot(g: OpGraph) -> bytes:
+    idx = g.index()
+    preds = {n: list(g.nx.pred[n]) for n in g.nx}
+    return orjson.dumps([g.to_dict(), idx.names, idx.succ, idx.pred, idx.copy_bytes, preds])
+
+
+@st.composite
+def _recipes(draw):
+    n = draw(st.integers(1, 12))
+    ops = []
+    for k in range(n):
+        ops.append(
+            (
+                f"op{k}",
+                dict(
+                    compute_s=draw(st.floats(0, 5)),
+                    output_bytes=draw(st.integers(0, 100)),
+                    colocation=draw(st.sampled_from([None, "g0", "g1"])),
+                    phase=draw(st.sampled_from(["forward", "backward"])),
+                ),
+            )
+        )
+    # edges from a lower to a higher number (a DAG), duplicates and control edges included
+    pairs = st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)).filter(lambda t: t[0] < t[1])
+    edges = draw(st.lists(st.tuples(pairs, st.integers(0, 50), st.booleans()), max_size=30)) if n > 1 else []
+    order = draw(st.permutations(range(n)))  # insertion order of the ops, not topological
+    return [ops[k] for k in order], [(f"op{a}", f"op{b}", float(by), c) for (a, b), by, c in edges]
+
+
+@settings(max_examples=60, deadline=None)
+@given(_recipes())
+def test_bulk_equals_one_by_one(recipe):
+    ops, edges = recipe
+    one = OpGraph("g")
+    for name, kw in ops:
+        one.add_op(name, **kw)
+    for s, d, b, c in edges:
+        one.add_edge(s, d, bytes=b, control=c)
+    bulk = OpGraph("g")
+    bulk.add_ops((name, op_attrs(**kw)) for name, kw in ops)
+    bulk.add_edges(edges)
+    assert _snapshot(bulk) == _snapshot(one)
+    assert bulk.index().names == _topological_order(one.nx)
+    data = orjson.loads(orjson.dumps(one.to_dict()))
+    ref = OpGraph("g")  # what op-by-op loading gives (edges in the file's order)
+    for rec in data["ops"]:
+        rec = dict(rec)
+        ref.add_op(rec.pop("name"), **rec)
+    for e in data["edges"]:
+        ref.add_edge(e["src"], e["dst"], bytes=e["bytes"], control=e["control"])
+    assert _snapshot(OpGraph.from_dict(data)) == _snapshot(ref)
+    assert OpGraph.from_dict(data).to_dict() == one.to_dict()
+
+
+def test_bulk_errors():
+    g = OpGraph("g")
+    g.add_ops([("a", op_attrs()), ("b", op_attrs())])
+    with pytest.raises(InvalidGraph, match="duplicate op name 'a'"):
+        g.add_ops([("a", op_attrs())])
+    with pytest.raises(InvalidGraph, match="unknown destination op 'z'"):
+        g.add_edges([("a", "z", 1.0, False)])
+    with pytest.raises(InvalidGraph, match="unknown source op"):
+        g.add_edges([(["a"], "b", 1.0, False)])  # type: ignore[list-item]  # an unhashable name on purpose
+
+
+def test_from_dict_errors_name_the_edge():
+    ops = [{"name": n, "compute_s": 1, "persistent_bytes": 0, "temporary_bytes": 0, "output_bytes": 0} for n in "ab"]
+    with pytest.raises(InvalidGraph, match=r"unknown source op \['x'\]"):
+        OpGraph.from_dict({"ops": ops, "edges": [{"src": ["x"], "dst": "b", "bytes": 1}]})
+    with pytest.raises(InvalidGraph, match="edges\\[1\\] needs"):
+        OpGraph.from_dict({"ops": ops, "edges": [{"src": "a", "dst": "b", "bytes": 1}, {"src": "a"}]})
+    with pytest.raises(InvalidGraph, match="duplicate op name 'a' \\(ops\\[2\\]\\)"):
+        OpGraph.from_dict({"ops": ops + ops[:1], "edges": []})
+
+
+def test_index_cycle_names_its_ops():
+    g = OpGraph("g")
+    g.add_ops((n, op_attrs()) for n in "abcd")
+    g.add_edges([("a", "b", 1.0, False), ("b", "c", 1.0, False), ("c", "b", 1.0, False), ("c", "d", 1.0, False)])
+    with pytest.raises(InvalidGraph, match="cycle through ops"):
+        g.index()
