@@ -333,6 +333,9 @@ class OpGraph:
         targets, colocation groups whose
         ops ask for different device types, cycles (naming the ops of one cycle) and, when a cluster is given,
         ops or groups whose device type no device of the cluster has. O(V + E).
+
+        The cycle check builds the index (`index()`, kept for the placers and the simulator, which need it
+        next): change ops or edges after validating only as the class docstring says, then `invalidate()`.
         """
         g = self.nx
         if len(g) == 0:
@@ -363,10 +366,11 @@ class OpGraph:
             fw = a.get("forward_of")
             if fw is not None and fw not in g:
                 raise InvalidGraph(f"op {name!r}: forward_of names unknown op {fw!r}")
-        for u, v, d in g.edges(data=True):
-            b = d.get("bytes")
-            if not ((type(b) is float or type(b) is int) and 0 <= b < inf):
-                _check_number(b, f"edge {u!r} -> {v!r}: bytes")
+        for u, nbrs in g._succ.items():  # g.edges(data=True), without its per-edge view objects
+            for v, d in nbrs.items():
+                b = d.get("bytes")
+                if not ((type(b) is float or type(b) is int) and 0 <= b < inf):
+                    _check_number(b, f"edge {u!r} -> {v!r}: bytes")
         # colocation groups: one device type at most
         want: dict[str, tuple[str, str]] = {}
         for name, a in g.nodes(data=True):
@@ -379,7 +383,12 @@ class OpGraph:
                     f"colocation group {grp!r}: op {other_op!r} asks for {other_dt} but op {name!r} asks for {dt}"
                 )
             want.setdefault(grp, (dt, name))
-        if not nx.is_directed_acyclic_graph(g):
+        try:  # the index's topological order finds cycles, and is kept for the placers (issue 22)
+            self.index()
+            acyclic = True
+        except InvalidGraph:
+            acyclic = False
+        if not acyclic:
             cycle = nx.find_cycle(g)
             ops = [u for u, _ in cycle]
             raise InvalidGraph(f"graph {self.name!r} has a cycle through ops {ops}")
@@ -623,20 +632,35 @@ def non_finite_path(obj: Any, path: str = "") -> str | None:
 
 def _all_finite(obj: Any) -> bool:
     """True when no float in the JSON-like value is NaN or infinite (False may also mean a sum of finite
-    numbers overflowed: the caller then looks closer). O(size), a list of numbers at C speed."""
+    numbers overflowed: the caller then looks closer). O(size), a list of numbers at C speed, the scalars of a
+    dict or list inline (issue 22: a 10^6-op graph's records)."""
     if isinstance(obj, float):
         return obj - obj == 0.0
     if isinstance(obj, Mapping):
-        return all(_all_finite(v) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
+        values: Iterable[Any] = obj.values()
+    elif isinstance(obj, (list, tuple)):
         try:
             total = sum(obj)  # numbers only; NaN and infinities carry through a sum
         except TypeError:
             try:  # a list of number pairs (a memory timeline)
                 total = sum(map(sum, obj))
             except TypeError:
-                return all(_all_finite(v) for v in obj)
-        return not isinstance(total, float) or total - total == 0.0
+                values = obj
+            else:
+                return not isinstance(total, float) or total - total == 0.0
+        else:
+            return not isinstance(total, float) or total - total == 0.0
+    else:
+        return True
+    for v in values:
+        t = type(v)
+        if t is float:
+            if v - v != 0.0:
+                return False
+        elif t is str or t is int or v is None or t is bool:
+            continue
+        elif not _all_finite(v):
+            return False
     return True
 
 

@@ -3,13 +3,15 @@ construction and the reference topological order give (issue 22)."""
 
 from __future__ import annotations
 
+import math
+
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from algorithms.errors import InvalidGraph
-from algorithms.graph import OpGraph, _topological_order, op_attrs
+from algorithms.graph import OpGraph, _all_finite, _topological_order, non_finite_path, op_attrs
 
 
 def _snapshot(g: OpGraph) -> bytes:
@@ -93,3 +95,28 @@ def test_index_cycle_names_its_ops():
     g.add_edges([("a", "b", 1.0, False), ("b", "c", 1.0, False), ("c", "b", 1.0, False), ("c", "d", 1.0, False)])
     with pytest.raises(InvalidGraph, match="cycle through ops"):
         g.index()
+
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.text(max_size=3),
+    st.floats(-1e6, 1e6),
+    st.sampled_from([math.nan, math.inf, -math.inf]),
+)
+_json_like = st.recursive(
+    _scalars,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=4),
+        st.dictionaries(st.text(max_size=3), kids, max_size=4),
+        st.lists(st.tuples(st.floats(-1e6, 1e6), st.floats(-1e6, 1e6)), max_size=3),
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json_like)
+def test_all_finite_agrees_with_non_finite_path(obj):
+    assert _all_finite(obj) == (non_finite_path(obj) is None)
