@@ -9,13 +9,16 @@ Units: bytes and seconds everywhere.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import gc
 import json
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import networkx as nx
 import orjson  # a faster JSON codec for graphs and artifacts of 10^5-10^6 ops (issue 22); the formats are the same
@@ -48,6 +51,20 @@ def _check_number(value: Any, what: str) -> float:
     if math.isnan(value) or math.isinf(value) or value < 0:
         raise InvalidGraph(f"{what} must be finite and >= 0, got {value!r}")
     return float(value)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _with_gc_paused(fn: _F) -> _F:
+    """Run `fn` with the cyclic garbage collector off (`gc_paused`)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with gc_paused():
+            return fn(*args, **kwargs)
+
+    return cast(_F, wrapper)
 
 
 @dataclass
@@ -148,6 +165,7 @@ class OpGraph:
             self.nx.add_edge(src, dst, bytes=bytes if not control else 0, control=bool(control))
         self._index = None
 
+    @_with_gc_paused
     def add_ops(self, ops: Iterable[tuple[str, dict[str, Any]]]) -> None:
         """Add many ops at once: (name, attributes) pairs, the attributes a complete dict as `add_op` builds it
         (every key of `OP_KEYS` but the name, in that order, then any extra ones; see `op_attrs`).  The dicts
@@ -164,6 +182,7 @@ class OpGraph:
         _clear_nx_cache(g)
         self._index = None
 
+    @_with_gc_paused
     def add_edges(self, edges: Iterable[tuple[str, str, float, bool]]) -> None:
         """Add many edges at once: (src, dst, bytes, control) tuples, with `add_edge`'s meaning (a second
         tensor between the same pair adds its bytes) and errors, in one pass.  O(edges)."""
@@ -246,6 +265,7 @@ class OpGraph:
             self._index = self._build_index()
         return self._index
 
+    @_with_gc_paused
     def _build_index(self) -> GraphIndex:
         g = self.nx
         names = list(g._node)  # insertion order
@@ -404,6 +424,7 @@ class OpGraph:
         return self
 
     # ----------------------------------------------------------------- (de)serialisation
+    @_with_gc_paused
     def to_dict(self) -> dict[str, Any]:
         ops = []
         for name, a in self.nx.nodes(data=True):
@@ -424,6 +445,14 @@ class OpGraph:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, validate: bool = True) -> OpGraph:
+        return cls._from_dict(data, validate=validate, take=False)
+
+    @classmethod
+    @_with_gc_paused
+    def _from_dict(cls, data: Mapping[str, Any], *, validate: bool, take: bool) -> OpGraph:
+        """`from_dict`; with `take` the op records of `data` become the graph's attribute dicts (their "name"
+        popped) instead of copies: for `load`, whose parsed JSON is its own (issue 22: at 10^6 ops a copy
+        of every record costs several hundred MB)."""
         if not isinstance(data, Mapping):
             raise InvalidGraph("graph JSON must be an object with keys 'format', 'name', 'ops', 'edges'")
         fmt = data.get("format", FORMAT)
@@ -433,12 +462,11 @@ class OpGraph:
             if not isinstance(data.get(key), list):
                 raise InvalidGraph(f"graph JSON: key {key!r} must be a list")
         g = cls(str(data.get("name", "graph")))
-        node = g.nx._node
         records: dict[str, dict[str, Any]] = {}
         for k, rec in enumerate(data["ops"]):
             if not isinstance(rec, Mapping) or "name" not in rec:
                 raise InvalidGraph(f"graph JSON: ops[{k}] has no 'name'")
-            rec = dict(rec)
+            rec = rec if take and type(rec) is dict else dict(rec)
             name = rec.pop("name")
             if not isinstance(name, str) or not name:
                 raise InvalidGraph(f"graph JSON: ops[{k}] has an invalid name {name!r}")
@@ -456,27 +484,7 @@ class OpGraph:
             records[name] = rec
         g.add_ops(records.items())
         del records
-        inf = math.inf
-        edges: list[tuple[str, str, float, bool]] = []
-        for k, e in enumerate(data["edges"]):
-            if not isinstance(e, Mapping) or "src" not in e or "dst" not in e:
-                raise InvalidGraph(f"graph JSON: edges[{k}] needs 'src' and 'dst'")
-            if "bytes" not in e and not e.get("control"):
-                raise InvalidGraph(f"edge {e['src']!r} -> {e['dst']!r}: missing bytes")
-            b = e.get("bytes", 0)
-            if not ((type(b) is float or type(b) is int) and 0 <= b < inf):
-                _check_number(b, f"edge {e['src']!r} -> {e['dst']!r}: bytes")
-            src, dst = e["src"], e["dst"]
-            for end, role in ((src, "source"), (dst, "destination")):
-                try:
-                    missing = end not in node
-                except TypeError:  # an unhashable name (a list, an object) names no op
-                    missing = True
-                if missing:  # the error add_edge gives, at the same edge
-                    raise InvalidGraph(f"edge {src!r} -> {dst!r}: unknown {role} op {end!r}")
-            edges.append((src, dst, b, bool(e.get("control", False))))
-        g.add_edges(edges)
-        del edges
+        g.add_edges(_edge_tuples(data["edges"]))  # checked one by one, in the file's order, as add_edge did
         if validate:
             g.validate()
         return g
@@ -488,7 +496,8 @@ class OpGraph:
     @classmethod
     def load(cls, path: str | os.PathLike, *, validate: bool = True) -> OpGraph:
         try:
-            data = _read_json(path)
+            with gc_paused():  # millions of parsed objects, no cycles (`gc_paused`)
+                data = _read_json(path)
         except FileNotFoundError:
             raise InvalidGraph(f"graph file {os.fspath(path)!r} does not exist") from None
         except UnicodeDecodeError as exc:
@@ -500,10 +509,29 @@ class OpGraph:
             raise InvalidGraph(f"graph file {os.fspath(path)!r} is not valid JSON: {exc}") from None
         except OSError as exc:
             raise InvalidGraph(f"graph file {os.fspath(path)!r} cannot be read: {exc}") from None
-        return cls.from_dict(data, validate=validate)
+        g = cls._from_dict(data, validate=False, take=True)
+        del data  # the parsed JSON goes before the index is built (peak memory)
+        if validate:
+            g.validate()
+        return g
 
     def __repr__(self) -> str:
         return f"OpGraph({self.name!r}, ops={len(self)}, edges={self.number_of_edges()})"
+
+
+def _edge_tuples(edges: list[Any]) -> Iterator[tuple[str, str, float, bool]]:
+    """The (src, dst, bytes, control) tuples of the graph JSON's edge records, each checked as `from_dict`
+    documents (the ends are checked by `OpGraph.add_edges`).  O(edges)."""
+    inf = math.inf
+    for k, e in enumerate(edges):
+        if not isinstance(e, Mapping) or "src" not in e or "dst" not in e:
+            raise InvalidGraph(f"graph JSON: edges[{k}] needs 'src' and 'dst'")
+        if "bytes" not in e and not e.get("control"):
+            raise InvalidGraph(f"edge {e['src']!r} -> {e['dst']!r}: missing bytes")
+        b = e.get("bytes", 0)
+        if not ((type(b) is float or type(b) is int) and 0 <= b < inf):
+            _check_number(b, f"edge {e['src']!r} -> {e['dst']!r}: bytes")
+        yield e["src"], e["dst"], b, bool(e.get("control", False))
 
 
 def op_attrs(
@@ -537,6 +565,24 @@ def op_attrs(
     if extra:
         attrs.update(extra)
     return attrs
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block (back on after it, if it was on).
+
+    Building a graph or its index allocates millions of dicts, lists and tuples, none of them in a cycle;
+    each collection the allocations trigger walks every object already built, so that at 10^6 ops the
+    collector took about 40% of the graph's build, index and load time (docs/scale.md, session 7).
+    Reference counting still frees everything as usual; only cycles made inside the block wait for the
+    next collection after it."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _clear_nx_cache(g: nx.DiGraph) -> None:

@@ -37,7 +37,7 @@ Complexity: O(levels^2 * width^2) edge trials without a level limit, O(levels * 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from ..cluster import Cluster, Device, Link
 from ..graph import OpGraph, op_attrs
@@ -92,14 +92,14 @@ def level_dag(
     level_nodes: list[list[str]] = []
     level_of: dict[str, int] = {}
     out_size: dict[str, float] = {}
-    # ops and edges are collected and added in bulk (issue 22: a 10^6-op graph), in the order in which they
-    # were drawn, so that the graph (node order, adjacency order) is the one op-by-op insertion gave
-    records: list[tuple[str, dict]] = []
-    edges: list[tuple[str, str, float, bool]] = []
+    # ops and edges are added in bulk, a level at a time (issue 22: a 10^6-op graph), in the order in which
+    # they were drawn, so that the graph (node order, adjacency order) is the one op-by-op insertion gave
     k = 0
     for lv in range(levels):
         width = rng.randint(min_nodes_per_level, max_nodes_per_level)
         cur = []
+        records: list[tuple[str, dict]] = []
+        edges: list[tuple[str, str, float, bool]] = []
         for _ in range(width):
             nm = f"n{k}"
             k += 1
@@ -141,9 +141,8 @@ def level_dag(
                     if rng.random() < p:
                         edges.append((u_, v_, size, False))
         level_nodes.append(cur)
-    g.add_ops(records)
-    g.add_edges(edges)
-    del records, edges
+        g.add_ops(records)
+        g.add_edges(edges)
     all_nodes = [n for lvl in level_nodes for n in lvl]
     added, tries = 0, 0
     while added < random_edges and tries < 20 * random_edges + 100:
@@ -214,18 +213,18 @@ def _add_colocation_groups(g: OpGraph, rng: random.Random, nodes: list[str], fra
 
 
 def _add_backward(g: OpGraph, fwd: list[str], factor: float) -> None:
-    """The backward and update ops of a training step (module docstring), added in bulk: the ops in the
-    order grads, then (wgrad, update) per parameter op; the edges in the order op-by-op insertion used.
-    O(V + E)."""
-    edges_fwd = [(u, v) for u, nbrs in g.nx.succ.items() for v in nbrs]
+    """The backward and update ops of a training step (module docstring), added in bulk and streamed (no list
+    of the 10^6 new edges): the grads, the edges into and between them, then (wgrad, update) per parameter
+    op and their edges.  Node and adjacency orders are those op-by-op insertion gave: an op's out-edges
+    were added forward edges first, then to its grad, its wgrad and its update.  O(V + E)."""
     attrs_of = g.nx.nodes
-    records: list[tuple[str, dict]] = []
-    edges: list[tuple[str, str, float, bool]] = []
-    for f in fwd:
-        a = attrs_of[f]
-        share = factor - 1.0 if a["persistent_bytes"] > 0 and factor > 1 else factor
-        records.append(
-            (
+    edges_fwd = [(u, v) for u, nbrs in g.nx.succ.items() for v in nbrs]
+
+    def grads() -> Iterator[tuple[str, dict]]:
+        for f in fwd:
+            a = attrs_of[f]
+            share = factor - 1.0 if a["persistent_bytes"] > 0 and factor > 1 else factor
+            yield (
                 f"{f}/grad",
                 op_attrs(
                     type="SyntheticGrad",
@@ -239,55 +238,62 @@ def _add_backward(g: OpGraph, fwd: list[str], factor: float) -> None:
                     forward_of=f,
                 ),
             )
-        )
-        edges.append((f, f"{f}/grad", a["output_bytes"], False))
-    for u, v in edges_fwd:
-        # the grad of v outputs v's output size
-        edges.append((f"{v}/grad", f"{u}/grad", attrs_of[v]["output_bytes"], False))
-    for f in fwd:
-        a = attrs_of[f]
-        if a["persistent_bytes"] > 0:
+
+    def grad_edges() -> Iterator[tuple[str, str, float, bool]]:
+        for f in fwd:
+            yield f, f"{f}/grad", attrs_of[f]["output_bytes"], False
+        for u, v in edges_fwd:  # the grad of v outputs v's output size
+            yield f"{v}/grad", f"{u}/grad", attrs_of[v]["output_bytes"], False
+
+    params = [f for f in fwd if attrs_of[f]["persistent_bytes"] > 0]
+
+    def updates() -> Iterator[tuple[str, dict]]:
+        for f in params:
+            a = attrs_of[f]
             # the weight gradient is its own op and tensor (as TensorFlow's gradient of a MatMul is two MatMuls)
-            records.append(
-                (
-                    f"{f}/wgrad",
-                    op_attrs(
-                        type="SyntheticWeightGrad",
-                        phase="backward",
-                        compute_s=a["compute_s"] * min(1.0, factor),
-                        persistent_bytes=0,
-                        temporary_bytes=0,
-                        output_bytes=a["persistent_bytes"],
-                        colocation=None,
-                        device_type=a["device_type"],
-                        forward_of=f,
-                    ),
-                )
+            yield (
+                f"{f}/wgrad",
+                op_attrs(
+                    type="SyntheticWeightGrad",
+                    phase="backward",
+                    compute_s=a["compute_s"] * min(1.0, factor),
+                    persistent_bytes=0,
+                    temporary_bytes=0,
+                    output_bytes=a["persistent_bytes"],
+                    colocation=None,
+                    device_type=a["device_type"],
+                    forward_of=f,
+                ),
             )
-            edges.append((f"{f}/grad", f"{f}/wgrad", a["output_bytes"], False))
-            edges.append((f, f"{f}/wgrad", a["output_bytes"], False))
             if a["colocation"] is None:
                 a["colocation"] = f"var:{f}"
-            records.append(
-                (
-                    f"{f}/update",
-                    op_attrs(
-                        type="ApplyGradient",
-                        phase="update",
-                        compute_s=a["compute_s"] * 0.1,
-                        persistent_bytes=0,
-                        temporary_bytes=0,
-                        output_bytes=0,
-                        colocation=a["colocation"],
-                        device_type=a["device_type"],
-                        forward_of=None,
-                    ),
-                )
+            yield (
+                f"{f}/update",
+                op_attrs(
+                    type="ApplyGradient",
+                    phase="update",
+                    compute_s=a["compute_s"] * 0.1,
+                    persistent_bytes=0,
+                    temporary_bytes=0,
+                    output_bytes=0,
+                    colocation=a["colocation"],
+                    device_type=a["device_type"],
+                    forward_of=None,
+                ),
             )
-            edges.append((f"{f}/wgrad", f"{f}/update", a["persistent_bytes"], False))
-            edges.append((f, f"{f}/update", 0, True))
-    g.add_ops(records)
-    g.add_edges(edges)
+
+    def update_edges() -> Iterator[tuple[str, str, float, bool]]:
+        for f in params:
+            a = attrs_of[f]
+            yield f"{f}/grad", f"{f}/wgrad", a["output_bytes"], False
+            yield f, f"{f}/wgrad", a["output_bytes"], False
+            yield f"{f}/wgrad", f"{f}/update", a["persistent_bytes"], False
+            yield f, f"{f}/update", 0, True
+
+    g.add_ops(grads())
+    g.add_edges(grad_edges())
+    g.add_ops(updates())
+    g.add_edges(update_edges())
     g.invalidate()
 
 
