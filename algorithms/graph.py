@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import itertools
 import json
 import math
 import os
@@ -426,22 +427,13 @@ class OpGraph:
     # ----------------------------------------------------------------- (de)serialisation
     @_with_gc_paused
     def to_dict(self) -> dict[str, Any]:
-        ops = []
-        for name, a in self.nx.nodes(data=True):
-            rec = {"name": name}
-            for k in OP_KEYS[1:]:
-                rec[k] = a.get(k)
-            if a.get("compute_s_by_type"):
-                rec["compute_s_by_type"] = dict(a["compute_s_by_type"])
-            for k, v in a.items():  # keep extra attributes (e.g. "members", "module")
-                if k not in rec:
-                    rec[k] = v
-            ops.append(rec)
-        edges = [
-            {"src": u, "dst": v, "bytes": d.get("bytes", 0), "control": bool(d.get("control", False))}
-            for u, v, d in self.nx.edges(data=True)
-        ]
-        return {"format": FORMAT, "name": self.name, "ops": ops, "edges": edges}
+        ops = [_op_record(name, a) for name, a in self.nx.nodes(data=True)]
+        return {"format": FORMAT, "name": self.name, "ops": ops, "edges": list(self._edge_records())}
+
+    def _edge_records(self) -> Iterator[dict[str, Any]]:
+        for u, nbrs in self.nx._succ.items():  # the order of nx.edges()
+            for v, d in nbrs.items():
+                yield {"src": u, "dst": v, "bytes": d.get("bytes", 0), "control": bool(d.get("control", False))}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, validate: bool = True) -> OpGraph:
@@ -490,8 +482,27 @@ class OpGraph:
         return g
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the graph JSON atomically (temporary file, then rename)."""
-        atomic_write_json(path, self.to_dict())
+        """Write the graph JSON atomically (temporary file, then rename).
+
+        The bytes are those of ``atomic_write_json(path, self.to_dict())``, written a slice of records at a
+        time (`SAVE_CHUNK`), so that at 10^6 ops the whole list of records and the whole encoded text are
+        never in memory together (issue 22).  A value that path refuses or writes through `json.dumps` (a
+        non-finite number, a non-string key in an extra attribute) sends the whole graph through it, with
+        its error.  O(V + E)."""
+        path = os.fspath(path)
+        try:
+            _write_atomically(path, self._json_pieces())
+        except _NotPlainJSON:
+            atomic_write_json(path, self.to_dict())
+
+    def _json_pieces(self) -> Iterator[bytes]:
+        head = {"format": FORMAT, "name": self.name}
+        yield _plain_dumps(head)[:-1] + b',"ops":['
+        ops = (_op_record(name, a) for name, a in self.nx._node.items())
+        yield from _joined_chunks(ops)
+        yield b'],"edges":['
+        yield from _joined_chunks(self._edge_records())
+        yield b"]}"
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, validate: bool = True) -> OpGraph:
@@ -517,6 +528,48 @@ class OpGraph:
 
     def __repr__(self) -> str:
         return f"OpGraph({self.name!r}, ops={len(self)}, edges={self.number_of_edges()})"
+
+
+#: Records per piece of `OpGraph.save`.
+SAVE_CHUNK = 20000
+
+
+class _NotPlainJSON(Exception):
+    """A value that `atomic_write_json` does not write with orjson's plain encoding."""
+
+
+def _plain_dumps(obj: Any) -> bytes:
+    """orjson's compact encoding of `obj`, as `atomic_write_json` writes it, or `_NotPlainJSON`."""
+    data = _dumps(obj, None)
+    if data is None:
+        raise _NotPlainJSON
+    return data
+
+
+def _joined_chunks(records: Iterator[dict[str, Any]]) -> Iterator[bytes]:
+    """The JSON list items of `records`, comma-separated, `SAVE_CHUNK` at a time (no brackets)."""
+    first = True
+    while True:
+        chunk = list(itertools.islice(records, SAVE_CHUNK))
+        if not chunk:
+            return
+        with gc_paused():
+            data = _plain_dumps(chunk)
+        yield (data[1:-1] if first else b"," + data[1:-1])
+        first = False
+
+
+def _op_record(name: str, a: Mapping[str, Any]) -> dict[str, Any]:
+    """An op's record in the graph JSON: the keys of `OP_KEYS` in that order, then the extra attributes."""
+    rec = {"name": name}
+    for k in OP_KEYS[1:]:
+        rec[k] = a.get(k)
+    if a.get("compute_s_by_type"):
+        rec["compute_s_by_type"] = dict(a["compute_s_by_type"])
+    for k, v in a.items():  # keep extra attributes (e.g. "members", "module")
+        if k not in rec:
+            rec[k] = v
+    return rec
 
 
 def _edge_tuples(edges: list[Any]) -> Iterator[tuple[str, str, float, bool]]:
@@ -742,10 +795,19 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = No
             if bad is None:
                 raise
             raise ValueError(f"{path}: {bad} is not a finite number (NaN and Infinity are not JSON)") from None
+    _write_atomically(path, (data,))
+
+
+def _write_atomically(path: str, pieces: Iterable[bytes]) -> None:
+    """Write the bytes of `pieces` to a temporary file in `path`'s folder and rename it into place; on any
+    error (also one raised while the pieces are produced) the temporary file is removed."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for piece in pieces:
+                f.write(piece)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

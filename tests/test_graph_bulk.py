@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from algorithms import graph as graph_mod
 from algorithms.errors import InvalidGraph
 from algorithms.graph import OpGraph, _all_finite, _topological_order, non_finite_path, op_attrs
 
@@ -120,3 +121,39 @@ _json_like = st.recursive(
 @given(_json_like)
 def test_all_finite_agrees_with_non_finite_path(obj):
     assert _all_finite(obj) == (non_finite_path(obj) is None)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 1000])
+def test_save_writes_the_bytes_of_the_whole_dict(tmp_path, monkeypatch, chunk):
+    monkeypatch.setattr(graph_mod, "SAVE_CHUNK", chunk)
+    g = OpGraph("g")
+    g.add_op("a", compute_s=1.5, output_bytes=3, module="m", compute_s_by_type={"GPU": 0.5})
+    g.add_op("b", compute_s=0, colocation="c")
+    g.add_op("c")
+    g.add_edge("a", "b", bytes=7)
+    g.add_edge("a", "c", control=True)
+    g.add_edge("b", "c", bytes=1e-5)
+    g.save(tmp_path / "new.json")
+    graph_mod.atomic_write_json(tmp_path / "old.json", g.to_dict())
+    assert (tmp_path / "new.json").read_bytes() == (tmp_path / "old.json").read_bytes()
+    assert OpGraph.load(tmp_path / "new.json").to_dict() == g.to_dict()
+    empty = OpGraph("e")
+    empty.add_op("only")
+    empty.save(tmp_path / "e.json")
+    graph_mod.atomic_write_json(tmp_path / "e_old.json", empty.to_dict())
+    assert (tmp_path / "e.json").read_bytes() == (tmp_path / "e_old.json").read_bytes()
+
+
+def test_save_falls_back_with_the_same_error_and_text(tmp_path, monkeypatch):
+    monkeypatch.setattr(graph_mod, "SAVE_CHUNK", 1)
+    g = OpGraph("g")
+    g.add_op("a", compute_s=1.0)
+    g.add_op("b", compute_s=math.nan)
+    with pytest.raises(ValueError, match=r"ops\[1\]\.compute_s is not a finite number"):
+        g.save(tmp_path / "nan.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no temporary file left behind
+    h = OpGraph("h")
+    h.add_op("a", extra={1: 2})  # a non-string key: json.dumps' text, as before
+    h.save(tmp_path / "h.json")
+    graph_mod.atomic_write_json(tmp_path / "h_old.json", h.to_dict())
+    assert (tmp_path / "h.json").read_bytes() == (tmp_path / "h_old.json").read_bytes()
