@@ -9,13 +9,17 @@ Units: bytes and seconds everywhere.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import gc
+import itertools
 import json
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import networkx as nx
 import orjson  # a faster JSON codec for graphs and artifacts of 10^5-10^6 ops (issue 22); the formats are the same
@@ -48,6 +52,20 @@ def _check_number(value: Any, what: str) -> float:
     if math.isnan(value) or math.isinf(value) or value < 0:
         raise InvalidGraph(f"{what} must be finite and >= 0, got {value!r}")
     return float(value)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _with_gc_paused(fn: _F) -> _F:
+    """Run `fn` with the cyclic garbage collector off (`gc_paused`)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with gc_paused():
+            return fn(*args, **kwargs)
+
+    return cast(_F, wrapper)
 
 
 @dataclass
@@ -151,6 +169,49 @@ class OpGraph:
             self.nx.add_edge(src, dst, bytes=bytes if not control else 0, control=bool(control))
         self._index = None
 
+    @_with_gc_paused
+    def add_ops(self, ops: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        """Add many ops at once: (name, attributes) pairs, the attributes a complete dict as `add_op` builds it
+        (every key of `OP_KEYS` but the name, in that order, then any extra ones; see `op_attrs`).  The dicts
+        are taken over, not copied.  Same result as `add_op` one op at a time, at a fraction of the cost
+        (issue 22: the networkx calls were most of the time of building a 10^6-op graph).  O(ops)."""
+        g = self.nx
+        node, succ, pred = g._node, g._succ, g._pred  # networkx's documented DiGraph data structure
+        for name, attrs in ops:
+            if name in node:
+                raise InvalidGraph(f"duplicate op name {name!r}")
+            node[name] = attrs
+            succ[name] = {}
+            pred[name] = {}
+        _clear_nx_cache(g)
+        self._index = None
+
+    @_with_gc_paused
+    def add_edges(self, edges: Iterable[tuple[str, str, float, bool]]) -> None:
+        """Add many edges at once: (src, dst, bytes, control) tuples, with `add_edge`'s meaning (a second
+        tensor between the same pair adds its bytes) and errors, in one pass.  O(edges)."""
+        g = self.nx
+        succ, pred = g._succ, g._pred
+        _clear_nx_cache(g)
+        self._index = None
+        for src, dst, b, control in edges:
+            try:
+                su = succ.get(src)
+                known_dst = dst in succ
+            except TypeError:  # an unhashable name (a list, an object) names no op
+                su, known_dst = (None, False) if not isinstance(src, str) else (succ.get(src), False)
+            if su is None or not known_dst:
+                end, role = (src, "source") if su is None else (dst, "destination")
+                raise InvalidGraph(f"edge {src!r} -> {dst!r}: unknown {role} op {end!r}")
+            data = su.get(dst)
+            if data is None:
+                data = {"bytes": b if not control else 0, "control": bool(control)}
+                su[dst] = data
+                pred[dst][src] = data
+            elif not control:
+                data["bytes"] = data["bytes"] + b if not data["control"] else b
+                data["control"] = False
+
     def invalidate(self) -> None:
         self._index = None
 
@@ -208,22 +269,37 @@ class OpGraph:
             self._index = self._build_index()
         return self._index
 
+    @_with_gc_paused
     def _build_index(self) -> GraphIndex:
         g = self.nx
-        order = _topological_order(g)
+        names = list(g._node)  # insertion order
+        at = {name: k for k, name in enumerate(names)}
+        gsucc = g._succ
+        # successors as insertion positions, and the edges' bytes (control edges 0), in adjacency order
+        out_ins = [[at[v] for v in gsucc[u]] for u in names]
+        out_b = [[0.0 if d.get("control") else float(d.get("bytes", 0)) for d in gsucc[u].values()] for u in names]
+        gpred = g._pred
+        ins = _kahn(out_ins, [len(gpred[u]) for u in names])
+        if ins is None:
+            _topological_order(g)  # raises InvalidGraph naming the ops of a cycle
+            raise AssertionError("Kahn's order and _topological_order disagree on a cycle")
+        order = [names[k] for k in ins]
+        n = len(order)
+        topo_of = [0] * n  # insertion position -> topological position
+        for i, k in enumerate(ins):
+            topo_of[k] = i
         pos = {name: i for i, name in enumerate(order)}
         succ: list[list[tuple[int, float]]] = [[] for _ in order]
         pred: list[list[tuple[int, float]]] = [[] for _ in order]
-        for u, nbrs in g.succ.items():  # the order of g.edges(), without its per-edge view objects
-            pu = pos[u]
+        for k in range(n):  # sources in insertion order: the order of g.edges(), which pred lists follow
+            pu = topo_of[k]
             su = succ[pu]
-            for v, d in nbrs.items():
-                b = 0.0 if d.get("control") else float(d.get("bytes", 0))
-                pv = pos[v]
+            for kv, b in zip(out_ins[k], out_b[k]):
+                pv = topo_of[kv]
                 su.append((pv, b))
                 pred[pv].append((pu, b))
-        data = dict(g.nodes(data=True))
-        n = len(order)
+        del out_ins, out_b
+        data = g._node
         compute_s = [0.0] * n
         by_type: list[dict[str, float] | None] = [None] * n
         persistent = [0.0] * n
@@ -286,6 +362,9 @@ class OpGraph:
         targets, colocation groups whose
         ops ask for different device types, cycles (naming the ops of one cycle) and, when a cluster is given,
         ops or groups whose device type no device of the cluster has. O(V + E).
+
+        The cycle check builds the index (`index()`, kept for the placers and the simulator, which need it
+        next): change ops or edges after validating only as the class docstring says, then `invalidate()`.
         """
         g = self.nx
         if len(g) == 0:
@@ -316,10 +395,11 @@ class OpGraph:
             fw = a.get("forward_of")
             if fw is not None and fw not in g:
                 raise InvalidGraph(f"op {name!r}: forward_of names unknown op {fw!r}")
-        for u, v, d in g.edges(data=True):
-            b = d.get("bytes")
-            if not ((type(b) is float or type(b) is int) and 0 <= b < inf):
-                _check_number(b, f"edge {u!r} -> {v!r}: bytes")
+        for u, nbrs in g._succ.items():  # g.edges(data=True), without its per-edge view objects
+            for v, d in nbrs.items():
+                b = d.get("bytes")
+                if not ((type(b) is float or type(b) is int) and 0 <= b < inf):
+                    _check_number(b, f"edge {u!r} -> {v!r}: bytes")
         # colocation groups: one device type at most
         want: dict[str, tuple[str, str]] = {}
         for name, a in g.nodes(data=True):
@@ -332,7 +412,12 @@ class OpGraph:
                     f"colocation group {grp!r}: op {other_op!r} asks for {other_dt} but op {name!r} asks for {dt}"
                 )
             want.setdefault(grp, (dt, name))
-        if not nx.is_directed_acyclic_graph(g):
+        try:  # the index's topological order finds cycles, and is kept for the placers (issue 22)
+            self.index()
+            acyclic = True
+        except InvalidGraph:
+            acyclic = False
+        if not acyclic:
             cycle = nx.find_cycle(g)
             ops = [u for u, _ in cycle]
             raise InvalidGraph(f"graph {self.name!r} has a cycle through ops {ops}")
@@ -348,26 +433,26 @@ class OpGraph:
         return self
 
     # ----------------------------------------------------------------- (de)serialisation
+    @_with_gc_paused
     def to_dict(self) -> dict[str, Any]:
-        ops = []
-        for name, a in self.nx.nodes(data=True):
-            rec = {"name": name}
-            for k in OP_KEYS[1:]:
-                rec[k] = a.get(k)
-            if a.get("compute_s_by_type"):
-                rec["compute_s_by_type"] = dict(a["compute_s_by_type"])
-            for k, v in a.items():  # keep extra attributes (e.g. "members", "module")
-                if k not in rec:
-                    rec[k] = v
-            ops.append(rec)
-        edges = [
-            {"src": u, "dst": v, "bytes": d.get("bytes", 0), "control": bool(d.get("control", False))}
-            for u, v, d in self.nx.edges(data=True)
-        ]
-        return {"format": FORMAT, "name": self.name, "ops": ops, "edges": edges}
+        ops = [_op_record(name, a) for name, a in self.nx.nodes(data=True)]
+        return {"format": FORMAT, "name": self.name, "ops": ops, "edges": list(self._edge_records())}
+
+    def _edge_records(self) -> Iterator[dict[str, Any]]:
+        for u, nbrs in self.nx._succ.items():  # the order of nx.edges()
+            for v, d in nbrs.items():
+                yield {"src": u, "dst": v, "bytes": d.get("bytes", 0), "control": bool(d.get("control", False))}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, validate: bool = True) -> OpGraph:
+        return cls._from_dict(data, validate=validate, take=False)
+
+    @classmethod
+    @_with_gc_paused
+    def _from_dict(cls, data: Mapping[str, Any], *, validate: bool, take: bool) -> OpGraph:
+        """`from_dict`; with `take` the op records of `data` become the graph's attribute dicts (their "name"
+        popped) instead of copies: for `load`, whose parsed JSON is its own (issue 22: at 10^6 ops a copy
+        of every record costs several hundred MB)."""
         if not isinstance(data, Mapping):
             raise InvalidGraph("graph JSON must be an object with keys 'format', 'name', 'ops', 'edges'")
         fmt = data.get("format", FORMAT)
@@ -377,14 +462,15 @@ class OpGraph:
             if not isinstance(data.get(key), list):
                 raise InvalidGraph(f"graph JSON: key {key!r} must be a list")
         g = cls(str(data.get("name", "graph")))
+        records: dict[str, dict[str, Any]] = {}
         for k, rec in enumerate(data["ops"]):
             if not isinstance(rec, Mapping) or "name" not in rec:
                 raise InvalidGraph(f"graph JSON: ops[{k}] has no 'name'")
-            rec = dict(rec)
+            rec = rec if take and type(rec) is dict else dict(rec)
             name = rec.pop("name")
             if not isinstance(name, str) or not name:
                 raise InvalidGraph(f"graph JSON: ops[{k}] has an invalid name {name!r}")
-            if name in g.nx:
+            if name in records:
                 raise InvalidGraph(f"duplicate op name {name!r} (ops[{k}])")
             for key in COST_KEYS:
                 if key not in rec:
@@ -395,27 +481,42 @@ class OpGraph:
                 rec.setdefault(key, None)
             if rec.get("compute_s_by_type") is None:
                 rec.pop("compute_s_by_type", None)
-            g.nx.add_node(name, **rec)
-        for k, e in enumerate(data["edges"]):
-            if not isinstance(e, Mapping) or "src" not in e or "dst" not in e:
-                raise InvalidGraph(f"graph JSON: edges[{k}] needs 'src' and 'dst'")
-            if "bytes" not in e and not e.get("control"):
-                raise InvalidGraph(f"edge {e['src']!r} -> {e['dst']!r}: missing bytes")
-            b = e.get("bytes", 0)
-            _check_number(b, f"edge {e['src']!r} -> {e['dst']!r}: bytes")
-            g.add_edge(e["src"], e["dst"], bytes=b, control=bool(e.get("control", False)))
+            records[name] = rec
+        g.add_ops(records.items())
+        del records
+        g.add_edges(_edge_tuples(data["edges"]))  # checked one by one, in the file's order, as add_edge did
         if validate:
             g.validate()
         return g
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the graph JSON atomically (temporary file, then rename)."""
-        atomic_write_json(path, self.to_dict())
+        """Write the graph JSON atomically (temporary file, then rename).
+
+        The bytes are those of ``atomic_write_json(path, self.to_dict())``, written a slice of records at a
+        time (`SAVE_CHUNK`), so that at 10^6 ops the whole list of records and the whole encoded text are
+        never in memory together (issue 22).  A value that path refuses or writes through `json.dumps` (a
+        non-finite number, a non-string key in an extra attribute) sends the whole graph through it, with
+        its error.  O(V + E)."""
+        path = os.fspath(path)
+        try:
+            _write_atomically(path, self._json_pieces())
+        except _NotPlainJSON:
+            atomic_write_json(path, self.to_dict())
+
+    def _json_pieces(self) -> Iterator[bytes]:
+        head = {"format": FORMAT, "name": self.name}
+        yield _plain_dumps(head)[:-1] + b',"ops":['
+        ops = (_op_record(name, a) for name, a in self.nx._node.items())
+        yield from _joined_chunks(ops)
+        yield b'],"edges":['
+        yield from _joined_chunks(self._edge_records())
+        yield b"]}"
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, validate: bool = True) -> OpGraph:
         try:
-            data = _read_json(path)
+            with gc_paused():  # millions of parsed objects, no cycles (`gc_paused`)
+                data = _read_json(path)
         except FileNotFoundError:
             raise InvalidGraph(f"graph file {os.fspath(path)!r} does not exist") from None
         except UnicodeDecodeError as exc:
@@ -427,10 +528,130 @@ class OpGraph:
             raise InvalidGraph(f"graph file {os.fspath(path)!r} is not valid JSON: {exc}") from None
         except OSError as exc:
             raise InvalidGraph(f"graph file {os.fspath(path)!r} cannot be read: {exc}") from None
-        return cls.from_dict(data, validate=validate)
+        g = cls._from_dict(data, validate=False, take=True)
+        del data  # the parsed JSON goes before the index is built (peak memory)
+        if validate:
+            g.validate()
+        return g
 
     def __repr__(self) -> str:
         return f"OpGraph({self.name!r}, ops={len(self)}, edges={self.number_of_edges()})"
+
+
+#: Records per piece of `OpGraph.save`.
+SAVE_CHUNK = 20000
+
+
+class _NotPlainJSON(Exception):
+    """A value that `atomic_write_json` does not write with orjson's plain encoding."""
+
+
+def _plain_dumps(obj: Any) -> bytes:
+    """orjson's compact encoding of `obj`, as `atomic_write_json` writes it, or `_NotPlainJSON`."""
+    data = _dumps(obj, None)
+    if data is None:
+        raise _NotPlainJSON
+    return data
+
+
+def _joined_chunks(records: Iterator[dict[str, Any]]) -> Iterator[bytes]:
+    """The JSON list items of `records`, comma-separated, `SAVE_CHUNK` at a time (no brackets)."""
+    first = True
+    while True:
+        chunk = list(itertools.islice(records, SAVE_CHUNK))
+        if not chunk:
+            return
+        with gc_paused():
+            data = _plain_dumps(chunk)
+        yield (data[1:-1] if first else b"," + data[1:-1])
+        first = False
+
+
+def _op_record(name: str, a: Mapping[str, Any]) -> dict[str, Any]:
+    """An op's record in the graph JSON: the keys of `OP_KEYS` in that order, then the extra attributes."""
+    rec = {"name": name}
+    for k in OP_KEYS[1:]:
+        rec[k] = a.get(k)
+    if a.get("compute_s_by_type"):
+        rec["compute_s_by_type"] = dict(a["compute_s_by_type"])
+    for k, v in a.items():  # keep extra attributes (e.g. "members", "module")
+        if k not in rec:
+            rec[k] = v
+    return rec
+
+
+def _edge_tuples(edges: list[Any]) -> Iterator[tuple[str, str, float, bool]]:
+    """The (src, dst, bytes, control) tuples of the graph JSON's edge records, each checked as `from_dict`
+    documents (the ends are checked by `OpGraph.add_edges`).  O(edges)."""
+    inf = math.inf
+    for k, e in enumerate(edges):
+        if not isinstance(e, Mapping) or "src" not in e or "dst" not in e:
+            raise InvalidGraph(f"graph JSON: edges[{k}] needs 'src' and 'dst'")
+        if "bytes" not in e and not e.get("control"):
+            raise InvalidGraph(f"edge {e['src']!r} -> {e['dst']!r}: missing bytes")
+        b = e.get("bytes", 0)
+        if not ((type(b) is float or type(b) is int) and 0 <= b < inf):
+            _check_number(b, f"edge {e['src']!r} -> {e['dst']!r}: bytes")
+        yield e["src"], e["dst"], b, bool(e.get("control", False))
+
+
+def op_attrs(
+    *,
+    compute_s: float = 0.0,
+    persistent_bytes: float = 0,
+    temporary_bytes: float = 0,
+    output_bytes: float = 0,
+    type: str = "Op",
+    phase: str = "forward",
+    colocation: str | None = None,
+    device_type: str | None = None,
+    forward_of: str | None = None,
+    compute_s_by_type: Mapping[str, float] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The attribute dict `OpGraph.add_op` stores for an op with these arguments (for `OpGraph.add_ops`)."""
+    attrs = {
+        "type": type,
+        "phase": phase,
+        "compute_s": compute_s,
+        "persistent_bytes": persistent_bytes,
+        "temporary_bytes": temporary_bytes,
+        "output_bytes": output_bytes,
+        "colocation": colocation,
+        "device_type": device_type,
+        "forward_of": forward_of,
+    }
+    if compute_s_by_type:
+        attrs["compute_s_by_type"] = dict(compute_s_by_type)
+    if extra:
+        attrs.update(extra)
+    return attrs
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block (back on after it, if it was on).
+
+    Building a graph or its index allocates millions of dicts, lists and tuples, none of them in a cycle;
+    each collection the allocations trigger walks every object already built, so that at 10^6 ops the
+    collector took about 40% of the graph's build, index and load time (docs/scale.md, session 7).
+    Reference counting still frees everything as usual; only cycles made inside the block wait for the
+    next collection after it."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _clear_nx_cache(g: nx.DiGraph) -> None:
+    """Drop networkx's cached views of `g` (networkx >= 3.3 caches backend conversions), as its own mutators
+    do, after `g`'s dicts were filled directly."""
+    cache = getattr(g, "__networkx_cache__", None)
+    if cache:
+        cache.clear()
 
 
 def _read_json(path: str | os.PathLike) -> Any:
@@ -443,6 +664,34 @@ def _read_json(path: str | os.PathLike) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return json.loads(text)
+
+
+def _kahn(out: list[list[int]], indeg: list[int] | None = None) -> list[int] | None:
+    """Kahn's algorithm on ops numbered 0..n-1 in insertion order (`out[k]`: the successors of op k), ties
+    broken by the smallest number: the order `_topological_order` gives, as numbers; None when there is a
+    cycle.  O((V + E) log V)."""
+    import heapq
+
+    n = len(out)
+    if indeg is None:
+        indeg = [0] * n
+        for vs in out:
+            for v in vs:
+                indeg[v] += 1
+    else:
+        indeg = list(indeg)
+    heap = [k for k, d in enumerate(indeg) if d == 0]  # already a heap: ascending
+    res: list[int] = []
+    push, pop = heapq.heappush, heapq.heappop
+    while heap:
+        k = pop(heap)
+        res.append(k)
+        for m in out[k]:
+            d = indeg[m] - 1
+            indeg[m] = d
+            if d == 0:
+                push(heap, m)
+    return res if len(res) == n else None
 
 
 def _topological_order(g: nx.DiGraph) -> list[str]:
@@ -490,20 +739,35 @@ def non_finite_path(obj: Any, path: str = "") -> str | None:
 
 def _all_finite(obj: Any) -> bool:
     """True when no float in the JSON-like value is NaN or infinite (False may also mean a sum of finite
-    numbers overflowed: the caller then looks closer). O(size), a list of numbers at C speed."""
+    numbers overflowed: the caller then looks closer). O(size), a list of numbers at C speed, the scalars of a
+    dict or list inline (issue 22: a 10^6-op graph's records)."""
     if isinstance(obj, float):
         return obj - obj == 0.0
     if isinstance(obj, Mapping):
-        return all(_all_finite(v) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
+        values: Iterable[Any] = obj.values()
+    elif isinstance(obj, (list, tuple)):
         try:
             total = sum(obj)  # numbers only; NaN and infinities carry through a sum
         except TypeError:
             try:  # a list of number pairs (a memory timeline)
                 total = sum(map(sum, obj))
             except TypeError:
-                return all(_all_finite(v) for v in obj)
-        return not isinstance(total, float) or total - total == 0.0
+                values = obj
+            else:
+                return not isinstance(total, float) or total - total == 0.0
+        else:
+            return not isinstance(total, float) or total - total == 0.0
+    else:
+        return True
+    for v in values:
+        t = type(v)
+        if t is float:
+            if v - v != 0.0:
+                return False
+        elif t is str or t is int or v is None or t is bool:
+            continue
+        elif not _all_finite(v):
+            return False
     return True
 
 
@@ -539,10 +803,19 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = No
             if bad is None:
                 raise
             raise ValueError(f"{path}: {bad} is not a finite number (NaN and Infinity are not JSON)") from None
+    _write_atomically(path, (data,))
+
+
+def _write_atomically(path: str, pieces: Iterable[bytes]) -> None:
+    """Write the bytes of `pieces` to a temporary file in `path`'s folder and rename it into place; on any
+    error (also one raised while the pieces are produced) the temporary file is removed."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for piece in pieces:
+                f.write(piece)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

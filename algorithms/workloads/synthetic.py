@@ -37,10 +37,10 @@ Complexity: O(levels^2 * width^2) edge trials without a level limit, O(levels * 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from ..cluster import Cluster, Device, Link
-from ..graph import OpGraph
+from ..graph import OpGraph, op_attrs
 
 
 def _irange(rng: random.Random, r: Sequence[float]) -> int:
@@ -92,10 +92,14 @@ def level_dag(
     level_nodes: list[list[str]] = []
     level_of: dict[str, int] = {}
     out_size: dict[str, float] = {}
+    # ops and edges are added in bulk, a level at a time (issue 22: a 10^6-op graph), in the order in which
+    # they were drawn, so that the graph (node order, adjacency order) is the one op-by-op insertion gave
     k = 0
     for lv in range(levels):
         width = rng.randint(min_nodes_per_level, max_nodes_per_level)
         cur = []
+        records: list[tuple[str, dict]] = []
+        edges: list[tuple[str, str, float, bool]] = []
         for _ in range(width):
             nm = f"n{k}"
             k += 1
@@ -109,16 +113,20 @@ def level_dag(
             elif u < p_cpu_only + p_gpu_only:
                 dt = "GPU"
             out_size[nm] = ten * tensor_unit_bytes
-            g.add_op(
-                nm,
-                type="Synthetic",
-                phase="forward",
-                compute_s=ops * compute_unit_s,
-                persistent_bytes=mem * memory_unit_bytes,
-                temporary_bytes=0,
-                output_bytes=out_size[nm],
-                device_type=dt,
-                level=lv,
+            records.append(
+                (
+                    nm,
+                    op_attrs(
+                        type="Synthetic",
+                        phase="forward",
+                        compute_s=ops * compute_unit_s,
+                        persistent_bytes=mem * memory_unit_bytes,
+                        temporary_bytes=0,
+                        output_bytes=out_size[nm],
+                        device_type=dt,
+                        level=lv,
+                    ),
+                )
             )
             level_of[nm] = lv
             cur.append(nm)
@@ -128,10 +136,13 @@ def level_dag(
             if p <= 0:
                 continue
             for u_ in level_nodes[plv]:
+                size = out_size[u_]
                 for v_ in cur:
                     if rng.random() < p:
-                        g.add_edge(u_, v_, bytes=out_size[u_])
+                        edges.append((u_, v_, size, False))
         level_nodes.append(cur)
+        g.add_ops(records)
+        g.add_edges(edges)
     all_nodes = [n for lvl in level_nodes for n in lvl]
     added, tries = 0, 0
     while added < random_edges and tries < 20 * random_edges + 100:
@@ -202,60 +213,87 @@ def _add_colocation_groups(g: OpGraph, rng: random.Random, nodes: list[str], fra
 
 
 def _add_backward(g: OpGraph, fwd: list[str], factor: float) -> None:
-    edges = list(g.nx.edges(data=True))
-    for f in fwd:
-        a = g.op(f)
-        share = factor - 1.0 if a["persistent_bytes"] > 0 and factor > 1 else factor
-        g.add_op(
-            f"{f}/grad",
-            type="SyntheticGrad",
-            phase="backward",
-            compute_s=a["compute_s"] * share,
-            persistent_bytes=0,
-            temporary_bytes=a["output_bytes"],
-            output_bytes=a["output_bytes"],
-            colocation=None,
-            device_type=a["device_type"],
-            forward_of=f,
-        )
-        g.add_edge(f, f"{f}/grad", bytes=a["output_bytes"])
-    for u, v, _ in edges:
-        g.add_edge(f"{v}/grad", f"{u}/grad", bytes=g.op(f"{v}/grad")["output_bytes"])
-    for f in fwd:
-        a = g.op(f)
-        if a["persistent_bytes"] > 0:
-            # the weight gradient is its own op and tensor (as TensorFlow's gradient of a MatMul is two MatMuls)
-            g.add_op(
-                f"{f}/wgrad",
-                type="SyntheticWeightGrad",
-                phase="backward",
-                compute_s=a["compute_s"] * min(1.0, factor),
-                persistent_bytes=0,
-                temporary_bytes=0,
-                output_bytes=a["persistent_bytes"],
-                colocation=None,
-                device_type=a["device_type"],
-                forward_of=f,
+    """The backward and update ops of a training step (module docstring), added in bulk and streamed (no list
+    of the 10^6 new edges): the grads, the edges into and between them, then (wgrad, update) per parameter
+    op and their edges.  Node and adjacency orders are those op-by-op insertion gave: an op's out-edges
+    were added forward edges first, then to its grad, its wgrad and its update.  O(V + E)."""
+    attrs_of = g.nx.nodes
+    edges_fwd = [(u, v) for u, nbrs in g.nx.succ.items() for v in nbrs]
+
+    def grads() -> Iterator[tuple[str, dict]]:
+        for f in fwd:
+            a = attrs_of[f]
+            share = factor - 1.0 if a["persistent_bytes"] > 0 and factor > 1 else factor
+            yield (
+                f"{f}/grad",
+                op_attrs(
+                    type="SyntheticGrad",
+                    phase="backward",
+                    compute_s=a["compute_s"] * share,
+                    persistent_bytes=0,
+                    temporary_bytes=a["output_bytes"],
+                    output_bytes=a["output_bytes"],
+                    colocation=None,
+                    device_type=a["device_type"],
+                    forward_of=f,
+                ),
             )
-            g.add_edge(f"{f}/grad", f"{f}/wgrad", bytes=a["output_bytes"])
-            g.add_edge(f, f"{f}/wgrad", bytes=a["output_bytes"])
-            g.add_op(
-                f"{f}/update",
-                type="ApplyGradient",
-                phase="update",
-                compute_s=a["compute_s"] * 0.1,
-                persistent_bytes=0,
-                temporary_bytes=0,
-                output_bytes=0,
-                colocation=a["colocation"],
-                device_type=a["device_type"],
-                forward_of=None,
+
+    def grad_edges() -> Iterator[tuple[str, str, float, bool]]:
+        for f in fwd:
+            yield f, f"{f}/grad", attrs_of[f]["output_bytes"], False
+        for u, v in edges_fwd:  # the grad of v outputs v's output size
+            yield f"{v}/grad", f"{u}/grad", attrs_of[v]["output_bytes"], False
+
+    params = [f for f in fwd if attrs_of[f]["persistent_bytes"] > 0]
+
+    def updates() -> Iterator[tuple[str, dict]]:
+        for f in params:
+            a = attrs_of[f]
+            # the weight gradient is its own op and tensor (as TensorFlow's gradient of a MatMul is two MatMuls)
+            yield (
+                f"{f}/wgrad",
+                op_attrs(
+                    type="SyntheticWeightGrad",
+                    phase="backward",
+                    compute_s=a["compute_s"] * min(1.0, factor),
+                    persistent_bytes=0,
+                    temporary_bytes=0,
+                    output_bytes=a["persistent_bytes"],
+                    colocation=None,
+                    device_type=a["device_type"],
+                    forward_of=f,
+                ),
             )
             if a["colocation"] is None:
                 a["colocation"] = f"var:{f}"
-                g.op(f"{f}/update")["colocation"] = f"var:{f}"
-            g.add_edge(f"{f}/wgrad", f"{f}/update", bytes=a["persistent_bytes"])
-            g.add_edge(f, f"{f}/update", bytes=0, control=True)
+            yield (
+                f"{f}/update",
+                op_attrs(
+                    type="ApplyGradient",
+                    phase="update",
+                    compute_s=a["compute_s"] * 0.1,
+                    persistent_bytes=0,
+                    temporary_bytes=0,
+                    output_bytes=0,
+                    colocation=a["colocation"],
+                    device_type=a["device_type"],
+                    forward_of=None,
+                ),
+            )
+
+    def update_edges() -> Iterator[tuple[str, str, float, bool]]:
+        for f in params:
+            a = attrs_of[f]
+            yield f"{f}/grad", f"{f}/wgrad", a["output_bytes"], False
+            yield f, f"{f}/wgrad", a["output_bytes"], False
+            yield f"{f}/wgrad", f"{f}/update", a["persistent_bytes"], False
+            yield f, f"{f}/update", 0, True
+
+    g.add_ops(grads())
+    g.add_edges(grad_edges())
+    g.add_ops(updates())
+    g.add_edges(update_edges())
     g.invalidate()
 
 

@@ -14,10 +14,19 @@ from ...placement import Placement
 from .exec_model import ExecModel
 from .pair_queue import PairQueue
 from .safeguards import place_checked
-from .sct_lp import DEFAULT_LP_OPTIONS, LP_METHODS, favorite_children, sct_lp
+from .sct_lp import (
+    DEFAULT_LP_OPTIONS,
+    LP_FORMULATIONS,
+    LP_METHODS,
+    WINDOW_ABOVE_OPS,
+    WINDOW_OPS,
+    favorite_children,
+    sct_lp,
+    sct_lp_windowed,
+)
 from .sct_queue import SCTQueue
 
-__all__ = ["MSCTPlacer", "favorite_children", "sct_lp"]
+__all__ = ["MSCTPlacer", "favorite_children", "sct_lp", "sct_lp_windowed"]
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +61,18 @@ class MSCTPlacer(Placer):
     activations).
     `memory_aware=False` gives classical SCT (memory tracked, never refused), which can overflow a device
     (Figure 1); `group_reserve` as in m-ETF; `lp_method` picks the LP solver (`sct_lp`) and `lp_options`
-    HiGHS options for it (default `DEFAULT_LP_OPTIONS`).
+    HiGHS options for it (default `DEFAULT_LP_OPTIONS`).  `lp_formulation` picks the LP: "full" (`sct_lp`,
+    the whole graph), "windowed" (`sct_lp_windowed`: windows of `lp_window` ops along the topological order,
+    linear in the ops, favourite children not those of the whole LP) or "auto" (default: the whole LP up to
+    `lp_window_above` ops, the windowed one above; the choice and its measured effect on makespans are in
+    docs/scale.md, session 7).
 
     `replay_retries` and `single_device_fallback` as in m-ETF (`safeguards.place_checked`).  `info` holds
     lp_time_s, lp_status, n_favorite_children, n_excluded_devices, the predicted makespan and the predicted
     peak bytes per device.  An op that fits nowhere raises `InfeasiblePlacement`.
 
-    Complexity: the LP (interior point on V + E variables) plus m-ETF's O((V D + R)(log(V D) + d)).
+    Complexity: the LP (interior point on V + E variables; windowed: V / window interior points on
+    O(window) variables) plus m-ETF's O((V D + R)(log(V D) + d)).
     """
 
     name = "m_sct"
@@ -75,7 +89,17 @@ class MSCTPlacer(Placer):
         group_retries: int = 16,
         replay_retries: int = 8,
         single_device_fallback: bool = True,
+        lp_formulation: str = "auto",
+        lp_window: int | None = None,
+        lp_window_above: int | None = None,
     ):
+        if lp_formulation not in LP_FORMULATIONS:
+            raise ConfigError(f"placer.lp_formulation: {lp_formulation!r} is not one of {LP_FORMULATIONS}")
+        self.lp_formulation = lp_formulation
+        self.lp_window = WINDOW_OPS if lp_window is None else int(lp_window)
+        if self.lp_window < 1:
+            raise ConfigError(f"placer.lp_window: {lp_window!r} must be >= 1 op")
+        self.lp_window_above = WINDOW_ABOVE_OPS if lp_window_above is None else int(lp_window_above)
         if group_retries < 0:
             raise ConfigError(f"placer.group_retries: {group_retries!r} must be >= 0")
         if replay_retries < 0:
@@ -100,7 +124,16 @@ class MSCTPlacer(Placer):
         model = ExecModel(graph, cluster, memory_aware=self.memory_aware, group_reserve=self.group_reserve)
         D = model.D
         compute = [sum(row) / D for row in model.dur]
-        x, facts = sct_lp(graph, cluster, compute, self.lp_method, options=self.lp_options)
+        windowed = self.lp_formulation == "windowed" or (
+            self.lp_formulation == "auto" and model.n > self.lp_window_above
+        )
+        if windowed:
+            x, facts = sct_lp_windowed(
+                graph, cluster, compute, self.lp_method, options=self.lp_options, window=self.lp_window
+            )
+        else:
+            x, facts = sct_lp(graph, cluster, compute, self.lp_method, options=self.lp_options)
+            facts["lp_formulation"] = "full"
         fav = favorite_children(graph, x, self.threshold)
 
         first = [True]

@@ -77,12 +77,22 @@ def implied_edges_kept(succ, pred, p, c, budget: int = 16) -> np.ndarray:
     return keep
 
 
-def _heads_tails(src: np.ndarray, dst: np.ndarray, p: np.ndarray, c: np.ndarray, n: int):
+def _heads_tails(
+    src: np.ndarray,
+    dst: np.ndarray,
+    p: np.ndarray,
+    c: np.ndarray,
+    n: int,
+    release: np.ndarray | None = None,
+    tail: np.ndarray | None = None,
+):
     """Longest-path heads without (h0) and with every communication (h1), and tails with every communication
-    including the op itself (t1); edges sorted by source in topological order.  O(V + E)."""
-    h0 = np.zeros(n)
-    h1 = np.zeros(n)
-    t1 = p.copy()
+    including the op itself (t1); edges sorted by source in topological order.  `release` (earliest starts)
+    and `tail` (time still to run after an op, beyond its successors here) are those of a window of a larger
+    graph (`sct_lp_windowed`); zero by default.  O(V + E)."""
+    h0 = np.zeros(n) if release is None else np.array(release, dtype=float)
+    h1 = h0.copy()
+    t1 = p.copy() if tail is None else p + tail
     sl, dl, pl, cl = src.tolist(), dst.tolist(), p.tolist(), c.tolist()
     h0l, h1l, t1l = h0.tolist(), h1.tolist(), t1.tolist()
     for e in range(len(sl)):
@@ -230,6 +240,15 @@ def sct_lp(
     V + E variables and rows.
     """
     idx = graph.index()
+    src, dst, p, c = _edge_costs(graph, cluster, compute)
+    return _solve_sct(idx.succ, idx.pred, src, dst, p, c, method, reduce, options)
+
+
+def _edge_costs(graph: OpGraph, cluster: Cluster, compute: list[float] | None):
+    """Edges (sources, destinations, in the order of ``graph.index().succ`` flattened), p (execution time
+    per op averaged over the devices, or `compute`) and c (the edges' transfer time averaged over ordered
+    pairs of distinct devices), as `sct_lp` defines them.  O(V + E)."""
+    idx = graph.index()
     n = idx.n
     devs = cluster.devices
     D = len(devs)
@@ -250,6 +269,29 @@ def sct_lp(
         c = lat[off].mean() * np.asarray(idx.copy_tensors, dtype=float)[src] + byt * ibw[off].mean()
     else:
         c = np.zeros(E)
+    return src, dst, p, c
+
+
+def _solve_sct(
+    succ: list,
+    pred: list,
+    src: np.ndarray,
+    dst: np.ndarray,
+    p: np.ndarray,
+    c: np.ndarray,
+    method: str,
+    reduce: bool,
+    options: dict[str, Any] | None,
+    release: np.ndarray | None = None,
+    tail: np.ndarray | None = None,
+) -> tuple[np.ndarray, dict]:
+    """The SCT LP of `sct_lp` on ops 0..n-1 in topological order (`succ`/`pred` as in `GraphIndex`, `src`,
+    `dst` the edges in ``succ`` order, `p`, `c` the times), with the reductions described there; x per edge
+    and facts.  `release[i]` is a lower bound on op i's start and `tail[i]` the time that must still follow
+    op i's end (an op with a tail has a makespan row even when it has successors): the window LPs of
+    `sct_lp_windowed`; None (the whole graph) leaves the LP as `sct_lp` documents it."""
+    n = len(p)
+    E = len(src)
     facts: dict[str, Any] = {"lp_vars": n + 1 + E}
     if E == 0:
         facts.update(lp_status=0, lp_time_s=0.0, lp_rows=0)
@@ -260,10 +302,14 @@ def sct_lp(
         return np.ones(E), facts
     p = p / scale
     c = c / scale
-    keep = implied_edges_kept(idx.succ, idx.pred, p, c) if reduce else np.ones(E, dtype=bool)
+    if release is not None:
+        release = release / scale
+    if tail is not None:
+        tail = tail / scale
+    keep = implied_edges_kept(succ, pred, p, c) if reduce else np.ones(E, dtype=bool)
     facts["lp_edges_implied"] = int(E - keep.sum())
-    h0, h1, t1 = _heads_tails(src, dst, p, c, n)
-    lb0 = float((h0 + p).max())
+    h0, h1, t1 = _heads_tails(src, dst, p, c, n, release, tail)
+    lb0 = float((h0 + p).max()) if tail is None else float((h0 + p + tail).max())
     slack = h1[src] + p[src] + c + t1[dst] < lb0 if reduce else np.zeros(E, dtype=bool)
     facts["lp_edges_slack"] = int((slack & keep).sum())
     keep &= ~slack
@@ -271,7 +317,12 @@ def sct_lp(
     K = len(kept)
     outdeg = np.bincount(src, minlength=n)
     indeg = np.bincount(dst, minlength=n)
-    sinks = np.flatnonzero((outdeg == 0) & ((h1 + p >= lb0) | (not reduce)))
+    if tail is None:
+        sinks = np.flatnonzero((outdeg == 0) & ((h1 + p >= lb0) | (not reduce)))
+        last = p
+    else:  # an op with time still to run after it closes a path of the window like a sink
+        last = p + tail
+        sinks = np.flatnonzero(((outdeg == 0) | (tail > 0)) & ((h1 + last >= lb0) | (not reduce)))
     k = len(sinks)
     # Variable layout: s (n), then the makespan chain u (k), then x (K).  The makespan is u_k, with
     # u_m >= u_(m-1) and u_m >= s_(sink m) + p: a chain instead of one w column touching every sink,
@@ -299,7 +350,7 @@ def sct_lp(
         rl += [r] * (2 + len(terms[i]))
         cl += [a, U + m_] + [X + t for t in terms[i]]
         vl += [1.0, -1.0] + [float(ck[t]) for t in terms[i]]
-        bl.append(-(offset[i] + p[i]))
+        bl.append(-(offset[i] + last[i]))
         r += 1
     # chain: u_(m-1) - u_m <= 0
     if k > 1:
@@ -349,7 +400,9 @@ def sct_lp(
         lb[:n] = h0
         ub[:n] = h1
         lb[U:X] = lb0
-        ub[U:X] = float((h1 + p).max())
+        ub[U:X] = float((h1 + last).max())
+    elif release is not None:
+        lb[:n] = release
     t0 = time.perf_counter()
     # one solver call: the bar is a phase message (what is being solved), closed with its elapsed time
     with tqdm(
@@ -368,6 +421,159 @@ def sct_lp(
     facts["lp_makespan_s"] = float(res.x[W]) * scale
     x = np.ones(E)
     x[kept] = np.clip(res.x[X:], 0.0, 1.0)
+    return x, facts
+
+
+#: Ops per window of `sct_lp_windowed` (the window's LP takes about 1 s of HiGHS on the benchmark's random
+#: graphs; docs/scale.md, session 7).
+WINDOW_OPS = 4000
+
+#: `lp_formulation="auto"` (m-SCT's default) solves the whole LP up to this many ops and the windowed one
+#: above: the test fixtures (600-1,300 ops) and the captured models (GNMT, Inception: a few thousand ops)
+#: keep the whole LP, whose favourite children are the paper's.
+WINDOW_ABOVE_OPS = 20000
+
+LP_FORMULATIONS = ("auto", "full", "windowed")
+
+
+def sct_lp_windowed(
+    graph: OpGraph,
+    cluster: Cluster,
+    compute: list[float] | None = None,
+    method: str = "highs-ipm",
+    reduce: bool = True,
+    options: dict[str, Any] | None = None,
+    window: int = WINDOW_OPS,
+) -> tuple[np.ndarray, dict]:
+    """The SCT LP solved window by window along the topological order: a smaller formulation whose time
+    grows linearly with the ops (issue 22), rounded by the same rule (`favorite_children`).
+
+    Why: HiGHS' interior point on the whole LP (`sct_lp`) grows as ops^1.62 on the benchmark's random
+    training graphs (17.6 s at 31K ops, about 120 s at 100K, over an hour at 1M; docs/scale.md), and no solver
+    option helps.  Contracting linear chains, the first idea, does not shrink it: in those graphs no edge
+    joins an op of out-degree 1 to one of in-degree 1 (none of 34,077 edges at 10K ops), and Baechi's fusion
+    rule (3.3: out-degree <= 1 *or* in-degree <= 1) merges only 28% of the ops, about 0.6x the time at the
+    1.62 exponent.  Baechi itself solves the LP on a graph its optimizations (3.2-3.3) made smaller; this
+    function makes it small by cutting it instead.
+
+    How: the ops (numbered in the index's topological order) are cut into windows of `window` consecutive
+    ops, solved in order.  The LP of a window is `sct_lp`'s (same variables, rows and exact reductions, see
+    there) on the window's ops and edges into them, plus one *ghost* op per earlier op with an edge into the
+    window: its execution time, its start fixed from below at the start that op got (the `release`), and
+    its edges into the window with their x variables, so that every edge's x is decided once, in the window
+    of its destination, together with the in-degree row of that destination.  An op with successors in
+    later windows gets the longest path after it without communication (a lower bound of the rest of the
+    step) as its *tail*: a makespan row s_i + p_i + tail_i <= w.  After a window is solved, its ops get
+    left-justified starts from its x (s_j = max over in-edges of s_i + p_i + c_ij x_ij), which the next
+    windows read for their ghosts.
+
+    What changes against the whole LP: (1) an op's out-degree row is split across the windows of its
+    children, so it may get a favourite child per window; `favorite_children`'s repair keeps the one of
+    smallest x, as for the whole LP; (2) each window minimises its own makespan with optimistic tails, so
+    the ops whose x the interior point pushes to 0 (the favourites) are those on the window's critical path
+    rather than the step's; (3) the interior point of each window differs.  The rounding rule (x < 0.1,
+    Baechi 4.3) and the m-SCT list scheduling are unchanged.  m-SCT's predicted makespans with the two
+    formulations, measured on the benchmark graphs, are in docs/scale.md (session 7); `MSCTPlacer`'s
+    ``lp_formulation="auto"`` keeps the whole LP up to `WINDOW_ABOVE_OPS` ops.
+
+    Returns x (one value per edge, in the order of ``graph.index().succ`` flattened) and facts (summed
+    solver time, variables and rows over the windows, the worst status, the number of windows, and the
+    makespan of the left-justified schedule under the fractional x as ``lp_makespan_s``).  O(V + E)
+    preparation, then V / window interior points of O(window + its ghosts) variables each.
+    """
+    if window < 1:
+        raise ValueError(f"window must be >= 1 op, got {window!r}")
+    idx = graph.index()
+    n = idx.n
+    src, dst, p, c = _edge_costs(graph, cluster, compute)
+    E = len(src)
+    first = np.zeros(n + 1, dtype=np.int64)  # edge number of op i's first out-edge
+    np.cumsum([len(o) for o in idx.succ], out=first[1:])
+    # longest path after each op's end, without communication (the tails)
+    t0 = [0.0] * n
+    pl = p.tolist()
+    for i in range(n - 1, -1, -1):
+        best = 0.0
+        for j, _ in idx.succ[i]:
+            a = pl[j] + t0[j]
+            if a > best:
+                best = a
+        t0[i] = best
+    start = np.zeros(n)
+    x = np.ones(E)
+    facts: dict[str, Any] = {
+        "lp_formulation": "windowed",
+        "lp_window_ops": int(window),
+        "lp_windows": 0,
+        "lp_vars": 0,
+        "lp_rows": 0,
+        "lp_time_s": 0.0,
+        "lp_status": 0,
+        "lp_ghost_ops": 0,
+    }
+    for key in ("lp_edges_implied", "lp_edges_slack", "lp_ops_eliminated"):
+        facts[key] = 0
+    cl = c.tolist()
+    for w0 in tqdm(range(0, n, window), desc="m-SCT: SCT LP by windows", unit="window", disable=None, leave=False):
+        w1 = min(n, w0 + window)
+        ghosts = sorted({i for j in range(w0, w1) for i, _ in idx.pred[j] if i < w0})
+        m = len(ghosts)
+        gids = ghosts + list(range(w0, w1))
+        succ: list[list[tuple[int, float]]] = []
+        eids: list[int] = []
+        for i in ghosts:
+            out = []
+            e = int(first[i])
+            for j, b in idx.succ[i]:
+                if w0 <= j < w1:
+                    out.append((m + j - w0, b))
+                    eids.append(e)
+                e += 1
+            succ.append(out)
+        tail = np.zeros(m + w1 - w0)
+        for i in range(w0, w1):
+            out = []
+            e = int(first[i])
+            exit_t = 0.0
+            for j, b in idx.succ[i]:
+                if j < w1:
+                    out.append((m + j - w0, b))
+                    eids.append(e)
+                else:
+                    a = pl[j] + t0[j]
+                    if a > exit_t:
+                        exit_t = a
+                e += 1
+            succ.append(out)
+            tail[m + i - w0] = exit_t
+        pred: list[list[tuple[int, float]]] = [[] for _ in gids]
+        for k, out in enumerate(succ):
+            for j, b in out:
+                pred[j].append((k, b))
+        ev = np.array(eids, dtype=np.int64)
+        lsrc = np.fromiter((k for k, out in enumerate(succ) for _ in out), dtype=np.int64, count=len(ev))
+        ldst = np.fromiter((j for out in succ for j, _ in out), dtype=np.int64, count=len(ev))
+        gv = np.array(gids, dtype=np.int64)
+        release = np.concatenate([start[ghosts], np.zeros(w1 - w0)]) if m else np.zeros(w1 - w0)
+        lx, f = _solve_sct(succ, pred, lsrc, ldst, p[gv], c[ev], method, reduce, options, release, tail)
+        if len(ev):
+            x[ev] = lx
+        facts["lp_windows"] += 1
+        facts["lp_ghost_ops"] += m
+        facts["lp_vars"] += int(f.get("lp_vars", 0))
+        facts["lp_rows"] += int(f.get("lp_rows", 0))
+        facts["lp_time_s"] += float(f.get("lp_time_s", 0.0))
+        if int(f.get("lp_status", 0)) != 0:
+            facts["lp_status"] = int(f["lp_status"])
+        for key in ("lp_edges_implied", "lp_edges_slack", "lp_ops_eliminated"):
+            facts[key] += int(f.get(key, 0))
+        # left-justified starts of the window's ops under its x (edges in source order: topological)
+        for e in ev[np.argsort(src[ev], kind="stable")].tolist():
+            i, j = int(src[e]), int(dst[e])
+            a = start[i] + pl[i] + cl[e] * x[e]
+            if a > start[j]:
+                start[j] = a
+    facts["lp_makespan_s"] = float((start + p).max()) if n else 0.0
     return x, facts
 
 
