@@ -210,14 +210,21 @@ class ExecModel:
                     self.share[i] = self.temp[i] + self.out[i]
                 self.group_persist[k] += self.persist[i]
                 self.group_share[k] += self.share[i]
-        # position of each consumer in its producer's successor list (the order of one producer's transfers)
-        self.succ_pos: list[dict[int, int]] = [{c: k for k, (c, _) in enumerate(s)} for s in self.succ]
+        # position of each consumer in its producer's successor list (the order of one producer's transfers;
+        # sequential mode only)
+        self.succ_pos: list[dict[int, int]] = (
+            [{c: k for k, (c, _) in enumerate(s)} for s in self.succ] if self.sequential else []
+        )
         self.margins = margins or [0.0] * D  # bytes kept free on each device (`safeguards.place_checked`)
         #: per device, bumped whenever its clock or its memory changes (a refused op may fit after a bump)
         self.version = [0] * D
         self.n_retimed = 0
         self.delay_penalty = DELAY_PENALTY
         self._replaying = False
+        #: set by `etf_kernel.run`: (predicted peak per device, arrivals of the transfers as an ops x devices
+        #: array, NaN where none) of a placement computed by the compiled list scheduling, whose memory
+        #: accounting and transfers are not mirrored into this object
+        self.compiled: tuple[list[float], Any] | None = None
         self.stale = False  # a commit delayed planned transfers and the plan is not re-timed yet
         self.since_retime = 0
         self.retime_gap = max(1, -(-n // RETIMES))
@@ -612,6 +619,11 @@ class ExecModel:
         """(producer, device) -> (start, arrival) of every transfer the model has planned. O(T log T)."""
         self.sync()
         out: dict[tuple[int, int], tuple[float, float]] = {}
+        if self.compiled is not None:
+            arr = self.compiled[1]
+            for j, p in zip(*(arr == arr).nonzero()):  # not NaN
+                out[(int(j), int(p))] = (self.end[j], float(arr[j, p]))
+            return out
         for j, aj in enumerate(self.arr):
             for p, a in (aj or {}).items():
                 if self.sequential:
@@ -637,7 +649,9 @@ class ExecModel:
         if self.sequential:
             info["n_retimed"] = self.n_retimed
         for k, d in enumerate(devs):
-            info[f"predicted_peak_bytes.{d.name}"] = min(self.mem[k].exact_peak(), self.mem[k].bound())
+            info[f"predicted_peak_bytes.{d.name}"] = (
+                self.compiled[0][k] if self.compiled is not None else min(self.mem[k].exact_peak(), self.mem[k].bound())
+            )
         return Placement(assign, order, info)
 
     def infeasible(self, o: int, tried: dict[int, float]) -> InfeasiblePlacement:
