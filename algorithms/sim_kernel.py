@@ -18,6 +18,8 @@ Complexity: O((V + E) log V), at well under a microsecond per event; the first c
 
 from __future__ import annotations
 
+import weakref
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,6 +31,34 @@ if TYPE_CHECKING:
     from .sim_result import SimResult
 
 OK, NAN_TIME, DEADLOCK = 0, 1, 2
+
+#: (weak reference to a GraphIndex, its arrays): the arrays of the last index asked for (`index_arrays`)
+_last: tuple[weakref.ref, dict[str, np.ndarray]] | None = None
+
+
+def _csr(lists: list, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pointer, neighbour, bytes) arrays of per-op lists of (neighbour, bytes) pairs, in list order."""
+    deg = np.fromiter(map(len, lists), np.int64, n)
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(deg, out=ptr[1:])
+    m = int(ptr[-1])
+    flat = np.fromiter(chain.from_iterable(chain.from_iterable(lists)), np.float64, 2 * m)
+    return ptr, flat[0::2].astype(np.int64), np.ascontiguousarray(flat[1::2])
+
+
+def index_arrays(idx: GraphIndex) -> dict[str, np.ndarray]:
+    """The adjacency of a `GraphIndex` as arrays (``pred_ptr``, ``pred_j``, ``pred_b``, ``succ_ptr``,
+    ``succ_k``, ``succ_b``: each op's inputs and consumers in the index's list order).  Kept for the last index
+    asked about (a placer and the simulator after it share them; an index is read-only).  O(V + E)."""
+    global _last
+    if _last is not None and _last[0]() is idx:
+        return _last[1]
+    n = idx.n
+    pp, pj, pb = _csr(idx.pred, n)
+    sp, sk, sb = _csr(idx.succ, n)
+    arrays = dict(pred_ptr=pp, pred_j=pj, pred_b=pb, succ_ptr=sp, succ_k=sk, succ_b=sb)
+    _last = (weakref.ref(idx), arrays)
+    return arrays
 
 
 @njit(cache=True)
@@ -328,7 +358,6 @@ def simulate_static(
     """`simulate(graph, cluster, placement, schedule)` through `sim_run` (module docstring): the same
     `SimResult`, or the same `InvalidSchedule` / `SimulationError`."""
     from .errors import SimulationError
-    from .placers.baechi.etf_kernel import _csr
     from .sim_result import OOMEvent, SimResult
     from .simulator import _raise_deadlock
 
@@ -337,8 +366,8 @@ def simulate_static(
     nd = len(devs)
     names = idx.names
     f8 = np.float64
-    pred_ptr, pred_j, _ = _csr(idx.pred, n)
-    succ_ptr, succ_k, succ_b = _csr(idx.succ, n)
+    ia = index_arrays(idx)
+    pred_ptr, pred_j, succ_ptr, succ_k, succ_b = (ia[k] for k in ("pred_ptr", "pred_j", "succ_ptr", "succ_k", "succ_b"))
     n_e = len(succ_k)
     seq_ptr = np.zeros(nd + 1, np.int64)
     np.cumsum([len(s) for s in seq_of], out=seq_ptr[1:])

@@ -45,6 +45,7 @@ import numpy as np
 from numba import njit
 
 from ...errors import InfeasiblePlacement
+from ...sim_kernel import index_arrays
 from .device_memory import _B
 from .exec_model import ExecModel
 from .pair_queue import GroupOverflow
@@ -204,10 +205,11 @@ def _slot(starts, mn, p, t):
 
 @njit(cache=True)
 def _vmax(val, p, a, c):
-    m = val[p, a]
+    row = val[p]
+    m = row[a]
     for i in range(a + 1, c):
-        if val[p, i] > m:
-            m = val[p, i]
+        if row[i] > m:
+            m = row[i]
     return m
 
 
@@ -243,8 +245,8 @@ def _suffix_add(val, bmax, hasfm, mn, p, k, b):
     if k == n - 1 and n % _B:
         val[p, k] += b
         return
-    for i in range(k, n):
-        val[p, i] += b
+    row = val[p]
+    row[k:n] += b  # the same float64 additions as the numpy slice's
     bk, full = k // _B, n // _B
     if bk >= full:
         return
@@ -755,16 +757,6 @@ def etf_run(
 
 
 # ----------------------------------------------------------------- the Python side
-def _csr(lists: list, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(pointer, neighbour, bytes) arrays of per-op lists of (neighbour, bytes) pairs, in list order."""
-    deg = np.fromiter(map(len, lists), np.int64, n)
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(deg, out=ptr[1:])
-    m = int(ptr[-1])
-    flat = np.fromiter(chain.from_iterable(chain.from_iterable(lists)), np.float64, 2 * m)
-    return ptr, flat[0::2].astype(np.int64), np.ascontiguousarray(flat[1::2])
-
-
 def run(model: ExecModel, banned: set[int]) -> tuple[int, int, int]:
     """`PairQueue(model, banned).run()` for a fresh `model` in parallel mode, compiled (module docstring).
     Fills the model's placement (``dev``, ``start``, ``end``, ``avail``, ``order``, ``slot_of``, the groups'
@@ -774,8 +766,8 @@ def run(model: ExecModel, banned: set[int]) -> tuple[int, int, int]:
         raise ValueError("etf_kernel.run needs a fresh model of a parallel-mode cluster")
     n, D = model.n, model.D
     ng = len(model.members)
-    pred_ptr, pred_j, pred_b = _csr(model.pred, n)
-    succ_ptr, succ_k, _ = _csr(model.succ, n)
+    ia = index_arrays(model.idx)  # model.pred and model.succ are the index's lists
+    pred_ptr, pred_j, pred_b, succ_ptr, succ_k = (ia[k] for k in ("pred_ptr", "pred_j", "pred_b", "succ_ptr", "succ_k"))
     f8 = np.float64
     dur = np.array(model.dur, f8).reshape(n, D)
     lens = np.fromiter(map(len, model.allowed), np.int64, n)

@@ -187,7 +187,9 @@ class ExecModel:
                     break
         self.allowed: list[list[int]] = []
         cache: dict[str | None, list[int]] = {}
-        for i in range(n):
+        if n and D and all(t is None for t in idx.device_type):  # no constraint: one shared list of every device
+            self.allowed = [list(range(D))] * n
+        for i in range(n if not self.allowed else 0):
             t = gtype[gid[i]] if gid[i] >= 0 else idx.device_type[i]
             lst = cache.get(t)
             if lst is None:
