@@ -28,6 +28,14 @@ How the state maps to arrays (V ops, D devices):
 * The allocation events of every device in one table (time, kind, seq, bytes, device); the exact peak sorts
   them per device as `DeviceMemory.exact_peak` does.
 
+Exact mode.  A suffix add (a free reaching back to an early slot) costs the slots it reaches, O(V / D) at
+worst, as in `DeviceMemory`; at 10^5-10^6 ops those adds are most of the work.  When every byte count is an
+integer and their total is far below 2**53, every sum of them is exact in float64 whatever the order of its
+terms, so the kernel may add in another order and still get the classes' values bit for bit: it then records
+suffix adds in a difference array, O(1) each, and applies them (prefix sums) only when the slots are read (a
+memory check that the quick bound does not settle, and the peaks at the end; `_settle`).  Other graphs use the
+classes' slice adds.
+
 Fixed-size tables.  The heaps' and the pending frees' capacities are guessed; a run that outgrows one stops
 with ``_OVERFLOW`` and is run again with twice the room (no result of a stopped run is used).
 
@@ -62,6 +70,7 @@ INFEASIBLE = 1  # an op has no usable pair left (`ExecModel.infeasible`); op in 
 GROUP_REFUSED = 2  # a pinned group's member exhausts its device (`PairQueue._refused`); op, group, device, need
 GROUP_STUCK = 3  # nothing placeable left, a pinned group's member waits (`PairQueue._stuck`)
 NOTHING_READY = 4  # nothing placeable left and no ready op waits (`PairQueue._stuck`'s first case)
+_NONE = 2**62  # `_settle`'s earliest slot added to, when none is
 OVERFLOW = 9  # a fixed-size table is full: run again with more room (out[1]: 0 pair heap, 1 pending frees)
 
 
@@ -238,12 +247,21 @@ def _range_max(val, bmax, fullmax, hasfm, mn, p, a, c):
 
 
 @njit(cache=True)
-def _suffix_add(val, bmax, hasfm, mn, p, k, b):
+def _suffix_add(mem, p, k, b):
+    """Add b to slots k..n-1 of device p (`DeviceMemory._suffix_add`).  Exact mode (module docstring): recorded
+    in the difference array and applied by `_settle` before the slots are read."""
+    val, bmax, hasfm, mn, diff, dmin, ptot, exact = mem[1], mem[2], mem[4], mem[5], mem[11], mem[12], mem[13], mem[14]
     n = mn[p]
     if k >= n:
         return
     if k == n - 1 and n % _B:
         val[p, k] += b
+        return
+    if exact[0]:
+        diff[p, k] += b
+        ptot[p] += b
+        if k < dmin[p]:
+            dmin[p] = k
         return
     row = val[p]
     row[k:n] += b  # the same float64 additions as the numpy slice's
@@ -259,6 +277,27 @@ def _suffix_add(val, bmax, hasfm, mn, p, k, b):
 
 
 @njit(cache=True)
+def _settle(mem, p):
+    """Exact mode: apply the recorded suffix adds of device p to its slots (prefix sums of the difference
+    array) and recompute the maxima of the full blocks they reach. O(slots since the earliest one added to)."""
+    val, bmax, hasfm, mn, diff, dmin, ptot = mem[1], mem[2], mem[4], mem[5], mem[11], mem[12], mem[13]
+    k0 = dmin[p]
+    n = mn[p]
+    if k0 >= n:
+        return
+    acc = 0.0
+    for i in range(k0, n):
+        acc += diff[p, i]
+        diff[p, i] = 0.0
+        val[p, i] += acc
+    for bk in range(k0 // _B, n // _B):
+        bmax[p, bk] = _vmax(val, p, bk * _B, (bk + 1) * _B)
+    hasfm[p] = False
+    dmin[p] = _NONE
+    ptot[p] = 0.0
+
+
+@njit(cache=True)
 def _pending_upto(pt, pb, pn, p, s):
     acc = 0.0
     for i in range(pn[p]):
@@ -270,7 +309,8 @@ def _pending_upto(pt, pb, pn, p, s):
 @njit(cache=True)
 def _bound_if(mem, p, s, persist, at_start, cp_a, cp_b, ncp, rel_k, rel_b, pk, pb_):
     """`DeviceMemory.bound_if`: copies (cp_a[:ncp] arrivals, cp_b bytes); rel_k < 0: no release."""
-    starts, val, bmax, fullmax, hasfm, mn, level, mpers, pt, pbb, pn = mem
+    starts, val, bmax, fullmax, hasfm, mn, level, mpers, pt, pbb, pn = mem[:11]
+    _settle(mem, p)
     new = level[p] - _pending_upto(pt, pbb, pn, p, s) + at_start
     npts = 0
     for i in range(ncp):
@@ -315,12 +355,18 @@ def _bound_if(mem, p, s, persist, at_start, cp_a, cp_b, ncp, rel_k, rel_b, pk, p
 
 @njit(cache=True)
 def _open_slot(mem, p, s):
-    starts, val, bmax, fullmax, hasfm, mn, level, mpers, pt, pb, pn = mem
+    starts, val, bmax, fullmax, hasfm, mn, level, mpers, pt, pb, pn = mem[:11]
+    diff, dmin, ptot = mem[11], mem[12], mem[13]
     while pn[p] > 0 and pt[p, 0] <= s:
         level[p] -= _ppop(pt, pb, pn, p)
     n = mn[p]
     val[p, n] = level[p]
-    if (n + 1) % _B == 0:
+    if dmin[p] < n:  # exact mode, adds recorded: none of them reaches the new slot
+        diff[p, n] = -ptot[p]
+        ptot[p] = 0.0
+        if (n + 1) % _B == 0:  # its block's maximum is computed when the adds are applied (`_settle`)
+            hasfm[p] = False
+    elif (n + 1) % _B == 0:
         m = _vmax(val, p, n + 1 - _B, n + 1)
         bmax[p, n // _B] = m
         if hasfm[p] and m > fullmax[p]:
@@ -345,12 +391,12 @@ def _event(ev_t, ev_k, ev_s, ev_b, ev_d, ne, t, k, s, b, p):
 def _alloc(mem, ev, alloc_total, p, t, b, real, seq):
     if b == 0.0:
         return
-    starts, val, bmax, fullmax, hasfm, mn, level, mpers, pt, pb, pn = mem
+    starts, val, mn, level = mem[0], mem[1], mem[5], mem[6]
     n = mn[p]
     if t >= starts[p, n - 1] and n % _B:
         val[p, n - 1] += b
     else:
-        _suffix_add(val, bmax, hasfm, mn, p, _slot(starts, mn, p, t), b)
+        _suffix_add(mem, p, _slot(starts, mn, p, t), b)
     level[p] += b
     alloc_total[p] += b
     if real:
@@ -363,7 +409,7 @@ def _free(mem, ev, p, t, b, since, seq):
     """`DeviceMemory.free` (always a real event here); False when the pending heap is full."""
     if b == 0.0:
         return True
-    starts, val, bmax, fullmax, hasfm, mn, level, mpers, pt, pb, pn = mem
+    starts, mn, level, pt, pb, pn = mem[0], mem[5], mem[6], mem[8], mem[9], mem[10]
     ev_t, ev_k, ev_s, ev_b, ev_d, ne = ev
     if since >= t:
         _event(ev_t, ev_k, ev_s, ev_b, ev_d, ne, t, 1, seq, -b, p)
@@ -372,7 +418,7 @@ def _free(mem, ev, p, t, b, since, seq):
     k = _slot(starts, mn, p, t)
     if k >= mn[p] - 1:
         return _ppush(pt, pb, pn, p, t, b)
-    _suffix_add(val, bmax, hasfm, mn, p, k + 1, -b)
+    _suffix_add(mem, p, k + 1, -b)
     level[p] -= b
     return True
 
@@ -381,8 +427,8 @@ def _free(mem, ev, p, t, b, since, seq):
 def _release(mem, p, k, b):
     if b == 0.0:
         return
-    starts, val, bmax, fullmax, hasfm, mn, level, mpers, pt, pb, pn = mem
-    _suffix_add(val, bmax, hasfm, mn, p, k, -b)
+    level = mem[6]
+    _suffix_add(mem, p, k, -b)
     level[p] -= b
 
 
@@ -467,7 +513,7 @@ def etf_run(
     Returns a status; ``res`` receives (op, group, device, need, n_dropped, n_parked, n_reestimated, n_placed)."""
     n = dur.shape[0]
     D = dur.shape[1]
-    starts, val, bmax, fullmax, hasfm, mn, level, mpers, pt, pb, pn = mem
+    mpers = mem[7]
     gen = np.zeros(n, np.int64)
     ready = np.zeros(n, np.bool_)
     left = np.empty(n, np.int64)
@@ -742,6 +788,8 @@ def etf_run(
             if left[k] == 0:
                 stack[ns] = k
                 ns += 1
+    for p in range(D):
+        _settle(mem, p)
     res[4], res[5], res[6], res[7] = n_dropped, n_parked, n_reest, n_placed
     if n_placed < n:
         for o in range(n):  # _stuck: the first waiting op
@@ -810,6 +858,13 @@ def run(model: ExecModel, banned: set[int]) -> tuple[int, int, int]:
         ban,
         bool(model.memory_aware),
     )
+    # exact mode: every byte count an integer and their total far below 2**53, so that every float sum of
+    # them is exact, whatever the order of its terms
+    amounts = [graph_args[k] for k in (6, 7, 8, 9, 17, 18, 19)]  # persist .. share
+    exact = all(bool(np.all(np.isfinite(a)) and np.all(np.floor(a) == a)) for a in amounts)
+    if exact:
+        total = sum(float(np.abs(a).sum()) for a in amounts) + float(np.abs(graph_args[9][pred_j]).sum())
+        exact = 4 * total < 2.0**53
     n_ev = 4 * n + 2 * len(pred_j) + 16  # at most: per op 2 allocations and 2 frees, per edge a copy and its free
     hcap, pcap = (n + 64, n // D + 64) if FIRST_ROOM is None else (FIRST_ROOM, FIRST_ROOM)
     while True:
@@ -837,6 +892,10 @@ def run(model: ExecModel, banned: set[int]) -> tuple[int, int, int]:
             np.zeros((D, pcap), f8),  # pending frees: times
             np.zeros((D, pcap), f8),  # ... bytes
             np.zeros(D, np.int64),  # ... count
+            np.zeros((D, n + 2), f8),  # exact mode: suffix adds not applied yet (difference array)
+            np.full(D, _NONE, np.int64),  # ... the earliest slot they reach
+            np.zeros(D, f8),  # ... their sum
+            np.array([exact]),
         )
         alloc_total = np.zeros(D, f8)
         ev = (
@@ -886,7 +945,7 @@ def run(model: ExecModel, banned: set[int]) -> tuple[int, int, int]:
     srt = np.lexsort((ev_b, ev_s, ev_k, ev_t, ev_d))
     db = ev_b[srt]
     cuts = np.searchsorted(ev_d[srt], np.arange(D + 1))
-    _, val, _, _, _, mn, level, mpers, _, _, _ = mem
+    val, mn, level, mpers = mem[1], mem[5], mem[6], mem[7]
     peaks = []
     for p in range(D):
         seg = db[cuts[p] : cuts[p + 1]]
