@@ -384,8 +384,9 @@ def simulate_static(
     res = np.zeros(8 + nd, f8)
     oom = np.full(4, -1.0)
     limit = np.array([d.memory_bytes for d in devs], f8)
+    dev_arr = np.array(dev_of, np.int64)
     sim_run(
-        np.array(dev_of, np.int64),
+        dev_arr,
         np.array(dur, f8),
         pred_ptr,
         pred_j,
@@ -436,11 +437,11 @@ def simulate_static(
     mtl: list[list[tuple[float, float]]] = [[(0.0, 0.0)] for _ in range(nd)]
     if record_memory:
         k = int(res[5])
-        for t, v, d in zip(mt_t[:k].tolist(), mt_v[:k].tolist(), mt_d[:k].tolist()):
-            mtl[d].append((t, v))
-    order_out: list[list[str]] = [[] for _ in range(nd)]
-    for i in order.tolist():
-        order_out[dev_of[i]].append(names[i])
+        for d in range(nd):
+            sel = mt_d[:k] == d
+            mtl[d].extend(zip(mt_t[:k][sel].tolist(), mt_v[:k][sel].tolist()))
+    started = order[: int(res[1])]
+    order_out = [[names[i] for i in started[dev_arr[started] == d].tolist()] for d in range(nd)]
     end_l = end.tolist()
     makespan = max(end_l, default=0.0)
     if ntr:

@@ -53,7 +53,8 @@ returned, so running a policy once yields a static schedule that replays to the 
 Complexity: O((V + E) log V) with a static order or a heap policy; a dynamic policy adds the cost of its
 `choose` over the executable ops at each decision.  A static order of `COMPILED_MIN_OPS` ops or more (without
 shared host cores, message overheads or recorded decisions) runs the same loop compiled
-(`algorithms.sim_kernel`, numba): the same result, bit for bit.
+(`algorithms.sim_kernel`, numba): the same result, bit for bit; a change to the loop below must be made there
+too (`tests/test_sim_kernel.py` compares the two).
 """
 
 from __future__ import annotations

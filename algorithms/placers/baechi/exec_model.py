@@ -61,6 +61,9 @@ Choices where the paper is vague (recorded here, repeated in the placers' docstr
   kept by `device_memory.DeviceMemory`; the queues that choose what to place next are in `pair_queue`
   (m-ETF) and `sct_queue` (m-SCT).
 
+m-ETF runs a compiled port of this model's parallel mode with `pair_queue.PairQueue` on large graphs
+(`etf_kernel`); a change here must be made there too (`tests/test_etf_kernel.py` compares the two).
+
 Complexity: each estimate costs O(in-degree) (plus O(k log T) for k new transfers among T planned in
 sequential mode); each memory check O(k + S / 8) numpy work for k new copies and S ops already on the
 device; each sequential re-timing O((V + E) log V) plus rebuilding the memory accounting.
@@ -205,8 +208,8 @@ class ExecModel:
         self.group_share = [0.0] * len(self.members)
         for k, mem in enumerate(self.members):
             for i in mem:
-                ext = sum(self.copyb[j] for j, _ in self.pred[i] if gid[j] != k)
                 if group_reserve == "full":
+                    ext = sum(self.copyb[j] for j, _ in self.pred[i] if gid[j] != k)
                     self.share[i] = self.temp[i] + self.out[i] + ext
                 elif group_reserve == "transient":
                     self.share[i] = self.temp[i] + self.out[i]

@@ -87,6 +87,11 @@ class METFPlacer(Placer):
     the per-device order of the placer's simulation; `info` holds the predicted makespan, the predicted
     peak bytes per device and the counts of dropped pairs and re-estimations.
 
+    Implementation (issue 22): in a ``parallel``-communication cluster, graphs of `COMPILED_MIN_OPS` ops or
+    more run the same list scheduling compiled with numba (`etf_kernel`, a port of `PairQueue` and
+    `ExecModel`): the same placement, predicted times and peaks, bit for bit, at about 1/10 of the CPU time
+    (``info["compiled"]``).  Sequential mode and smaller graphs use the Python classes.
+
     Complexity: O((V D + R)(log(V D) + d)) for V ops, D devices, in-degree d and R re-estimations, plus
     O(V S / 8) numpy work for the memory checks (S: ops per device).
     """
