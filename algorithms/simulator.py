@@ -51,7 +51,10 @@ The order in which a device runs its executable ops comes from either a static p
 returned, so running a policy once yields a static schedule that replays to the same result.
 
 Complexity: O((V + E) log V) with a static order or a heap policy; a dynamic policy adds the cost of its
-`choose` over the executable ops at each decision.
+`choose` over the executable ops at each decision.  A static order of `COMPILED_MIN_OPS` ops or more (without
+shared host cores, message overheads or recorded decisions) runs the same loop compiled
+(`algorithms.sim_kernel`, numba): the same result, bit for bit; a change to the loop below must be made there
+too (`tests/test_sim_kernel.py` compares the two).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from __future__ import annotations
 import functools
 import gc
 import heapq
+import importlib
 import math
 from collections.abc import Callable, Mapping
 from typing import ParamSpec, TypeVar
@@ -73,7 +77,24 @@ from .sim_result import OOMEvent, SimResult
 
 _FINISH, _ARRIVE = 0, 1
 
+#: A static order of at least this many ops is simulated by the compiled loop (`algorithms.sim_kernel`; numba
+#: installed, no shared host cores, message overheads or recorded decisions): the same result, several times
+#: faster.  Smaller graphs need no compiled code loaded.
+COMPILED_MIN_OPS = 2000
+
 _P = ParamSpec("_P")
+
+
+@functools.cache
+def _compiled() -> bool | None:
+    """True when `algorithms.sim_kernel` can be imported (numba installed), else None."""
+    try:
+        importlib.import_module(".sim_kernel", __package__)
+    except ImportError:
+        return None
+    return True
+
+
 _R = TypeVar("_R")
 
 
@@ -171,6 +192,18 @@ def simulate(
         pol: DispatchPolicy = policy or FifoPolicy()
         pol.prepare(graph, cluster, dev_of)
         dynamic = pol.dynamic
+    if (
+        static
+        and n >= COMPILED_MIN_OPS
+        and core_sets is None
+        and not (record_decisions or send_overhead_s or recv_overhead_s)
+        and _compiled() is not None
+    ):  # the same result from the compiled loop (`algorithms.sim_kernel`, issue 22)
+        from .sim_kernel import simulate_static
+
+        return simulate_static(
+            idx, cluster, dev_of, dur, seq_of, record_memory=record_memory, up_front=recv_buffers == "step_start"
+        )
     ready: list[list] = [[] for _ in range(nd)]  # heap entries (key, i) or plain list for dynamic
     is_ready = [False] * n
 

@@ -1,7 +1,8 @@
 """Memory of one device while Baechi's list placers place ops (seed 001 section 4.2): an upper bound of its
 use over time, cut into the slots between op starts, plus the exact allocation events for the final peak.
 
-Used by `exec_model.ExecModel`; see its module docstring for what is charged when.
+Used by `exec_model.ExecModel`; see its module docstring for what is charged when.  `etf_kernel` holds a
+compiled port of this class (on arrays, for m-ETF on large graphs): a change here must be made there too.
 """
 
 from __future__ import annotations

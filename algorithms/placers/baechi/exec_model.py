@@ -61,6 +61,9 @@ Choices where the paper is vague (recorded here, repeated in the placers' docstr
   kept by `device_memory.DeviceMemory`; the queues that choose what to place next are in `pair_queue`
   (m-ETF) and `sct_queue` (m-SCT).
 
+m-ETF runs a compiled port of this model's parallel mode with `pair_queue.PairQueue` on large graphs
+(`etf_kernel`); a change here must be made there too (`tests/test_etf_kernel.py` compares the two).
+
 Complexity: each estimate costs O(in-degree) (plus O(k log T) for k new transfers among T planned in
 sequential mode); each memory check O(k + S / 8) numpy work for k new copies and S ops already on the
 device; each sequential re-timing O((V + E) log V) plus rebuilding the memory accounting.
@@ -187,7 +190,9 @@ class ExecModel:
                     break
         self.allowed: list[list[int]] = []
         cache: dict[str | None, list[int]] = {}
-        for i in range(n):
+        if n and D and all(t is None for t in idx.device_type):  # no constraint: one shared list of every device
+            self.allowed = [list(range(D))] * n
+        for i in range(n if not self.allowed else 0):
             t = gtype[gid[i]] if gid[i] >= 0 else idx.device_type[i]
             lst = cache.get(t)
             if lst is None:
@@ -203,21 +208,28 @@ class ExecModel:
         self.group_share = [0.0] * len(self.members)
         for k, mem in enumerate(self.members):
             for i in mem:
-                ext = sum(self.copyb[j] for j, _ in self.pred[i] if gid[j] != k)
                 if group_reserve == "full":
+                    ext = sum(self.copyb[j] for j, _ in self.pred[i] if gid[j] != k)
                     self.share[i] = self.temp[i] + self.out[i] + ext
                 elif group_reserve == "transient":
                     self.share[i] = self.temp[i] + self.out[i]
                 self.group_persist[k] += self.persist[i]
                 self.group_share[k] += self.share[i]
-        # position of each consumer in its producer's successor list (the order of one producer's transfers)
-        self.succ_pos: list[dict[int, int]] = [{c: k for k, (c, _) in enumerate(s)} for s in self.succ]
+        # position of each consumer in its producer's successor list (the order of one producer's transfers;
+        # sequential mode only)
+        self.succ_pos: list[dict[int, int]] = (
+            [{c: k for k, (c, _) in enumerate(s)} for s in self.succ] if self.sequential else []
+        )
         self.margins = margins or [0.0] * D  # bytes kept free on each device (`safeguards.place_checked`)
         #: per device, bumped whenever its clock or its memory changes (a refused op may fit after a bump)
         self.version = [0] * D
         self.n_retimed = 0
         self.delay_penalty = DELAY_PENALTY
         self._replaying = False
+        #: set by `etf_kernel.run`: (predicted peak per device, arrivals of the transfers as an ops x devices
+        #: array, NaN where none) of a placement computed by the compiled list scheduling, whose memory
+        #: accounting and transfers are not mirrored into this object
+        self.compiled: tuple[list[float], Any] | None = None
         self.stale = False  # a commit delayed planned transfers and the plan is not re-timed yet
         self.since_retime = 0
         self.retime_gap = max(1, -(-n // RETIMES))
@@ -612,6 +624,11 @@ class ExecModel:
         """(producer, device) -> (start, arrival) of every transfer the model has planned. O(T log T)."""
         self.sync()
         out: dict[tuple[int, int], tuple[float, float]] = {}
+        if self.compiled is not None:
+            arr = self.compiled[1]
+            for j, p in zip(*(arr == arr).nonzero()):  # not NaN
+                out[(int(j), int(p))] = (self.end[j], float(arr[j, p]))
+            return out
         for j, aj in enumerate(self.arr):
             for p, a in (aj or {}).items():
                 if self.sequential:
@@ -637,7 +654,9 @@ class ExecModel:
         if self.sequential:
             info["n_retimed"] = self.n_retimed
         for k, d in enumerate(devs):
-            info[f"predicted_peak_bytes.{d.name}"] = min(self.mem[k].exact_peak(), self.mem[k].bound())
+            info[f"predicted_peak_bytes.{d.name}"] = (
+                self.compiled[0][k] if self.compiled is not None else min(self.mem[k].exact_peak(), self.mem[k].bound())
+            )
         return Placement(assign, order, info)
 
     def infeasible(self, o: int, tried: dict[int, float]) -> InfeasiblePlacement:

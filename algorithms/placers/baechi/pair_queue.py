@@ -81,6 +81,9 @@ class PairQueue:
     Subclasses (`sct_queue.SCTQueue`) change the order (`_loop`, `push_all`), what a refusal does (`_no_fit`)
     and which pairs may still be used (`usable`).
 
+    m-ETF runs a compiled port of this class with `ExecModel` on large parallel-mode graphs
+    (`etf_kernel`); a change here must be made there too (`tests/test_etf_kernel.py` compares the two).
+
     Complexity: O(V D (log V + d)) for in-degree d, plus the memory checks and the re-estimations that
     sequential queues cause, plus O(log V + d) per parked pair each time its device changes (at most
     O(V) times per pair; none when memory suffices).

@@ -30,7 +30,7 @@ from ...memory import single_device_placement
 from ...placement import Placement
 from ...simulator import gc_paused, simulate
 from .exec_model import ExecModel
-from .pair_queue import PairQueue, place_with_group_retries
+from .pair_queue import place_with_group_retries
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,9 @@ log = logging.getLogger(__name__)
 #: check catches (``benchmarks/fuzz_placers.py --no-replay-check``).
 REPLAY_CHECK = True
 
-#: build(banned (group, device) pairs, per-device memory margins) -> a model and a queue that has run.
-Build = Callable[[set[int], list[float]], tuple[ExecModel, PairQueue]]
+#: build(banned (group, device) pairs, per-device memory margins) -> a model that has been placed, and what
+#: `info_of` reads about its queue (the queue itself, or its counts).
+Build = Callable[[set[int], list[float]], tuple[ExecModel, Any]]
 
 
 @gc_paused
@@ -47,7 +48,7 @@ def place_checked(
     graph: OpGraph,
     cluster: Cluster,
     build: Build,
-    info_of: Callable[[ExecModel, PairQueue], dict[str, Any]],
+    info_of: Callable[[ExecModel, Any], dict[str, Any]],
     *,
     group_retries: int,
     sim_retries: int,
