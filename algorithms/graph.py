@@ -569,7 +569,7 @@ def _joined_chunks(records: Iterator[dict[str, Any]]) -> Iterator[bytes]:
 
 def _op_record(name: str, a: Mapping[str, Any]) -> dict[str, Any]:
     """An op's record in the graph JSON: the keys of `OP_KEYS` in that order, then the extra attributes."""
-    rec = {"name": name}
+    rec: dict[str, Any] = {"name": name}
     for k in OP_KEYS[1:]:
         rec[k] = a.get(k)
     if a.get("compute_s_by_type"):
