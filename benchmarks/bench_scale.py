@@ -238,8 +238,10 @@ def plot(results: dict[str, list[tuple[int, float, float, float]]], path: str, t
             continue
         ns = [p[0] for p in pts]
         k = fit_exponent([(p[0], p[2]) for p in pts])
-        ax_t.loglog(ns, [max(p[2], 1e-4) for p in pts], marker="o", label=f"{stage} ({k:.2f})")
-        ax_m.loglog(ns, [p[3] for p in pts], marker="o", label=stage)
+        # more stages than colours: placements solid, simulations dashed, the rest dotted
+        ls = "-" if stage.startswith("place:") else ("--" if stage.startswith("simulate:") else ":")
+        ax_t.loglog(ns, [max(p[2], 1e-4) for p in pts], marker="o", ls=ls, label=f"{stage} ({k:.2f})")
+        ax_m.loglog(ns, [p[3] for p in pts], marker="o", ls=ls, label=stage)
     ax_t.set_xlabel("ops")
     ax_t.set_ylabel("CPU time (s)")
     ax_t.set_title("CPU time per stage (fitted exponent)")
