@@ -4,6 +4,7 @@ and placer, the fitted log-log exponent of each, and a log-log plot.
     PYTHONPATH=. python benchmarks/bench_scale.py [--sizes 10000,30000,100000,300000,1000000] [--graph random|chain]
                                      [--placers m_etf,m_sct,m_topo,hashing,heft,...] [--plot scale.png]
                                      [--timeout 600] [--sct-max 300000] [--whole-run]
+    PYTHONPATH=. python benchmarks/bench_scale.py --from-log run1.txt run2.txt [--graph random] [--plot scale.png]
 
 Graphs: ``random`` is the thesis' level-based training graph (`algorithms.workloads.synthetic.level_dag`,
 4-12 ops per level, edge probability 0.10, about 3.3 edges per op, 15% of the ops in colocation groups,
@@ -25,7 +26,9 @@ fails is reported as such, and larger sizes skip that placer.
 Times are wall-clock and CPU time of the process (the CPU time is the steadier figure on a loaded machine);
 the machine's load average is printed on each row (the figures in docs/scale.md were taken on a shared
 machine).  The plot shows CPU time.  The exponent is the slope of a least-squares line through (log ops,
-log time) over the sizes reached (1: linear; 2: quadratic).
+log time) over the sizes reached (1: linear; 2: quadratic).  ``--from-log`` measures nothing: it reads the
+tables earlier runs printed (several files: sizes measured in separate runs) and prints their exponents and
+plot.
 """
 
 from __future__ import annotations
@@ -235,8 +238,10 @@ def plot(results: dict[str, list[tuple[int, float, float, float]]], path: str, t
             continue
         ns = [p[0] for p in pts]
         k = fit_exponent([(p[0], p[2]) for p in pts])
-        ax_t.loglog(ns, [max(p[2], 1e-4) for p in pts], marker="o", label=f"{stage} ({k:.2f})")
-        ax_m.loglog(ns, [p[3] for p in pts], marker="o", label=stage)
+        # more stages than colours: placements solid, simulations dashed, the rest dotted
+        ls = "-" if stage.startswith("place:") else ("--" if stage.startswith("simulate:") else ":")
+        ax_t.loglog(ns, [max(p[2], 1e-4) for p in pts], marker="o", ls=ls, label=f"{stage} ({k:.2f})")
+        ax_m.loglog(ns, [p[3] for p in pts], marker="o", ls=ls, label=stage)
     ax_t.set_xlabel("ops")
     ax_t.set_ylabel("CPU time (s)")
     ax_t.set_title("CPU time per stage (fitted exponent)")
@@ -252,6 +257,32 @@ def plot(results: dict[str, list[tuple[int, float, float, float]]], path: str, t
     plt.close(fig)
 
 
+def read_log(paths: list[str]) -> dict[str, list[tuple[int, float, float, float]]]:
+    """The measured rows of earlier runs' printed tables (``--from-log``): {stage: [(ops, wall s, CPU s, MB)]},
+    sizes ascending; skipped and failed rows are left out; a stage measured twice at a size keeps the last."""
+    rows: dict[str, dict[int, tuple[int, float, float, float]]] = {}
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                p = line.split()
+                if len(p) < 7 or not p[0].isdigit() or not p[1].isdigit():
+                    continue
+                try:
+                    wall, cpu, mb = float(p[3]), float(p[4]), float(p[5])
+                except ValueError:  # "-": skipped or failed
+                    continue
+                rows.setdefault(p[2], {})[int(p[0])] = (int(p[0]), wall, cpu, mb)
+    return {stage: [r[n] for n in sorted(r)] for stage, r in rows.items()}
+
+
+def print_exponents(results: dict[str, list[tuple[int, float, float, float]]]) -> None:
+    print("\nfitted exponent (log time / log ops) over the sizes reached, of wall and CPU time:")
+    for stage, pts in sorted(results.items()):
+        kw = fit_exponent([(p[0], p[1]) for p in pts])
+        kc = fit_exponent([(p[0], p[2]) for p in pts])
+        print(f"  {stage:<22s} wall {kw:5.2f}  cpu {kc:5.2f}  ({len(pts)} sizes)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,30000,100000,300000,1000000", help="op counts, ascending")
@@ -262,7 +293,22 @@ def main() -> None:
     ap.add_argument("--sct-max", type=int, default=10**9, help="largest size m-SCT is run at")
     ap.add_argument("--whole-run", action="store_true", help="also time python -m orchestrator on the chain")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--from-log",
+        nargs="+",
+        default=None,
+        metavar="LOG",
+        help="measure nothing: the exponents (and --plot) of the tables printed by earlier runs (e.g. the sizes "
+        "of one run and 10^6 ops of another)",
+    )
     args = ap.parse_args()
+    if args.from_log:
+        results = read_log(args.from_log)
+        print_exponents(results)
+        if args.plot:
+            plot(results, args.plot, f"bench_scale, {args.graph} graphs, {time.strftime('%Y-%m-%d')}")
+            print(f"plot: {args.plot}")
+        return
     sizes = [int(s) for s in args.sizes.split(",") if s]
     placers = [p for p in args.placers.split(",") if p]
 
@@ -312,11 +358,7 @@ def main() -> None:
                 row(n, e, "whole_run(chain,m_etf)", *wr)
         del g
 
-    print("\nfitted exponent (log time / log ops) over the sizes reached, of wall and CPU time:")
-    for stage, pts in sorted(results.items()):
-        kw = fit_exponent([(p[0], p[1]) for p in pts])
-        kc = fit_exponent([(p[0], p[2]) for p in pts])
-        print(f"  {stage:<22s} wall {kw:5.2f}  cpu {kc:5.2f}  ({len(pts)} sizes)")
+    print_exponents(results)
     if args.plot:
         plot(results, args.plot, f"bench_scale, {args.graph} graphs, {time.strftime('%Y-%m-%d')}")
         print(f"plot: {args.plot}")

@@ -157,3 +157,39 @@ def test_save_falls_back_with_the_same_error_and_text(tmp_path, monkeypatch):
     h.save(tmp_path / "h.json")
     graph_mod.atomic_write_json(tmp_path / "h_old.json", h.to_dict())
     assert (tmp_path / "h.json").read_bytes() == (tmp_path / "h_old.json").read_bytes()
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(1, 40),
+    st.integers(1, 4),
+    st.integers(0, 6),
+    st.floats(0.05, 1.0),
+    st.booleans(),
+    st.integers(0, 3),
+    st.integers(1, 9),
+)
+def test_level_dag_batches_give_the_graph_of_one_level_at_a_time(levels, lo, extra, p, training, seed, batch):
+    """`level_dag` hands whole levels to the graph in batches of `_BATCH_OPS` ops: any batch size gives the
+    graph (records, node and adjacency orders, index) that one level per call gave."""
+    from algorithms.workloads import synthetic
+
+    kw = dict(
+        levels=levels,
+        min_nodes_per_level=lo,
+        max_nodes_per_level=lo + extra,
+        edge_probability=p,
+        random_edges=3,
+        colocated_fraction=0.2,
+        training=training,
+        seed=seed,
+    )
+    saved = synthetic._BATCH_OPS
+    try:
+        synthetic._BATCH_OPS = 1
+        one = _snapshot(synthetic.level_dag(**kw))
+        synthetic._BATCH_OPS = batch
+        assert _snapshot(synthetic.level_dag(**kw)) == one
+    finally:
+        synthetic._BATCH_OPS = saved
+    assert _snapshot(synthetic.level_dag(**kw)) == one

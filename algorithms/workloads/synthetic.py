@@ -40,7 +40,7 @@ import random
 from collections.abc import Iterator, Sequence
 
 from ..cluster import Cluster, Device, Link
-from ..graph import OpGraph, op_attrs
+from ..graph import OpGraph, gc_paused, op_attrs
 
 
 def _irange(rng: random.Random, r: Sequence[float]) -> int:
@@ -48,6 +48,11 @@ def _irange(rng: random.Random, r: Sequence[float]) -> int:
     return rng.randint(lo, hi)
 
 
+#: `level_dag` hands its ops and edges to the graph in batches of at least this many ops (whole levels)
+_BATCH_OPS = 4096
+
+
+@gc_paused()
 def level_dag(
     *,
     levels: int = 20,
@@ -92,14 +97,17 @@ def level_dag(
     level_nodes: list[list[str]] = []
     level_of: dict[str, int] = {}
     out_size: dict[str, float] = {}
-    # ops and edges are added in bulk, a level at a time (issue 22: a 10^6-op graph), in the order in which
-    # they were drawn, so that the graph (node order, adjacency order) is the one op-by-op insertion gave
+    # ops and edges are added in bulk, whole levels at a time (issue 22: a 10^6-op graph), in the order in
+    # which they were drawn, so that the graph (node order, adjacency order) is the one op-by-op insertion
+    # gave: a batch's ops first, then its edges (into its ops, from its own or earlier ops) in drawing order.
+    # The cyclic GC stays off for the whole generation (`gc_paused`; no cycles are made); batches of several
+    # levels spare the per-call cost on chains (one op per level)
     k = 0
+    records: list[tuple[str, dict]] = []
+    edges: list[tuple[str, str, float, bool]] = []
     for lv in range(levels):
         width = rng.randint(min_nodes_per_level, max_nodes_per_level)
         cur = []
-        records: list[tuple[str, dict]] = []
-        edges: list[tuple[str, str, float, bool]] = []
         for _ in range(width):
             nm = f"n{k}"
             k += 1
@@ -141,8 +149,10 @@ def level_dag(
                     if rng.random() < p:
                         edges.append((u_, v_, size, False))
         level_nodes.append(cur)
-        g.add_ops(records)
-        g.add_edges(edges)
+        if len(records) >= _BATCH_OPS or lv == levels - 1:
+            g.add_ops(records)
+            g.add_edges(edges)
+            records, edges = [], []
     all_nodes = [n for lvl in level_nodes for n in lvl]
     added, tries = 0, 0
     while added < random_edges and tries < 20 * random_edges + 100:

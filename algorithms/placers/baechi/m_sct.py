@@ -65,7 +65,7 @@ class MSCTPlacer(Placer):
     the whole graph), "windowed" (`sct_lp_windowed`: windows of `lp_window` ops along the topological order,
     linear in the ops, favourite children not those of the whole LP) or "auto" (default: the whole LP up to
     `lp_window_above` ops, the windowed one above; the choice and its measured effect on makespans are in
-    docs/scale.md, session 7).
+    docs/scale.md, "m-SCT's windowed SCT LP").
 
     `replay_retries` and `single_device_fallback` as in m-ETF (`safeguards.place_checked`).  `info` holds
     lp_time_s, lp_status, n_favorite_children, n_excluded_devices, the predicted makespan and the predicted

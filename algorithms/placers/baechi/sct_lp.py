@@ -424,9 +424,12 @@ def _solve_sct(
     return x, facts
 
 
-#: Ops per window of `sct_lp_windowed` (the window's LP takes about 1 s of HiGHS on the benchmark's random
-#: graphs; docs/scale.md, session 7).
-WINDOW_OPS = 4000
+#: Ops per window of `sct_lp_windowed`.  Measured on the benchmark's random graphs (docs/scale.md, "m-SCT's
+#: windowed SCT LP"): HiGHS' time per window grows faster than linearly with its size, so smaller windows are
+#: faster (100K ops, LP and rounding: 35 s CPU at 4,000 ops, 17 s at 500, 14 s at 250, where the solver's fixed
+#: cost per call takes over) and m-SCT's simulated makespans stayed within 1.5e-4 of the whole LP's (1e-4 at
+#: 500) for every window tried (250-8,000 ops) at 10K, 30K and 100K ops.
+WINDOW_OPS = 500
 
 #: `lp_formulation="auto"` (m-SCT's default) solves the whole LP up to this many ops and the windowed one
 #: above: the test fixtures (600-1,300 ops) and the captured models (GNMT, Inception: a few thousand ops)
@@ -473,7 +476,7 @@ def sct_lp_windowed(
     the ops whose x the interior point pushes to 0 (the favourites) are those on the window's critical path
     rather than the step's; (3) the interior point of each window differs.  The rounding rule (x < 0.1,
     Baechi 4.3) and the m-SCT list scheduling are unchanged.  m-SCT's predicted makespans with the two
-    formulations, measured on the benchmark graphs, are in docs/scale.md (session 7); `MSCTPlacer`'s
+    formulations, measured on the benchmark graphs, are in docs/scale.md ("m-SCT's windowed SCT LP"); `MSCTPlacer`'s
     ``lp_formulation="auto"`` keeps the whole LP up to `WINDOW_ABOVE_OPS` ops.
 
     Returns x (one value per edge, in the order of ``graph.index().succ`` flattened) and facts (summed

@@ -72,10 +72,17 @@ class SCTQueue(PairQueue):
 
     # ----------------------------------------------------------------- helpers
     def usable(self, o: int, p: int) -> bool:
-        g = self.m.gid[o]
-        if g >= 0 and self.m.group_dev[g] >= 0:  # a pinned group still goes to its device, excluded or not
-            return p == self.m.group_dev[g]
-        return not self.excluded[p] and super().usable(o, p)
+        # `PairQueue.usable` spelt out (called for every head of every device at every step of the loop)
+        m = self.m
+        g = m.gid[o]
+        if g >= 0:
+            if m.group_dev[g] >= 0:  # a pinned group still goes to its device, excluded or not
+                return p == m.group_dev[g]
+            if self.excluded[p] or (self.banned and g * m.D + p in self.banned):
+                return False
+        elif self.excluded[p]:
+            return False
+        return (o * m.D + p) not in self.dropped
 
     def on_favorite_device(self, o: int, p: int) -> bool:
         f = self.fav[o]
@@ -98,12 +105,14 @@ class SCTQueue(PairQueue):
         at ``avail[p]``, so the best class wins, then the lower op index."""
         m = self.m
         av = m.avail[p]
+        dev, gen, usable, favp = m.dev, self.gen, self.usable, self.fav
         pend, fav, urg, non = self.dheap[p], self.c_fav[p], self.c_urg[p], self.c_non[p]
         while pend and pend[0][0] <= av:
             _, o, g = heapq.heappop(pend)
-            if not self._valid(o, p, g):
+            if not (dev[o] < 0 and g == gen[o] and usable(o, p)):  # `_valid`, inline
                 continue
-            if self.on_favorite_device(o, p):
+            f = favp[o]
+            if f >= 0 and dev[f] == p:  # `on_favorite_device`
                 heapq.heappush(fav, (o, g))
             elif self.urgent_at[o] <= av:
                 heapq.heappush(urg, (o, g))
@@ -114,11 +123,17 @@ class SCTQueue(PairQueue):
             heapq.heappush(urg, (o, g))
         released: tuple[tuple[int, list[Any]], ...] = ((0, fav), (1, urg), (2, non))
         for cls, h in released:  # among released pairs a lower class wins
-            while h and not self._valid(h[0][-2], p, h[0][-1]):
+            while h:
+                top = h[0]
+                o = top[-2]
+                if dev[o] < 0 and top[-1] == gen[o] and usable(o, p):
+                    return (av, cls, o, h)
                 heapq.heappop(h)
-            if h:
-                return (av, cls, h[0][-2], h)
-        while pend and not self._valid(pend[0][1], p, pend[0][2]):
+        while pend:
+            top = pend[0]
+            o = top[1]
+            if dev[o] < 0 and top[2] == gen[o] and usable(o, p):
+                break
             heapq.heappop(pend)
         if not pend:
             return None
