@@ -148,7 +148,11 @@ DISTRIBUTED_SIZES = (1024, 16384, 262144, 1048576, 4194304, 16777216, 67108864)
 
 
 def comm_benchmark_distributed(
-    cluster: Cluster, sizes: Sequence[int] | None = None, repeats: int = 5, timeout_s: float = 600.0
+    cluster: Cluster,
+    sizes: Sequence[int] | None = None,
+    repeats: int = 5,
+    timeout_s: float = 600.0,
+    transport_policy: str = "idle",
 ) -> DistributedCommFit:
     """Fit ``latency + bytes / bandwidth`` from the process-per-device runtime's own send/recv (issue 16).
 
@@ -164,7 +168,8 @@ def comm_benchmark_distributed(
     messages, per message) is returned in the fit's `send_overhead_s` / `recv_overhead_s`. It includes what
     gloo's transport threads, pinned to the worker's core, take from its compute thread (timed on idle
     workers, as before, it missed that part). Cost: sizes x (repeats + 1) round trips plus two process
-    starts.
+    starts. `transport_policy`: the runtime's ``transport_priority`` (`worker.lower_transport_threads`), which
+    the hop and the per-message time depend on.
     """
     import os
 
@@ -177,7 +182,7 @@ def comm_benchmark_distributed(
     sizes = [int(s) for s in (sizes or DISTRIBUTED_SIZES)]
     host = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
     cores = worker_cores(cluster, host)[:2]
-    raw, send_s, recv_s = pingpong(cores, sizes, int(repeats), timeout_s)
+    raw, send_s, recv_s = pingpong(cores, sizes, int(repeats), timeout_s, policy=transport_policy)
     lat, bw = fit_linear_relative(raw, stat="mean")  # a step pays the mean hop (see fit_linear_relative)
     rel = np.array([(lat + b / bw - t) / t for b, t in raw if t > 0])
     log.info(
