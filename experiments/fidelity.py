@@ -155,6 +155,7 @@ def run(
         cluster = cluster.with_comm(fit.latency_s, fit.bytes_per_s)
         send_s, recv_s = fit.send_overhead_s, fit.recv_overhead_s
         calibration: dict[str, Any] = {}
+        fixed_costs = (send_s, recv_s)
         if message_costs == "in_step":
             total = fit.send_overhead_s + fit.recv_overhead_s
             cal = calibrate_in_step(
@@ -167,7 +168,19 @@ def run(
                 send_share=fit.send_overhead_s / total if total > 0 else 0.5,
             )
             send_s, recv_s = cal.send_overhead_s, cal.recv_overhead_s
-            calibration = {"rel_rms": cal.rel_rms, "placements": cal.placements, "latency_s": cal.latency_s}
+            calibration = {
+                "rel_rms": cal.rel_rms,
+                "placements": cal.placements,
+                "latency_s": cal.latency_s,
+                "fixed_latency": [fit.latency_s, cal.send_fixed_latency_s, cal.recv_fixed_latency_s],
+                "rel_rms_fixed_latency": cal.rel_rms_fixed_latency,
+            }
+            fixed_costs = (cal.send_fixed_latency_s, cal.recv_fixed_latency_s)
+            print(
+                f"{cl_name}: with the ping-pong latency kept: send {fixed_costs[0] * 1e6:.1f} us, receive "
+                f"{fixed_costs[1] * 1e6:.1f} us, calibration relative RMS {100 * cal.rel_rms_fixed_latency:.1f}%",
+                flush=True,
+            )
             print(
                 f"{cl_name}: in-step hop latency {cal.latency_s * 1e3:.3g} ms "
                 f"(ping-pong {fit.latency_s * 1e3:.3g} ms), "
@@ -184,6 +197,9 @@ def run(
         elif message_costs != "benchmark":
             raise ConfigError(f"--message-costs must be 'in_step' or 'benchmark', got {message_costs!r}")
         fits[cl_name] = (cluster.latency_s, fit.bytes_per_s, send_s, recv_s)
+        # the benchmark-only model (ping-pong hop, busy-worker message costs), predicted beside it for comparison
+        bench_cluster = cluster.with_comm(fit.latency_s, fit.bytes_per_s)
+        bench_costs = (fit.send_overhead_s, fit.recv_overhead_s)
         print(
             f"{cl_name}: hop latency {cluster.latency_s * 1e3:.3g} ms, {fit.bytes_per_s / 1e9:.3g} GB/s; per message "
             f"send {send_s * 1e6:.1f} us, receive {recv_s * 1e6:.1f} us ({message_costs})",
@@ -240,6 +256,28 @@ def run(
                     recv_overhead_s=recv_s,
                     recv_buffers="step_start",  # the gloo workers post every receive before the step
                 )
+                sim_bench = simulate(
+                    mean_graph,
+                    bench_cluster,
+                    placement.assignment,
+                    sched,
+                    host_cores=host,
+                    send_overhead_s=bench_costs[0],
+                    recv_overhead_s=bench_costs[1],
+                    recv_buffers="step_start",
+                    record_memory=False,
+                )
+                sim_fixed = simulate(
+                    mean_graph,
+                    bench_cluster,
+                    placement.assignment,
+                    sched,
+                    host_cores=host,
+                    send_overhead_s=fixed_costs[0],
+                    recv_overhead_s=fixed_costs[1],
+                    recv_buffers="step_start",
+                    record_memory=False,
+                )
                 runs = results[placer_name]
                 times = [t for res in runs for t in res.step_times_s]
                 measured = statistics.median(times)
@@ -251,6 +289,9 @@ def run(
                         "placer": placer_name,
                         "devices_used": len(used),
                         "predicted_s": sim.makespan,
+                        "predicted_benchmark_s": sim_bench.makespan,
+                        "predicted_fixed_latency_s": sim_fixed.makespan,
+                        "transfers": len(sim.transfers),
                         "measured_s": measured,
                         "iqr_s": iqr(times),
                         "round_medians_s": [res.measured_step_s for res in runs],
@@ -271,6 +312,10 @@ def run(
                     f"{model_name:18s} {cl_name:5s} {placer_name:10s} dev={r['devices_used']} "
                     f"pred={r['predicted_s'] * 1e3:8.3f} ms  meas={r['measured_s'] * 1e3:8.3f} ms "
                     f"(IQR {r['iqr_s'] * 1e3:6.3f})  err={100 * r['error']:+6.1f}%  "
+                    f"[benchmark costs: pred={r['predicted_benchmark_s'] * 1e3:8.3f} ms "
+                    f"err={100 * (r['predicted_benchmark_s'] / r['measured_s'] - 1):+6.1f}%]  "
+                    f"[ping-pong latency: err={100 * (r['predicted_fixed_latency_s'] / r['measured_s'] - 1):+6.1f}%]  "
+                    f"msgs={r['transfers']}  "
                     f"mem pred/meas={r['predicted_peak']:.3g}/{r['measured_peak']:.3g} B  correct={r['correct']}",
                     flush=True,
                 )
@@ -293,6 +338,18 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "runs": len(rs),
                 "median_abs_error": statistics.median(errs),
                 "kendall_tau": kendall_tau([r["predicted_s"] for r in rs], [r["measured_s"] for r in rs]),
+                "median_abs_error_benchmark": statistics.median(
+                    abs(r["predicted_benchmark_s"] - r["measured_s"]) / r["measured_s"] for r in rs
+                ),
+                "median_abs_error_fixed_latency": statistics.median(
+                    abs(r["predicted_fixed_latency_s"] - r["measured_s"]) / r["measured_s"] for r in rs
+                ),
+                "kendall_tau_fixed_latency": kendall_tau(
+                    [r["predicted_fixed_latency_s"] for r in rs], [r["measured_s"] for r in rs]
+                ),
+                "kendall_tau_benchmark": kendall_tau(
+                    [r["predicted_benchmark_s"] for r in rs], [r["measured_s"] for r in rs]
+                ),
                 "median_abs_memory_error": statistics.median(mem) if mem else float("nan"),
             }
         )
@@ -330,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         default="idle",
         help="gloo transport threads of the runtime and the benchmarks (worker.lower_transport_threads)",
     )
+    ap.add_argument("--seed", type=int, default=0, help="seed of the rounds' random run order")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     if args.autogroup_nice is not None:
@@ -354,15 +412,22 @@ def main(argv: list[str] | None = None) -> int:
         args.comm_repeats,
         args.timeout,
         rounds=args.rounds,
+        seed=args.seed,
         message_costs=args.message_costs,
         transport_priority=args.transport_priority,
     )
     summary = summarise(rows)
-    print("\nmodel              cluster runs  median|err|  tau    median|mem err|")
+    print(
+        f"\nmodel              cluster runs  median|err|  tau    median|mem err|  "
+        f"(benchmark costs only: median|err|  tau)  (ping-pong latency: median|err|  tau)  "
+        f"[message costs: {args.message_costs}]"
+    )
     for s in summary:
         print(
             f"{s['model']:18s} {s['cluster']:7s} {s['runs']:4d}  {100 * s['median_abs_error']:9.1f}%  "
-            f"{s['kendall_tau']:+.2f}  {100 * s['median_abs_memory_error']:9.1f}%"
+            f"{s['kendall_tau']:+.2f}  {100 * s['median_abs_memory_error']:9.1f}%          "
+            f"{100 * s['median_abs_error_benchmark']:9.1f}%  {s['kendall_tau_benchmark']:+.2f}          "
+            f"{100 * s['median_abs_error_fixed_latency']:9.1f}%  {s['kendall_tau_fixed_latency']:+.2f}"
         )
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     if args.json:

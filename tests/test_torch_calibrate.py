@@ -57,6 +57,11 @@ def test_fit_recovers_the_costs_that_made_the_steps():
     assert predict(g, c, p, o, 0.0, 0.0, None) < 0.7 * m
     with pytest.raises(ConfigError, match="send_share"):
         fit_message_costs(g, c, runs, send_share=1.5)
+    # the latency kept at its true value: only the per-message time is fitted, and found
+    lat, s, r, rms = fit_message_costs(g, c, runs, send_share=0.3, max_message_s=1e-3, latency_s=true_lat)
+    assert lat == true_lat
+    assert s + r == pytest.approx(true_s + true_r, abs=5e-6)
+    assert rms < 0.01
 
 
 def test_fit_rejects_bad_runs():

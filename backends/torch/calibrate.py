@@ -18,11 +18,13 @@ tens of microseconds, as the tiny models' ops are). Its ops are profiled in the 
 (`profiler.profile_in_worker`); it is placed by *blocks of the topological order* (op k on device
 ``(k // B) % 2`` for several block lengths B), which gives a known and widely varying number of cross-device
 messages, both ways, with and without overlap between the devices; each placement is run and its median step
-measured. ``send_overhead_s`` and ``recv_overhead_s`` are then the pair that makes
-`algorithms.simulator.simulate` (with the hop of the communication fit, the runtime's receive buffers and
-host cores) predict those steps best: least squares of the *relative* error over the placements, found on a
-coarse grid refined twice (the predicted step is piecewise linear in the two costs, so a grid search is
-robust where a gradient method is not). The fit and its residual are logged and returned.
+measured. The hop latency and the per-message processor time (``send_overhead_s + recv_overhead_s``, split in
+the busy benchmark's ratio) are then the pair that makes `algorithms.simulator.simulate` (with the ping-pong's
+bandwidth, the runtime's receive buffers and host cores) predict those steps best: least squares of the
+*relative* error over the placements (`fit_message_costs`), on a grid refined three times (the predicted step
+is piecewise linear in the two, so a grid search is robust where a gradient method is not), or, where it fits
+better, the one-dimensional fit with the ping-pong's latency kept (the error is not convex in the two). The
+fit and its residual are logged and returned.
 
 A choice: a single (send, receive) pair for every message, whatever its size (the bytes are in the hop's
 ``bytes / bandwidth``), as the simulator models it; what this pair absorbs beyond gloo's own work (the
@@ -79,6 +81,10 @@ class InStepCalibration:
     placements: list[dict[str, Any]] = field(default_factory=list)  # per block length: messages, measured, predicted
     rel_rms: float = 0.0  # root mean square of the relative errors at the fit
     profile_step_s: list[float] = field(default_factory=list)  # the profiled single-device step of each round
+    # the per-message times fitted with the latency kept at the cluster's (the ping-pong's), and their error
+    send_fixed_latency_s: float = 0.0
+    recv_fixed_latency_s: float = 0.0
+    rel_rms_fixed_latency: float = 0.0
 
 
 def block_placement(graph: OpGraph, devices: Sequence[str], block: int) -> dict[str, str]:
@@ -132,6 +138,7 @@ def fit_message_costs(
     max_message_s: float = 1e-3,
     points: int = 11,
     refinements: int = 4,
+    latency_s: float | None = None,
 ) -> tuple[float, float, float, float]:
     """(latency_s, send_s, recv_s, relative RMS error): the hop latency and the per-message processor time
     (``send_s + recv_s``, split ``send_share : 1 - send_share``) that minimise the squared relative error between
@@ -141,8 +148,10 @@ def fit_message_costs(
     sender and receiver is not identifiable from steps in which both devices wait for each other (a chain pays
     both), so it is given (the busy-worker benchmark's ratio, `distributed._busy_message_cost`). A grid of
     `points` x `points` over [0, `max_latency_s`] x [0, `max_message_s`], refined `refinements` - 1 times around
-    the best point (a quarter of the span each time; ties go to the smaller values). O(refinements points^2
-    len(runs)) simulations."""
+    the best point (a quarter of the span each time; ties go to the smaller values). With `latency_s` given
+    the latency is kept at that value (e.g. the ping-pong's, which measures the hop directly) and only the
+    per-message time is fitted. O(refinements points^2 len(runs)) simulations (points, not points^2, with a
+    fixed latency)."""
     if not runs:
         raise ConfigError("fit_message_costs: no calibration runs")
     if any(m <= 0 for _, _, m in runs):
@@ -156,12 +165,12 @@ def fit_message_costs(
         s, r = send_share * msg, (1.0 - send_share) * msg
         return sum(((predict(graph, cl, p, o, s, r, host_cores) - m) / m) ** 2 for p, o, m in runs)
 
-    lo = [0.0, 0.0]
-    span = [float(max_latency_s), float(max_message_s)]
+    lo = [0.0 if latency_s is None else float(latency_s), 0.0]
+    span = [float(max_latency_s) if latency_s is None else 0.0, float(max_message_s)]
     best = (math.inf, 0.0, 0.0)
     for _ in range(refinements):
         step = [x / (points - 1) for x in span]
-        for a in range(points):
+        for a in range(points if latency_s is None else 1):
             lat = lo[0] + a * step[0]
             if lat < 0:
                 continue
@@ -174,6 +183,8 @@ def fit_message_costs(
                     best = (val, lat, msg)
         span = [x / 4.0 for x in span]
         lo = [best[1] - span[0] / 2, best[2] - span[1] / 2]
+    if not math.isfinite(best[0]):
+        raise ConfigError("fit_message_costs: no admissible point (negative latency_s?)")
     _, lat, msg = best
     return lat, send_share * msg, (1.0 - send_share) * msg, math.sqrt(best[0] / len(runs))
 
@@ -240,6 +251,13 @@ def calibrate_in_step(
     prof = _mean_profile(profiles)
     runs = [(p, o, statistics.median(times[b])) for b, p, o in cases]
     lat, send_s, recv_s, rms = fit_message_costs(prof, pair, runs, host_cores=host_cores, send_share=send_share)
+    _, send_fixed, recv_fixed, rms_fixed = fit_message_costs(
+        prof, pair, runs, host_cores=host_cores, send_share=send_share, latency_s=pair.latency_s
+    )
+    if rms_fixed < rms:
+        # the error is piecewise linear and not convex in (latency, message time): the refined grid may settle
+        # in a worse cell than the one-dimensional fit at the ping-pong's latency; the fit is the better of two
+        lat, send_s, recv_s, rms = pair.latency_s, send_fixed, recv_fixed, rms_fixed
     fitted = pair.with_comm(lat, pair.bytes_per_s)
     rows = []
     for (b, p, o), (_, _, m) in zip(cases, runs):
@@ -268,7 +286,9 @@ def calibrate_in_step(
             for r in rows
         ),
     )
-    return InStepCalibration(lat, send_s, recv_s, rows, rms, [c["step_s"] for c in checks])
+    return InStepCalibration(
+        lat, send_s, recv_s, rows, rms, [c["step_s"] for c in checks], send_fixed, recv_fixed, rms_fixed
+    )
 
 
 def _mean_profile(graphs: Sequence[OpGraph]) -> OpGraph:
