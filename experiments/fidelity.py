@@ -114,21 +114,31 @@ def run(
     timeout_s: float = 600.0,
     rounds: int = 1,
     seed: int = 0,
+    message_costs: str = "in_step",
+    transport_priority: str = "idle",
 ) -> list:
     """The sweep (see the module docstring). With ``rounds`` > 1 the model is profiled again in every round and
     every placement runs once per round, in a new random order each round: this machine's speed drifts by tens
     of percent over seconds and minutes (a fixed loop of small ops measured 20-42 ms on a quiet host), so one
     profile and one run per placement, taken minutes apart, compare two different machines. The prediction uses
     the mean of the rounds' profiles (placements are made on the first), the measured step is the median of
-    every round's measured steps, and `profile_step_s` lists each round's single-device step (the drift)."""
+    every round's measured steps, and `profile_step_s` lists each round's single-device step (the drift).
+
+    `message_costs`: where the per-message send / receive processor time comes from: ``"in_step"`` (the
+    default) fits it to the runtime's own placed steps of a synthetic calibration program
+    (`backends.torch.calibrate.calibrate_in_step`, after the hop's fit); ``"benchmark"`` takes the busy-worker
+    benchmark's (`comm.comm_benchmark_distributed`). `transport_priority`: the runtime's (and the
+    benchmarks') gloo transport-thread policy (`backends.torch.worker.lower_transport_threads`)."""
     import random
 
     import hydra.utils
     from omegaconf import OmegaConf
 
     from algorithms.cluster import Cluster
+    from algorithms.errors import ConfigError
     from algorithms.simulator import simulate
     from backends.torch import TorchBackend
+    from backends.torch.calibrate import calibrate_in_step
     from backends.torch.comm import comm_benchmark_distributed
     from backends.torch.distributed import TorchDistributedRuntime, iqr
     from backends.torch.profiler import profile_in_worker, worker_setting
@@ -141,9 +151,60 @@ def run(
     for cl_name in clusters:
         base = compose_cfg(models[0], cl_name, "single")
         cluster = Cluster.from_dict(OmegaConf.to_container(base.cluster, resolve=True), cl_name)
-        fit = comm_benchmark_distributed(cluster, repeats=repeats)
-        fits[cl_name] = (fit.latency_s, fit.bytes_per_s, fit.send_overhead_s, fit.recv_overhead_s)
+        fit = comm_benchmark_distributed(cluster, repeats=repeats, transport_policy=transport_priority)
         cluster = cluster.with_comm(fit.latency_s, fit.bytes_per_s)
+        send_s, recv_s = fit.send_overhead_s, fit.recv_overhead_s
+        calibration: dict[str, Any] = {}
+        fixed_costs = (send_s, recv_s)
+        if message_costs == "in_step":
+            total = fit.send_overhead_s + fit.recv_overhead_s
+            cal = calibrate_in_step(
+                cluster,
+                transport_policy=transport_priority,
+                rounds=rounds,
+                warmup=warmup,
+                steps=steps,
+                seed=seed,
+                send_share=fit.send_overhead_s / total if total > 0 else 0.5,
+            )
+            send_s, recv_s = cal.send_overhead_s, cal.recv_overhead_s
+            calibration = {
+                "rel_rms": cal.rel_rms,
+                "placements": cal.placements,
+                "latency_s": cal.latency_s,
+                "fixed_latency": [fit.latency_s, cal.send_fixed_latency_s, cal.recv_fixed_latency_s],
+                "rel_rms_fixed_latency": cal.rel_rms_fixed_latency,
+            }
+            fixed_costs = (cal.send_fixed_latency_s, cal.recv_fixed_latency_s)
+            print(
+                f"{cl_name}: with the ping-pong latency kept: send {fixed_costs[0] * 1e6:.1f} us, receive "
+                f"{fixed_costs[1] * 1e6:.1f} us, calibration relative RMS {100 * cal.rel_rms_fixed_latency:.1f}%",
+                flush=True,
+            )
+            print(
+                f"{cl_name}: in-step hop latency {cal.latency_s * 1e3:.3g} ms "
+                f"(ping-pong {fit.latency_s * 1e3:.3g} ms), "
+                f"message costs send {send_s * 1e6:.1f} us, receive {recv_s * 1e6:.1f} us "
+                f"(benchmark: {fit.send_overhead_s * 1e6:.1f} / {fit.recv_overhead_s * 1e6:.1f} us); calibration "
+                f"relative RMS {100 * cal.rel_rms:.1f}%: "
+                + ", ".join(
+                    f"{r['messages']} msgs {1e3 * r['measured_s']:.3g}/{1e3 * r['predicted_s']:.3g} ms"
+                    for r in cal.placements
+                ),
+                flush=True,
+            )
+            cluster = cluster.with_comm(cal.latency_s, fit.bytes_per_s)
+        elif message_costs != "benchmark":
+            raise ConfigError(f"--message-costs must be 'in_step' or 'benchmark', got {message_costs!r}")
+        fits[cl_name] = (cluster.latency_s, fit.bytes_per_s, send_s, recv_s)
+        # the benchmark-only model (ping-pong hop, busy-worker message costs), predicted beside it for comparison
+        bench_cluster = cluster.with_comm(fit.latency_s, fit.bytes_per_s)
+        bench_costs = (fit.send_overhead_s, fit.recv_overhead_s)
+        print(
+            f"{cl_name}: hop latency {cluster.latency_s * 1e3:.3g} ms, {fit.bytes_per_s / 1e9:.3g} GB/s; per message "
+            f"send {send_s * 1e6:.1f} us, receive {recv_s * 1e6:.1f} us ({message_costs})",
+            flush=True,
+        )
         for model_name in models:
             cfg = compose_cfg(model_name, cl_name, "single")
             model = backend.build(OmegaConf.to_container(cfg.model, resolve=True))
@@ -178,9 +239,9 @@ def run(
                 rng.shuffle(order)
                 for placer_name in order:
                     placement = placements[placer_name]
-                    res = TorchDistributedRuntime(warmup=warmup, steps=steps, timeout_s=timeout_s).run(
-                        backend, model, graph, placement.assignment, order_for(g, cluster, placement), cluster
-                    )
+                    res = TorchDistributedRuntime(
+                        warmup=warmup, steps=steps, timeout_s=timeout_s, transport_priority=transport_priority
+                    ).run(backend, model, graph, placement.assignment, order_for(g, cluster, placement), cluster)
                     results.setdefault(placer_name, []).append(res)
             mean_graph = mean_profile(profiled)
             for placer_name, placement in placements.items():
@@ -191,9 +252,31 @@ def run(
                     placement.assignment,
                     sched,
                     host_cores=host,
-                    send_overhead_s=fit.send_overhead_s,
-                    recv_overhead_s=fit.recv_overhead_s,
+                    send_overhead_s=send_s,
+                    recv_overhead_s=recv_s,
                     recv_buffers="step_start",  # the gloo workers post every receive before the step
+                )
+                sim_bench = simulate(
+                    mean_graph,
+                    bench_cluster,
+                    placement.assignment,
+                    sched,
+                    host_cores=host,
+                    send_overhead_s=bench_costs[0],
+                    recv_overhead_s=bench_costs[1],
+                    recv_buffers="step_start",
+                    record_memory=False,
+                )
+                sim_fixed = simulate(
+                    mean_graph,
+                    bench_cluster,
+                    placement.assignment,
+                    sched,
+                    host_cores=host,
+                    send_overhead_s=fixed_costs[0],
+                    recv_overhead_s=fixed_costs[1],
+                    recv_buffers="step_start",
+                    record_memory=False,
                 )
                 runs = results[placer_name]
                 times = [t for res in runs for t in res.step_times_s]
@@ -206,6 +289,9 @@ def run(
                         "placer": placer_name,
                         "devices_used": len(used),
                         "predicted_s": sim.makespan,
+                        "predicted_benchmark_s": sim_bench.makespan,
+                        "predicted_fixed_latency_s": sim_fixed.makespan,
+                        "transfers": len(sim.transfers),
                         "measured_s": measured,
                         "iqr_s": iqr(times),
                         "round_medians_s": [res.measured_step_s for res in runs],
@@ -218,6 +304,7 @@ def run(
                         "profile_step_s": [c["step_s"] for c in checks],
                         "place_s": place_s[placer_name],
                         "comm_fit": fits[cl_name],
+                        "calibration": calibration,
                     }
                 )
                 r = rows[-1]
@@ -225,6 +312,10 @@ def run(
                     f"{model_name:18s} {cl_name:5s} {placer_name:10s} dev={r['devices_used']} "
                     f"pred={r['predicted_s'] * 1e3:8.3f} ms  meas={r['measured_s'] * 1e3:8.3f} ms "
                     f"(IQR {r['iqr_s'] * 1e3:6.3f})  err={100 * r['error']:+6.1f}%  "
+                    f"[benchmark costs: pred={r['predicted_benchmark_s'] * 1e3:8.3f} ms "
+                    f"err={100 * (r['predicted_benchmark_s'] / r['measured_s'] - 1):+6.1f}%]  "
+                    f"[ping-pong latency: err={100 * (r['predicted_fixed_latency_s'] / r['measured_s'] - 1):+6.1f}%]  "
+                    f"msgs={r['transfers']}  "
                     f"mem pred/meas={r['predicted_peak']:.3g}/{r['measured_peak']:.3g} B  correct={r['correct']}",
                     flush=True,
                 )
@@ -247,6 +338,18 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "runs": len(rs),
                 "median_abs_error": statistics.median(errs),
                 "kendall_tau": kendall_tau([r["predicted_s"] for r in rs], [r["measured_s"] for r in rs]),
+                "median_abs_error_benchmark": statistics.median(
+                    abs(r["predicted_benchmark_s"] - r["measured_s"]) / r["measured_s"] for r in rs
+                ),
+                "median_abs_error_fixed_latency": statistics.median(
+                    abs(r["predicted_fixed_latency_s"] - r["measured_s"]) / r["measured_s"] for r in rs
+                ),
+                "kendall_tau_fixed_latency": kendall_tau(
+                    [r["predicted_fixed_latency_s"] for r in rs], [r["measured_s"] for r in rs]
+                ),
+                "kendall_tau_benchmark": kendall_tau(
+                    [r["predicted_benchmark_s"] for r in rs], [r["measured_s"] for r in rs]
+                ),
                 "median_abs_memory_error": statistics.median(mem) if mem else float("nan"),
             }
         )
@@ -272,6 +375,19 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="write this nice value to /proc/self/autogroup first (see the module docstring)",
     )
+    ap.add_argument(
+        "--message-costs",
+        choices=["in_step", "benchmark"],
+        default="in_step",
+        help="per-message processor time: fitted to placed steps of a calibration program, or the busy benchmark's",
+    )
+    ap.add_argument(
+        "--transport-priority",
+        choices=["idle", "nice", "normal"],
+        default="idle",
+        help="gloo transport threads of the runtime and the benchmarks (worker.lower_transport_threads)",
+    )
+    ap.add_argument("--seed", type=int, default=0, help="seed of the rounds' random run order")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     if args.autogroup_nice is not None:
@@ -282,7 +398,11 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
     group = Path("/proc/self/autogroup")
     where = group.read_text().strip() if group.exists() else "no autogroup"
-    print(f"host cores {len(os.sched_getaffinity(0))}, load average {load:.2f}, {where}", flush=True)
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}: host cores {len(os.sched_getaffinity(0))}, "
+        f"load average {load:.2f}, {where}; {' '.join(sys.argv[1:] if argv is None else argv)}",
+        flush=True,
+    )
     rows = run(
         args.models,
         args.placers,
@@ -292,13 +412,22 @@ def main(argv: list[str] | None = None) -> int:
         args.comm_repeats,
         args.timeout,
         rounds=args.rounds,
+        seed=args.seed,
+        message_costs=args.message_costs,
+        transport_priority=args.transport_priority,
     )
     summary = summarise(rows)
-    print("\nmodel              cluster runs  median|err|  tau    median|mem err|")
+    print(
+        f"\nmodel              cluster runs  median|err|  tau    median|mem err|  "
+        f"(benchmark costs only: median|err|  tau)  (ping-pong latency: median|err|  tau)  "
+        f"[message costs: {args.message_costs}]"
+    )
     for s in summary:
         print(
             f"{s['model']:18s} {s['cluster']:7s} {s['runs']:4d}  {100 * s['median_abs_error']:9.1f}%  "
-            f"{s['kendall_tau']:+.2f}  {100 * s['median_abs_memory_error']:9.1f}%"
+            f"{s['kendall_tau']:+.2f}  {100 * s['median_abs_memory_error']:9.1f}%          "
+            f"{100 * s['median_abs_error_benchmark']:9.1f}%  {s['kendall_tau_benchmark']:+.2f}          "
+            f"{100 * s['median_abs_error_fixed_latency']:9.1f}%  {s['kendall_tau_fixed_latency']:+.2f}"
         )
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     if args.json:

@@ -148,7 +148,13 @@ DISTRIBUTED_SIZES = (1024, 16384, 262144, 1048576, 4194304, 16777216, 67108864)
 
 
 def comm_benchmark_distributed(
-    cluster: Cluster, sizes: Sequence[int] | None = None, repeats: int = 5, timeout_s: float = 600.0
+    cluster: Cluster,
+    sizes: Sequence[int] | None = None,
+    repeats: int = 5,
+    timeout_s: float = 600.0,
+    transport_policy: str = "idle",
+    in_step: bool = False,
+    in_step_rounds: int = 2,
 ) -> DistributedCommFit:
     """Fit ``latency + bytes / bandwidth`` from the process-per-device runtime's own send/recv (issue 16).
 
@@ -164,7 +170,11 @@ def comm_benchmark_distributed(
     messages, per message) is returned in the fit's `send_overhead_s` / `recv_overhead_s`. It includes what
     gloo's transport threads, pinned to the worker's core, take from its compute thread (timed on idle
     workers, as before, it missed that part). Cost: sizes x (repeats + 1) round trips plus two process
-    starts.
+    starts. `transport_policy`: the runtime's ``transport_priority`` (`worker.lower_transport_threads`), which
+    the hop and the per-message time depend on. `in_step`: replace the latency and the per-message times by the
+    in-step calibration (`calibrate.calibrate_in_step`, `in_step_rounds` rounds; split between send and receive
+    in the benchmark's ratio), which predicts placed steps far better (docs/fidelity.md, 24 November); the
+    ping-pong's bandwidth and samples are kept. Default off (it costs about a minute).
     """
     import os
 
@@ -177,7 +187,7 @@ def comm_benchmark_distributed(
     sizes = [int(s) for s in (sizes or DISTRIBUTED_SIZES)]
     host = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
     cores = worker_cores(cluster, host)[:2]
-    raw, send_s, recv_s = pingpong(cores, sizes, int(repeats), timeout_s)
+    raw, send_s, recv_s = pingpong(cores, sizes, int(repeats), timeout_s, policy=transport_policy)
     lat, bw = fit_linear_relative(raw, stat="mean")  # a step pays the mean hop (see fit_linear_relative)
     rel = np.array([(lat + b / bw - t) / t for b, t in raw if t > 0])
     log.info(
@@ -197,5 +207,17 @@ def comm_benchmark_distributed(
         med = float(np.median([t for b, t in raw if int(b) == size] or [0.0]))
         log.debug("  %d bytes: measured median %.4g s, fit %.4g s", size, med, lat + size / bw)
     log.info("per-message processor time: send %.3g s, receive %.3g s", send_s, recv_s)
+    if in_step:
+        from .calibrate import calibrate_in_step
+
+        total = send_s + recv_s
+        cal = calibrate_in_step(
+            cluster.with_comm(lat, bw),
+            transport_policy=transport_policy,
+            rounds=in_step_rounds,
+            timeout_s=timeout_s,
+            send_share=send_s / total if total > 0 else 0.5,
+        )
+        lat, send_s, recv_s = cal.latency_s, cal.send_overhead_s, cal.recv_overhead_s
     a, c = cluster.names[0], cluster.names[1]
     return DistributedCommFit(lat, bw, {}, [(a, c, b, t) for b, t in raw], send_s, recv_s)

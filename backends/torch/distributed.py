@@ -166,7 +166,15 @@ def _busy_message_cost(rank: int, n_msg: int, two_way: bool, tag0: int, lag: int
     return max(0.0, float(statistics.fmean(costs)))
 
 
-def _pingpong_main(rank: int, port: int, cores: list[list[int]], sizes: list[int], repeats: int, results: Any) -> None:
+def _pingpong_main(
+    rank: int,
+    port: int,
+    cores: list[list[int]],
+    sizes: list[int],
+    repeats: int,
+    policy: str,
+    results: Any,
+) -> None:
     """Two pinned workers time one-way transfers of a tensor of every size with isend/irecv as a placed step
     makes them (the runtime's own path): the receiver posts its receive and blocks in ``wait()`` while the
     sender computes for about a millisecond (the receiver's core may meanwhile go to another process, as in a
@@ -177,7 +185,7 @@ def _pingpong_main(rank: int, port: int, cores: list[list[int]], sizes: list[int
     try:
         pin_worker(cores[rank])
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-        lower_transport_threads()  # as the runtime's workers run them
+        lower_transport_threads(policy)  # as the runtime's workers run them
         samples = []
         a = torch.randn(32, 32)
         stamp = torch.zeros(1, dtype=torch.float64)
@@ -214,11 +222,15 @@ def _pingpong_main(rank: int, port: int, cores: list[list[int]], sizes: list[int
 
 
 def pingpong(
-    cores: list[list[int]], sizes: Sequence[int], repeats: int, timeout_s: float = 600.0
+    cores: list[list[int]], sizes: Sequence[int], repeats: int, timeout_s: float = 600.0, policy: str = "idle"
 ) -> tuple[list[tuple[float, float]], float, float]:
     """(bytes, one-way seconds) samples between two worker processes pinned to `cores[0]` and `cores[1]`, and
-    the processor time per message of a send and of a receive on busy workers (`_busy_message_cost`)."""
-    args = (free_port(), cores, [int(s) for s in sizes], int(repeats))
+    the processor time per message of a send and of a receive on busy workers (`_busy_message_cost`). `policy`:
+    what gloo's transport threads get (`worker.lower_transport_threads`), as the measured runtime's
+    ``transport_priority``: the hop and the per-message time depend on it."""
+    if policy not in TRANSPORT_POLICIES:
+        raise ConfigError(f"transport policy {policy!r} is not one of {list(TRANSPORT_POLICIES)}")
+    args = (free_port(), cores, [int(s) for s in sizes], int(repeats), policy)
     reps = spawn_and_collect(_pingpong_main, args, 2, "comm benchmark workers", timeout_s)
     # one way: rank 0's cost is a send's, rank 1's a receive's. Two ways (each rank sends and receives one
     # message per op, as the workers of a step do): a rank pays a send and a receive, and more than the sum of
