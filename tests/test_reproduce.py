@@ -206,3 +206,36 @@ def test_measured_reason_names_the_reversed_pairs_and_the_regime():
     assert s.reason.endswith(gnmt4.reason)  # the structural text follows the measured part
     same = score_entry(gnmt4, _rows({"single": None, "expert": 0.221, "m_topo": 0.272, "m_etf": 0.23, "m_sct": 0.2}))
     assert same.reason.startswith("No pair of the 5 items is ordered against the paper.")  # no regime line
+
+
+def test_celeritas_t2_reads_the_ccr_on_the_papers_links():
+    """Table 2 in the lab: CCR after scaling (the target) x compute scale = CCR of the profiled graph on the
+    regime's links; the newest run per model, whatever its status; ccr_here goes to the reason."""
+    from orchestrator.reproduce.checks import ccr_paper_links
+
+    (t2,) = select("celeritas-t2")
+    rows = [
+        {"model": "transformer", "ccr": 111.957, "scale": 0.0286, "here": 3.65, "status": "oom"},
+        {"model": "gnmt", "ccr": 18.63, "scale": 0.158, "here": 3.84, "status": "ok"},
+        {"model": "gnmt", "ccr": 18.63, "scale": 0.5, "here": 9.0, "status": "ok"},  # older run
+    ]
+    df = pd.DataFrame(
+        [
+            {
+                "params.model": r["model"],
+                "params.regime": "celeritas",
+                "metrics.ccr": r["ccr"],
+                "metrics.regime.compute_scale": r["scale"],
+                "metrics.regime.ccr_here": r["here"],
+                "tags.status": r["status"],
+                "start_time": 10 - i,
+            }
+            for i, r in enumerate(rows)
+        ]
+    )
+    v = ccr_paper_links(df)
+    assert v == pytest.approx({"transformer": 111.957 * 0.0286, "gnmt": 18.63 * 0.158})
+    s = score_entry(t2, df)
+    assert s.lab == pytest.approx(v)
+    assert s.tau == pytest.approx(1.0) and s.headline is False  # ordered as the paper, far below CCR 10
+    assert "regime.ccr_here): gnmt 3.84, transformer 3.65." in s.reason

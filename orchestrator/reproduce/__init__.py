@@ -38,6 +38,12 @@ log = logging.getLogger(__name__)
 #: presets the scoreboard runs with overrides (--run): an experiment name that is a variant of a preset, or a
 #: preset run as several sweeps (one argument list each)
 PRESET_RUNS = {
+    # Celeritas Tables 2 and 3: the preset's sweep (Transformer, GNMT), and Inception-V3 with METIS only for
+    # Table 2's third model (its CCR; Table 3's Inception row is not scored)
+    "celeritas_large": [
+        ["+experiment=celeritas_large"],
+        ["+experiment=celeritas_large", "model=inception_v3", "placer=metis"],
+    ],
     # Baechi Table 3, GNMT: Baechi's placers with Baechi's optimizer (5.5: the paper's placers see 542 fused ops),
     # the single device and the expert on gnmt_sufficient's un-optimized graph (the expert's name rules)
     "gnmt_sufficient_optimized": [
@@ -66,6 +72,17 @@ PRESET_RUNS = {
     "celeritas_placement_time": [
         ["+experiment=celeritas_placement_time", "placer=order_place,celeritas", "placer.R=200"],
         ["+experiment=celeritas_placement_time", "placer=m_sct"],
+    ],
+    # Thesis Figure 7.3 at the thesis' graph sizes (7,475 to 36,319 nodes, 100 devices): partitioning time does
+    # not depend on the scheduler, so PCT only (HEFT's cost grows faster with the graph than the others': at a
+    # tenth of the levels it is not the slowest)
+    "thesis_synthetic_paper": [
+        [
+            "+experiment=thesis_synthetic",
+            "thesis_size=paper",
+            "experiment_name=thesis_synthetic_paper",
+            "scheduler=pct",
+        ]
     ],
     "thesis_synthetic_7dev_paper": [
         [

@@ -173,6 +173,29 @@ def _celeritas_best(v: Values, df: Any) -> bool | None:
     return _best_of_fitting(v, "celeritas")
 
 
+def ccr_paper_links(df: Any) -> Values:
+    """Celeritas Table 2 in the lab: per model (newest run that has the figures, whatever its status), the CCR
+    (eq. 1) of the graph as profiled here on the paper's machine as a model: the regime's PCIe links for the
+    c_ij, the compute times measured here for the w_i (the part of the paper's V100 machine the lab has no
+    model of). Read from the regime's figures: the run's CCR after scaling (the target) times the compute scale,
+    since scaling every w_i by s divides eq. 1 by s (`algorithms.ccr.compute_scale_for_ccr`)."""
+    out: Values = {}
+    for _, row in df.iterrows():
+        model = str(row.get("params.model"))
+        c, s = row.get("metrics.ccr"), row.get("metrics.regime.compute_scale")
+        if model in out or model == "nan" or c is None or s is None or c != c or s != s:
+            continue
+        out[model] = float(c) * float(s)
+    return out
+
+
+def ccr_here_reason(v: Values, df: Any) -> str:
+    """The other reading of Table 2: the CCR on the measured cluster (CPU compute, local links)."""
+    here = lab.newest(df, ("model",), "regime.ccr_here", any_status=True)
+    shown = ", ".join(f"{k} {x:.3g}" for k, x in sorted(here.items()) if x is not None)
+    return f"On the measured cluster (CPU compute and local links, regime.ccr_here): {shown}." if shown else ""
+
+
 def _ccr_check(v: Values, df: Any) -> bool | None:
     if not v:
         return None
