@@ -73,17 +73,6 @@ PRESET_RUNS = {
         ["+experiment=celeritas_placement_time", "placer=order_place,celeritas", "placer.R=200"],
         ["+experiment=celeritas_placement_time", "placer=m_sct"],
     ],
-    # Thesis Figure 7.3 at the thesis' graph sizes (7,475 to 36,319 nodes, 100 devices): partitioning time does
-    # not depend on the scheduler, so PCT only (HEFT's cost grows faster with the graph than the others': at a
-    # tenth of the levels it is not the slowest)
-    "thesis_synthetic_paper": [
-        [
-            "+experiment=thesis_synthetic",
-            "thesis_size=paper",
-            "experiment_name=thesis_synthetic_paper",
-            "scheduler=pct",
-        ]
-    ],
     "thesis_synthetic_7dev_paper": [
         [
             "+experiment=thesis_synthetic_7dev",

@@ -170,17 +170,18 @@ REASONS: dict[str, str] = {
     "thesis-f7.2": "Batch Split moves more data than in the thesis, which ranks it second on its graphs.",
     "thesis-f7.2-graphs": "Traffic follows the edge counts of the generated graphs.",
     "thesis-f7.3": (
-        "Read from runs at the thesis' graph sizes (thesis_synthetic_paper, PCT), since HEFT's cost grows faster "
-        "with the graph than the other partitioners': measured on graph 3 with 100 devices (24 Nov), HEFT takes "
-        "0.17 s at a tenth of the levels (755 nodes), as long as DFS (0.19 s) and less than MITE (0.25 s), but "
-        "3.4 s at the thesis' 7,562 nodes, 2.4x DFS (1.4 s) and 2.2x MITE (1.6 s): the small preset ranked it "
-        "below DFS. The lab's HEFT finds insertion gaps by bisection (O(log n) per device) where the thesis "
-        "searches each device's slots in turn, so its lead over the others is smaller than the thesis' 'by far'. "
-        "Wall-clock on the shared 2-core machine, one run per graph."
+        "The preset runs the graphs at a tenth of the thesis' levels, and HEFT's cost grows faster with the graph "
+        "than the other partitioners' (experiments/thesis_partition_time_scaling.py, graph 3, 100 devices, "
+        "placement alone, three runs on 24 Nov under other jobs' load): at the preset's size (755 nodes) HEFT "
+        "takes 0.2-0.6 s, within the noise of DFS (0.2-1.2 s) and MITE (0.25-0.5 s); at the thesis' size (7,562 "
+        "nodes) 3.4-7.7 s, 1.6-2.4x DFS and MITE, i.e. the slowest, as in the thesis. The sweep at the thesis' "
+        "sizes (thesis_size=paper, 42 jobs on graphs of 7,500 to 36,000 nodes) did not fit the session on the "
+        "shared machine. The lab's HEFT finds insertion gaps by bisection (O(log n) per device) where the thesis "
+        "searches each device's slots in turn, so its lead stays below the thesis' 'by far'."
     ),
     "thesis-f7.3-graphs": (
-        "HEFT's time at the thesis' sizes (thesis_synthetic_paper), one run per graph on a loaded machine; the "
-        "edge-heavy graphs (g3: 50,162 edges on 7,562 nodes) weigh more against the node count than in the thesis."
+        "One run per graph on a loaded machine, at a tenth of the levels, where the edge-heavy graphs weigh more "
+        "than the node count."
     ),
     "thesis-f7.4": (
         "The zoo's TensorFlow captures stand in for the thesis' graphs (347 / 3,069 / 5,271 nodes): "
