@@ -368,3 +368,29 @@ def test_relaxed_accounting_never_relaxes_persistent_bytes():
     assert st_.avail[0] == 300 - 70 and st_.persist_left[0] == 40
     assert not st_.fits(pos["b"], 0)  # 50 persistent bytes on top of 60 overflow the 100 real ones
     assert st_.fits(pos["c"], 0)  # transient bytes stay under the relaxed accounting
+
+
+@pytest.mark.parametrize("k", [76, 152])
+def test_auto_range_recovers_fused_candidates_even_when_a_finer_one_fits(k):
+    """R="auto" (issue 21, Celeritas Table 3's Transformer): the paper's R = 200 (and ~n / (2 D)) is refused by
+    the static accounting alone, while a finer range fits as it is (case 152: only R = 1, no fusion). The
+    relaxed accounting and the repair run for those ranges anyway, and the best fitting candidate is kept:
+    faster in the replay than every candidate that fitted unrelaxed."""
+    from algorithms.placers.celeritas.placer import RECOVERY_RANGES, auto_ranges
+
+    g, cl, frac = _fuzz_case(k)
+    p = CeleritasPlacer(R="auto")
+    plain: dict[int, float | None] = {}
+    for R in auto_ranges(g.index().n, len(cl.devices)):
+        try:
+            plain[R] = p._place_R(g, cl, R, 1.0).info["simulated_makespan_s"]
+        except InfeasiblePlacement:
+            plain[R] = None
+    first = list(plain)[:RECOVERY_RANGES]
+    assert any(plain[R] is None for R in first)
+    assert any(v is not None for v in plain.values())
+    pl = p.place(g, cl)
+    assert pl.info["simulated_makespan_s"] < min(v for v in plain.values() if v is not None)
+    assert pl.info["R"] in first and plain[pl.info["R"]] is None
+    res = simulate(g, cl, pl, schedule=pl.order)
+    assert res.ok and res.makespan == pytest.approx(pl.info["simulated_makespan_s"])

@@ -206,3 +206,68 @@ def test_measured_reason_names_the_reversed_pairs_and_the_regime():
     assert s.reason.endswith(gnmt4.reason)  # the structural text follows the measured part
     same = score_entry(gnmt4, _rows({"single": None, "expert": 0.221, "m_topo": 0.272, "m_etf": 0.23, "m_sct": 0.2}))
     assert same.reason.startswith("No pair of the 5 items is ordered against the paper.")  # no regime line
+
+
+def test_celeritas_t2_reads_the_ccr_on_the_papers_links():
+    """Table 2 in the lab: CCR after scaling (the target) x compute scale = CCR of the profiled graph on the
+    regime's links; the newest run per model, whatever its status; ccr_here goes to the reason."""
+    from orchestrator.reproduce.checks import ccr_paper_links
+
+    (t2,) = select("celeritas-t2")
+    rows = [
+        {"model": "transformer", "ccr": 111.957, "scale": 0.0286, "here": 3.65, "status": "oom"},
+        {"model": "gnmt", "ccr": 18.63, "scale": 0.158, "here": 3.84, "status": "ok"},
+        {"model": "gnmt", "ccr": 18.63, "scale": 0.5, "here": 9.0, "status": "ok"},  # older run
+    ]
+    df = pd.DataFrame(
+        [
+            {
+                "params.model": r["model"],
+                "params.regime": "celeritas",
+                "metrics.ccr": r["ccr"],
+                "metrics.regime.compute_scale": r["scale"],
+                "metrics.regime.ccr_here": r["here"],
+                "tags.status": r["status"],
+                "start_time": 10 - i,
+            }
+            for i, r in enumerate(rows)
+        ]
+    )
+    v = ccr_paper_links(df)
+    assert v == pytest.approx({"transformer": 111.957 * 0.0286, "gnmt": 18.63 * 0.158})
+    s = score_entry(t2, df)
+    assert s.lab == pytest.approx(v)
+    assert s.tau == pytest.approx(1.0) and s.headline is False  # ordered as the paper, far below CCR 10
+    assert "regime.ccr_here): gnmt 3.84, transformer 3.65." in s.reason
+
+
+def test_runs_from_the_fallback_store_are_named_on_the_page():
+    (gnmt4,) = select("baechi-t4-gnmt")
+    vals = {"single": None, "expert": 0.221, "m_topo": 0.272, "m_etf": 0.23, "m_sct": 0.2}
+    new = score_entry(gnmt4, _rows(vals).assign(experiment_name="gnmt_mem_limited", store="main"))
+    old = score_entry(gnmt4, _rows(vals).assign(experiment_name="gnmt_mem_limited", store="fallback"))
+    assert new.old_runs == () and old.old_runs == ("gnmt_mem_limited",)
+    assert new.verdict == old.verdict
+    assert "older store" not in render([new])
+    page = render([old])
+    assert "Runs read from the older store (not re-run on this code): gnmt_mem_limited." in page
+    assert "- runs: gnmt_mem_limited from the older store" in page
+
+
+def test_se_time_by_size_splits_the_deviations_by_estimated_op_time(tmp_path):
+    import json
+
+    from orchestrator.reproduce.checks import se_time_by_size
+
+    per_op = {"tiny1": 0.01, "tiny2": 0.5, "mid": 0.0, "big1": 0.02, "big2": 0.3, "big3": 0.9}
+    dur = {"tiny1": 5e-6, "tiny2": 5e-5, "mid": 5e-4, "big1": 2e-3, "big2": 1e-3, "big3": 0.1}
+    (tmp_path / "standard_evaluation.json").write_text(json.dumps({"time": {"per_op": per_op}}))
+    (tmp_path / "timeline.json").write_text(
+        json.dumps([{"op": k, "device": "cpu0", "start_s": 0.0, "end_s": v} for k, v in dur.items()])
+    )
+    df = pd.DataFrame([{"params.model": "gnmt", "artifact_uri": f"file://{tmp_path}"}])
+    (small, large) = se_time_by_size(df, 0.05)["gnmt"]
+    assert small == (0.5, 2)
+    assert large[1] == 3 and large[0] == pytest.approx(1 / 3)
+    (tmp_path / "timeline.json").unlink()
+    assert se_time_by_size(df, 0.05) == {}

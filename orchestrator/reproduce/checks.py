@@ -173,6 +173,29 @@ def _celeritas_best(v: Values, df: Any) -> bool | None:
     return _best_of_fitting(v, "celeritas")
 
 
+def ccr_paper_links(df: Any) -> Values:
+    """Celeritas Table 2 in the lab: per model (newest run that has the figures, whatever its status), the CCR
+    (eq. 1) of the graph as profiled here on the paper's machine as a model: the regime's PCIe links for the
+    c_ij, the compute times measured here for the w_i (the part of the paper's V100 machine the lab has no
+    model of). Read from the regime's figures: the run's CCR after scaling (the target) times the compute scale,
+    since scaling every w_i by s divides eq. 1 by s (`algorithms.ccr.compute_scale_for_ccr`)."""
+    out: Values = {}
+    for _, row in df.iterrows():
+        model = str(row.get("params.model"))
+        c, s = row.get("metrics.ccr"), row.get("metrics.regime.compute_scale")
+        if model in out or model == "nan" or c is None or s is None or c != c or s != s:
+            continue
+        out[model] = float(c) * float(s)
+    return out
+
+
+def ccr_here_reason(v: Values, df: Any) -> str:
+    """The other reading of Table 2: the CCR on the measured cluster (CPU compute, local links)."""
+    here = lab.newest(df, ("model",), "regime.ccr_here", any_status=True)
+    shown = ", ".join(f"{k} {x:.3g}" for k, x in sorted(here.items()) if x is not None)
+    return f"On the measured cluster (CPU compute and local links, regime.ccr_here): {shown}." if shown else ""
+
+
 def _ccr_check(v: Values, df: Any) -> bool | None:
     if not v:
         return None
@@ -255,7 +278,50 @@ def se_cdf_reason(v: Values, df: Any) -> str:
     def fmt(d: Values) -> str:
         return ", ".join(f"{k} {100 * x:.0f}%" for k, x in sorted(d.items()) if x is not None)
 
-    return f"Ops within 20% memory deviation: {fmt(mem)}; within 30% time deviation: {fmt(tim)} (paper: 90%, 80%)."
+    text = f"Ops within 20% memory deviation: {fmt(mem)}; within 30% time deviation: {fmt(tim)} (paper: 90%, 80%)."
+    by_size = se_time_by_size(df, SE_ACCURATE)
+    if by_size:
+        parts = []
+        for model, (small, large) in sorted(by_size.items()):
+            cells = [
+                f"{name} {100 * f:.0f}% of {n}" for name, (f, n) in (("under 0.1 ms", small), ("1 ms+", large)) if n
+            ]
+            parts.append(f"{model} " + ", ".join(cells))
+        text += (
+            f" Time estimates within {SE_ACCURATE:.0%} by op size (the op's estimated time in the run's timeline): "
+            + "; ".join(parts)
+            + "."
+        )
+    return text
+
+
+def se_time_by_size(df: Any, at: float) -> dict[str, tuple[tuple[float, int], tuple[float, int]]]:
+    """Per model (newest run with the files): the share of ops whose time estimate deviates by at most `at`,
+    among ops whose estimated time (their duration in the run's timeline.json, the placed estimated graph) is
+    under 0.1 ms and among those of 1 ms or more, with the op counts. Tells whether the deviations come from
+    timer-scale ops only. Empty when the runs lack the per-op deviations or the timeline."""
+    import json
+    from pathlib import Path
+
+    out: dict[str, tuple[tuple[float, int], tuple[float, int]]] = {}
+    for _, row in df.iterrows():
+        model = str(row.get("params.model"))
+        if model in out or model == "nan":
+            continue
+        data = _se_json(row)
+        folder = Path(str(row.get("artifact_uri") or "").removeprefix("file://"))
+        if not data or not (folder / "timeline.json").is_file():
+            continue
+        dev = (data.get("time") or {}).get("per_op") or {}
+        dur = {r["op"]: r["end_s"] - r["start_s"] for r in json.loads((folder / "timeline.json").read_text())}
+        small = [d for op, d in dev.items() if op in dur and dur[op] < 1e-4]
+        large = [d for op, d in dev.items() if op in dur and dur[op] >= 1e-3]
+
+        def share(xs: list[float]) -> tuple[float, int]:
+            return (sum(x <= at for x in xs) / len(xs) if xs else 0.0, len(xs))
+
+        out[model] = (share(small), share(large))
+    return out
 
 
 def _se_time_check(v: Values, df: Any) -> bool | None:

@@ -26,23 +26,34 @@ log = logging.getLogger(__name__)
 Values = dict[str, float | None]
 
 
-def job_runs(experiments: Sequence[str], tracking_uri: str | None = None) -> Any:
-    """The job runs (status ok or oom) of the experiments, newest first; an empty frame when there are none."""
+def job_runs(experiments: Sequence[str], tracking_uri: str | None = None, fallback_uri: str | None = None) -> Any:
+    """The job runs (status ok or oom) of the experiments, newest first; an empty frame when there are none.
+
+    With `fallback_uri`, an experiment that has no runs in the main store is read from that store instead, and
+    its rows get ``store = "fallback"`` (``"main"`` otherwise), so that a page regenerated from a partial re-run
+    says which entries still read older runs."""
     import mlflow
     import pandas as pd
 
-    if tracking_uri:
-        mlflow.set_tracking_uri(tracking_uri)
+    def search(uri: str | None, name: str) -> Any:
+        if uri:
+            mlflow.set_tracking_uri(uri)
+        try:
+            return mlflow.search_runs(experiment_names=[name], order_by=["attributes.start_time DESC"])
+        except Exception as exc:  # a missing experiment is "not run", not a failure
+            log.debug("no runs of %s in %s: %s", name, uri, exc)
+            return None
+
     frames = []
     for name in experiments:
-        try:
-            df = mlflow.search_runs(experiment_names=[name], order_by=["attributes.start_time DESC"])
-        except Exception as exc:  # a missing experiment is "not run", not a failure
-            log.debug("no runs of %s: %s", name, exc)
-            continue
-        if len(df):
-            df = df.assign(experiment_name=name)
+        df, store = search(tracking_uri, name), "main"
+        if (df is None or not len(df)) and fallback_uri:
+            df, store = search(fallback_uri, name), "fallback"
+        if df is not None and len(df):
+            df = df.assign(experiment_name=name, store=store)
             frames.append(df)
+    if tracking_uri:
+        mlflow.set_tracking_uri(tracking_uri)
     if not frames:
         return pd.DataFrame()
     df = pd.concat(frames, ignore_index=True)
