@@ -950,10 +950,10 @@ def run(model: ExecModel, banned: set[int]) -> tuple[int, int, int]:
     for p in range(D):
         seg = db[cuts[p] : cuts[p + 1]]
         peak = max(0.0, float(np.cumsum(seg).max())) if len(seg) else 0.0
-        exact = float(mpers[p]) + peak
+        exact_peak = float(mpers[p]) + peak
         top = float(val[p, : mn[p]].max())
         bound = float(mpers[p]) + (top if not float(level[p]) > top else float(level[p]))
-        peaks.append(min(exact, bound))
+        peaks.append(min(exact_peak, bound))
     # the model's placement state
     model.dev[:] = dev.tolist()
     model.start[:] = start.tolist()
