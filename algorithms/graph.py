@@ -10,16 +10,15 @@ Units: bytes and seconds everywhere.
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import itertools
 import json
 import math
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import networkx as nx
 import orjson  # a faster JSON codec for graphs and artifacts of 10^5-10^6 ops (issue 22); the formats are the same
@@ -54,18 +53,26 @@ def _check_number(value: Any, what: str) -> float:
     return float(value)
 
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block (back on after it, if it was on); as a decorator,
+    ``@gc_paused()``, off for each call of the function.  Nested uses leave it to the outermost.
 
-
-def _with_gc_paused(fn: _F) -> _F:
-    """Run `fn` with the cyclic garbage collector off (`gc_paused`)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with gc_paused():
-            return fn(*args, **kwargs)
-
-    return cast(_F, wrapper)
+    Building a graph or its index allocates millions of dicts, lists and tuples, none of them in a cycle;
+    each collection the allocations trigger walks every object already built, so that at 10^6 ops the
+    collector took about 40% of the graph's build, index and load time (docs/scale.md, session 7).  The
+    simulator and the list placers (`simulator.simulate`, `safeguards.place_checked`) run under it too: they
+    allocate a few small tuples per op and event and make no cycles, and every full collection would walk
+    the graph's millions of objects (100K random ops, simulate: 2.4-2.8 -> 1.8 s CPU).
+    Reference counting still frees everything as usual; only cycles made inside the block wait for the
+    next collection after it."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 @dataclass
@@ -120,39 +127,12 @@ class OpGraph:
         self._index: GraphIndex | None = None
 
     # ----------------------------------------------------------------- building
-    def add_op(
-        self,
-        name: str,
-        *,
-        compute_s: float = 0.0,
-        persistent_bytes: float = 0,
-        temporary_bytes: float = 0,
-        output_bytes: float = 0,
-        type: str = "Op",
-        phase: str = "forward",
-        colocation: str | None = None,
-        device_type: str | None = None,
-        forward_of: str | None = None,
-        compute_s_by_type: Mapping[str, float] | None = None,
-        **extra: Any,
-    ) -> None:
+    def add_op(self, name: str, **attrs: Any) -> None:
+        """Add an op; its attributes are `op_attrs`' keyword arguments (compute_s, the byte counts, type, phase,
+        colocation, device_type, forward_of, compute_s_by_type, any extra ones), with its defaults."""
         if name in self.nx:
             raise InvalidGraph(f"duplicate op name {name!r}")
-        attrs = dict(
-            type=type,
-            phase=phase,
-            compute_s=compute_s,
-            persistent_bytes=persistent_bytes,
-            temporary_bytes=temporary_bytes,
-            output_bytes=output_bytes,
-            colocation=colocation,
-            device_type=device_type,
-            forward_of=forward_of,
-        )
-        if compute_s_by_type:
-            attrs["compute_s_by_type"] = dict(compute_s_by_type)
-        attrs.update(extra)
-        self.nx.add_node(name, **attrs)
+        self.nx.add_node(name, **op_attrs(**attrs))
         self._index = None
 
     def add_edge(self, src: str, dst: str, bytes: float = 0, control: bool = False) -> None:
@@ -169,7 +149,7 @@ class OpGraph:
             self.nx.add_edge(src, dst, bytes=bytes if not control else 0, control=bool(control))
         self._index = None
 
-    @_with_gc_paused
+    @gc_paused()
     def add_ops(self, ops: Iterable[tuple[str, dict[str, Any]]]) -> None:
         """Add many ops at once: (name, attributes) pairs, the attributes a complete dict as `add_op` builds it
         (every key of `OP_KEYS` but the name, in that order, then any extra ones; see `op_attrs`).  The dicts
@@ -186,7 +166,7 @@ class OpGraph:
         _clear_nx_cache(g)
         self._index = None
 
-    @_with_gc_paused
+    @gc_paused()
     def add_edges(self, edges: Iterable[tuple[str, str, float, bool]]) -> None:
         """Add many edges at once: (src, dst, bytes, control) tuples, with `add_edge`'s meaning (a second
         tensor between the same pair adds its bytes) and errors, in one pass.  O(edges)."""
@@ -269,7 +249,7 @@ class OpGraph:
             self._index = self._build_index()
         return self._index
 
-    @_with_gc_paused
+    @gc_paused()
     def _build_index(self) -> GraphIndex:
         g = self.nx
         names = list(g._node)  # insertion order
@@ -433,7 +413,7 @@ class OpGraph:
         return self
 
     # ----------------------------------------------------------------- (de)serialisation
-    @_with_gc_paused
+    @gc_paused()
     def to_dict(self) -> dict[str, Any]:
         ops = [_op_record(name, a) for name, a in self.nx.nodes(data=True)]
         return {"format": FORMAT, "name": self.name, "ops": ops, "edges": list(self._edge_records())}
@@ -448,7 +428,7 @@ class OpGraph:
         return cls._from_dict(data, validate=validate, take=False)
 
     @classmethod
-    @_with_gc_paused
+    @gc_paused()
     def _from_dict(cls, data: Mapping[str, Any], *, validate: bool, take: bool) -> OpGraph:
         """`from_dict`; with `take` the op records of `data` become the graph's attribute dicts (their "name"
         popped) instead of copies: for `load`, whose parsed JSON is its own (issue 22: at 10^6 ops a copy
@@ -626,24 +606,6 @@ def op_attrs(
     if extra:
         attrs.update(extra)
     return attrs
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for the block (back on after it, if it was on).
-
-    Building a graph or its index allocates millions of dicts, lists and tuples, none of them in a cycle;
-    each collection the allocations trigger walks every object already built, so that at 10^6 ops the
-    collector took about 40% of the graph's build, index and load time (docs/scale.md, session 7).
-    Reference counting still frees everything as usual; only cycles made inside the block wait for the
-    next collection after it."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _clear_nx_cache(g: nx.DiGraph) -> None:

@@ -60,18 +60,16 @@ too (`tests/test_sim_kernel.py` compares the two).
 from __future__ import annotations
 
 import functools
-import gc
 import heapq
 import importlib
 import math
-from collections.abc import Callable, Mapping
-from typing import ParamSpec, TypeVar
+from collections.abc import Mapping
 
 from .cluster import Cluster, oversubscription, worker_cores
 from .comm_queue import FifoLinks
 from .dispatch import DispatchPolicy, FifoPolicy, SimState
 from .errors import InvalidCluster, InvalidSchedule, SimulationError
-from .graph import OpGraph
+from .graph import OpGraph, gc_paused
 from .placement import Placement, Schedule, check_schedule
 from .sim_result import OOMEvent, SimResult
 
@@ -81,8 +79,6 @@ _FINISH, _ARRIVE = 0, 1
 #: installed, no shared host cores, message overheads or recorded decisions): the same result, several times
 #: faster.  Smaller graphs need no compiled code loaded.
 COMPILED_MIN_OPS = 2000
-
-_P = ParamSpec("_P")
 
 
 @functools.cache
@@ -95,32 +91,7 @@ def _compiled() -> bool | None:
     return True
 
 
-_R = TypeVar("_R")
-
-
-def gc_paused(fn: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Run `fn` with Python's cyclic garbage collector paused (issue 22).  The simulator and the list placers
-    allocate a few small tuples per op and event, which triggers collections; every third-generation one
-    walks every object alive, the graph's included (millions at 10^5-10^6 ops), so the collector's time grows
-    with graph size times allocations.  Their data structures hold no reference cycles (everything they drop
-    is freed by reference counting), so nothing is left for the collector to find meanwhile; it is turned
-    back on afterwards (if it was on), and nested calls leave it to the outermost.  Measured on a 100K-op
-    random graph (bench_scale, forked child): see docs/scale.md, session 7."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if not gc.isenabled():
-            return fn(*args, **kwargs)
-        gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            gc.enable()
-
-    return wrapper
-
-
-@gc_paused
+@gc_paused()  # no reference cycles are made; see `graph.gc_paused` and docs/scale.md
 def simulate(
     graph: OpGraph,
     cluster: Cluster,

@@ -1,13 +1,14 @@
-"""`simulator.gc_paused` (issue 22): the collector is off inside, restored afterwards, even on errors."""
+"""`graph.gc_paused` (issue 22), as a decorator and a block: the collector is off inside, restored afterwards,
+even on errors; nested uses leave it to the outermost."""
 
 import gc
 
 import pytest
 
-from algorithms.simulator import gc_paused
+from algorithms.graph import gc_paused
 
 
-@gc_paused
+@gc_paused()
 def _state(fail: bool = False) -> bool:
     if fail:
         raise ValueError("boom")
@@ -30,3 +31,10 @@ def test_left_off_when_it_was_off():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_nested_block_leaves_it_to_the_outermost():
+    with gc_paused():
+        assert _state() is False
+        assert not gc.isenabled()  # the inner call did not turn it back on
+    assert gc.isenabled()

@@ -25,10 +25,10 @@ from typing import Any
 
 from ...cluster import Cluster
 from ...errors import InfeasiblePlacement
-from ...graph import OpGraph
+from ...graph import OpGraph, gc_paused
 from ...memory import single_device_placement
 from ...placement import Placement
-from ...simulator import gc_paused, simulate
+from ...simulator import simulate
 from .exec_model import ExecModel
 from .pair_queue import place_with_group_retries
 
@@ -43,7 +43,7 @@ REPLAY_CHECK = True
 Build = Callable[[set[int], list[float]], tuple[ExecModel, Any]]
 
 
-@gc_paused
+@gc_paused()
 def place_checked(
     graph: OpGraph,
     cluster: Cluster,
