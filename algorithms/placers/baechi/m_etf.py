@@ -65,8 +65,8 @@ class METFPlacer(Placer):
     once the device's clock or memory has changed (`pair_queue.PairQueue`; ``info["n_parked_pairs"]``).
     A later member of a group refused on its group's device waits the same way; if it cannot fit there even
     then (a backward op long after its forward op), the placement is run again with that group kept off
-    that device, at most `group_retries` times (`pair_queue.place_with_group_retries`;
-    ``info["n_group_retries"]``).
+    that device; each group may be kept off at most ``min(group_retries, D - 1)`` devices
+    (`pair_queue.place_with_group_retries`; ``info["n_group_retries"]`` counts the retries of all groups).
 
     The queue is kept as one binary heap of pairs per device, ordered by the op's data-ready time on that
     device, with lazy invalidation (entries of placed ops, dropped pairs and stored times that grew are

@@ -47,7 +47,7 @@ class MSCTPlacer(Placer):
     (`exclude_full`, the paper's rule; ops of a colocation group already pinned there still go there).  A
     colocation group that does not fit only drops that pair (3.1: the algorithm's next device choice); a later
     member that finds its group's device full makes the list scheduling run again with that group kept off
-    that device (`group_retries`, as in m-ETF; the LP is solved once).
+    that device (`group_retries` per group, as in m-ETF; the LP is solved once).
 
     Choices where the paper is vague: the finite-device rules of [17] ("prefers placing the favorite child
     ... on the same device", "prioritizes urgent tasks") are rendered as the tie classes above and the
