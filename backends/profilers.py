@@ -50,11 +50,18 @@ class MeasuredProfiler(Profiler):
       `capabilities.worker_runtimes`, else ``"process"``.
 
     The job resolves the setting (`resolve`) and fixes the workers' setting with `use_workers` before
-    profiling; that dict (cores per worker, threads, ...) is part of the profile's and the fit's cache keys."""
+    profiling; that dict (cores per worker, threads, ...) is part of the profile's and the fit's cache keys.
+
+    `comm_calibration` says where the workers' per-message costs come from: ``"benchmark"`` (default) a
+    ping-pong for the hop and a busy-worker loop for the processor time per message; ``"in_step"`` (PyTorch
+    only, about a minute more) fits hop and per-message costs to placed steps of a synthetic model in the
+    runtime itself (`backends.torch.calibrate`): median prediction errors of 8-25% per model on pinned CPU
+    workers, gnmt_tiny 11% where the benchmark's costs gave 29% (docs/fidelity.md, 24 November)."""
 
     #: Whether this class can measure in the workers' setting (`profile_in_workers`, `comm_in_workers`).
     supports_workers: bool = False
     SETTINGS = ("auto", "worker", "process")
+    CALIBRATIONS = ("benchmark", "in_step")
 
     def __init__(
         self,
@@ -65,6 +72,7 @@ class MeasuredProfiler(Profiler):
         comm_sizes: Sequence[int] | None = None,
         comm_repeats: int = 5,
         setting: str = "auto",
+        comm_calibration: str = "benchmark",
     ):
         if int(steps) < 1 or int(warmup) < 0:
             raise ConfigError(f"profiler.steps must be >= 1 and profiler.warmup >= 0, got {steps} and {warmup}")
@@ -75,7 +83,13 @@ class MeasuredProfiler(Profiler):
         self.comm_benchmark = bool(comm_benchmark)
         self.comm_sizes = [int(s) for s in comm_sizes] if comm_sizes else None
         self.comm_repeats = int(comm_repeats)
+        if comm_calibration not in self.CALIBRATIONS:
+            raise ConfigError(f"profiler.comm_calibration {comm_calibration!r} is not one of {list(self.CALIBRATIONS)}")
         self.setting = setting
+        self.comm_calibration = comm_calibration
+        #: The runtime's transport-thread policy (`runtime.transport_priority`, PyTorch's process-per-device
+        #: runtime), which the workers' fit measures under; set by the job.
+        self.transport_policy = "idle"
         #: The workers' setting measured in (set by `use_workers`); None: in this process.
         self.workers: dict[str, Any] | None = None
 
@@ -123,6 +137,11 @@ class MeasuredProfiler(Profiler):
         """The communication fit between the cluster's devices, in the setting measured in."""
         if self.workers is not None:
             return self.comm_in_workers(backend, cluster)
+        if self.comm_calibration != "benchmark":
+            raise ConfigError(
+                f"profiler.comm_calibration={self.comm_calibration}: calibrates the process-per-device runtime's "
+                "messages, but this job measures in this process (profiler.setting, runtime)"
+            )
         return backend.comm_benchmark(cluster, self.comm_sizes, self.comm_repeats)
 
     def publish(self, report: Mapping[str, Any], out: Path) -> tuple[dict[str, float], list[Path]]:

@@ -218,6 +218,11 @@ class TFMeasuredProfiler(MeasuredProfiler):
     def comm_in_workers(self, backend: Backend, cluster: Cluster) -> CommFit:
         from .dist_profile import comm_benchmark_distributed
 
+        if self.comm_calibration != "benchmark":
+            raise ConfigError(
+                f"profiler.comm_calibration={self.comm_calibration}: only the PyTorch runtime has an in-step "
+                "calibration; TensorFlow's gRPC workers are fitted by the benchmark"
+            )
         return comm_benchmark_distributed(cluster, self.comm_sizes, self.comm_repeats)
 
     def fixed_step_s(self, report: Mapping[str, Any], comm: Mapping[str, Any], n_workers: int) -> float:

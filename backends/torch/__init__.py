@@ -336,7 +336,13 @@ class TorchMeasuredProfiler(MeasuredProfiler):
     def comm_in_workers(self, backend: Backend, cluster: Cluster) -> CommFit:
         from .comm import comm_benchmark_distributed
 
-        return comm_benchmark_distributed(cluster, self.comm_sizes, self.comm_repeats)
+        return comm_benchmark_distributed(
+            cluster,
+            self.comm_sizes,
+            self.comm_repeats,
+            transport_policy=self.transport_policy,
+            in_step=self.comm_calibration == "in_step",
+        )
 
 
 __all__ = ["TorchBackend", "TorchMeasuredProfiler", "TorchModel", "build_model"]

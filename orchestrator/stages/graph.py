@@ -79,6 +79,8 @@ def job_profiler(ctx: JobContext, cluster: Cluster) -> Profiler:
         if profiler.resolve(runtime_in_workers(ctx), cluster):
             threads = ctx.cfg.runtime.get("threads") if ctx.cfg.get("runtime") is not None else None
             profiler.use_workers(profiler.worker_setting(backend, cluster, threads))
+            if ctx.cfg.get("runtime") is not None and ctx.cfg.runtime.get("transport_priority") is not None:
+                profiler.transport_policy = str(ctx.cfg.runtime.transport_priority)
     return profiler
 
 
@@ -151,6 +153,11 @@ def stage_comm(ctx: JobContext, cluster: Cluster) -> Cluster:
     }
     if workers is not None:
         cfg["worker_setting"] = workers
+    if isinstance(profiler, MeasuredProfiler):  # keys only where they differ from the defaults (older entries stay)
+        if profiler.comm_calibration != "benchmark":
+            cfg["calibration"] = profiler.comm_calibration
+        if workers is not None and profiler.transport_policy != "idle":
+            cfg["transport_priority"] = profiler.transport_policy
 
     def compute() -> dict[str, Any]:
         if isinstance(profiler, MeasuredProfiler):
