@@ -94,6 +94,20 @@ def test_newest_run_wins_and_missing_store_is_not_run():
     assert score_entry(e, pd.DataFrame()).verdict == NOT_RUN
 
 
+def test_table_4_reads_the_memory_limited_runs_not_their_sufficient_memory_baseline():
+    """The memory-limited presets sweep need_fraction 0.7 with 2.0 (the baseline), the baseline's runs last: the
+    Table 4 entries must read the limited runs, where the single device is out of memory."""
+    (gnmt4,) = select("baechi-t4-gnmt")
+    paper = {"single": None, "expert": 0.221, "m_topo": 0.272, "m_etf": 0.230, "m_sct": 0.212}
+    limited = _rows(paper).assign(**{"params.need_fraction": "0.7"})
+    baseline = _rows({k: 0.1 for k in paper}).assign(
+        **{"params.need_fraction": "2.0", "start_time": pd.Timestamp("2026-11-24")}
+    )
+    both = pd.concat([baseline, limited]).sort_values("start_time", ascending=False)
+    res = score_entry(gnmt4, both)
+    assert res.lab["single"] is None and res.tau == pytest.approx(1.0) and res.verdict == "yes"
+
+
 def test_every_entry_is_unique_and_renders():
     ids = [e.id for e in ENTRIES]
     assert len(ids) == len(set(ids))

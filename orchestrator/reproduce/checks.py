@@ -45,9 +45,15 @@ class Entry:
     derive_reason: Callable[[Values, Any], str] | None = None  # reason text computed from the lab's figures
 
 
-def _newest(item: tuple[str, ...], metric: str, any_status: bool = False, **cond: str) -> Callable[[Any], Values]:
+def _newest(
+    item: tuple[str, ...], metric: str, any_status: bool = False, mem_limited: bool = False, **cond: str
+) -> Callable[[Any], Values]:
+    """The newest run's `metric` per item among the runs matching `cond` (`mem_limited`: only the runs under
+    insufficient memory, `lab.memory_limited`)."""
+
     def f(df: Any) -> Values:
-        return lab.newest(lab.where(df, cond), item, metric, any_status)
+        rows = lab.where(df, cond)
+        return lab.newest(lab.memory_limited(rows) if mem_limited else rows, item, metric, any_status)
 
     return f
 
@@ -145,7 +151,7 @@ def _sensitivity_check(v: Values, df: Any) -> bool | None:
 def _memory_balance(df: Any) -> Values:
     """Figure 9: m-SCT under insufficient memory, spread of the per-device peak (coefficient of variation)."""
     out: Values = {}
-    for model, d in lab.where(df, {"placer": "m_sct"}).groupby("params.model"):
+    for model, d in lab.memory_limited(lab.where(df, {"placer": "m_sct"})).groupby("params.model"):
         row = d.iloc[0]
         peaks = [float(row[c]) for c in d.columns if c.startswith("metrics.peak_memory_bytes.") and "max" not in c]
         peaks = [p for p in peaks if p == p]
@@ -155,7 +161,7 @@ def _memory_balance(df: Any) -> Values:
 
 
 def _memory_balance_check(v: Values, df: Any) -> bool | None:
-    d = lab.where(df, {"placer": "m_sct"})
+    d = lab.memory_limited(lab.where(df, {"placer": "m_sct"}))
     if len(d) == 0 or not all(_fits(v, k) for k in ("gnmt", "inception_v3")):
         return None
     for _, g in d.groupby("params.model"):

@@ -74,6 +74,18 @@ def where(df: Any, conditions: Mapping[str, str]) -> Any:
     return df
 
 
+def memory_limited(df: Any) -> Any:
+    """Rows of runs under insufficient memory: ``cluster.need_fraction`` (param ``need_fraction``) below 1, or no
+    such param (a preset that does not sweep it). The memory-limited presets sweep a fraction below 1 (the
+    paper's limit) together with 2.0 (their sufficient-memory baseline): a table of the limited case must not
+    read the baseline's runs."""
+    col = "params.need_fraction"
+    if col not in df:
+        return df
+    frac = df[col].astype(float)
+    return df[frac.isna() | (frac < 1.0)]
+
+
 def item_of(row: Any, item: Sequence[str]) -> str:
     parts = []
     for k in item:

@@ -114,7 +114,7 @@ def _entries() -> list[Entry]:
             "single GPU and expert OOM; m-TOPO, m-ETF, m-SCT fit",
             {"single": None, "expert": None, "m_topo": 0.690, "m_etf": 0.312, "m_sct": 0.292},
             experiments=("inception_mem_limited",),
-            lab_values=_newest(PL, "predicted_step_s", regime=B),
+            lab_values=_newest(PL, "predicted_step_s", mem_limited=True, regime=B),
             check=_baechi_t4_inception,
         ),
         Entry(
@@ -125,7 +125,7 @@ def _entries() -> list[Entry]:
             "single GPU OOM; expert and Baechi fit; m-SCT the fastest",
             {"single": None, "expert": 0.221, "m_topo": 0.272, "m_etf": 0.230, "m_sct": 0.212},
             experiments=("gnmt_mem_limited",),
-            lab_values=_newest(PL, "predicted_step_s", regime=B),
+            lab_values=_newest(PL, "predicted_step_s", mem_limited=True, regime=B),
             check=_baechi_t4_gnmt,
         ),
         Entry(
@@ -147,7 +147,7 @@ def _entries() -> list[Entry]:
             "all three Baechi placers fit; m-SCT the fastest, m-TOPO the slowest",
             {"m_topo": 0.272, "m_etf": 0.230, "m_sct": 0.212},
             experiments=("baechi_synthetic_mem_limited",),
-            lab_values=_newest(PL, "predicted_step_s", regime=B),
+            lab_values=_newest(PL, "predicted_step_s", mem_limited=True, regime=B),
             check=lambda v, df: bool(_best_of_fitting(v, "m_sct")) and bool(_argmax_is("m_topo", v, df)),
         ),
         Entry(
