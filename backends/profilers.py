@@ -56,12 +56,15 @@ class MeasuredProfiler(Profiler):
     ping-pong for the hop and a busy-worker loop for the processor time per message; ``"in_step"`` (PyTorch
     only, about a minute more) fits hop and per-message costs to placed steps of a synthetic model in the
     runtime itself (`backends.torch.calibrate`): median prediction errors of 8-25% per model on pinned CPU
-    workers, gnmt_tiny 11% where the benchmark's costs gave 29% (docs/fidelity.md, 24 November)."""
+    workers, gnmt_tiny 11% where the benchmark's costs gave 29% (docs/fidelity.md, 24 November); ``"auto"``
+    in_step where the job measures in the workers' setting of a backend that has one, else benchmark."""
 
     #: Whether this class can measure in the workers' setting (`profile_in_workers`, `comm_in_workers`).
     supports_workers: bool = False
     SETTINGS = ("auto", "worker", "process")
-    CALIBRATIONS = ("benchmark", "in_step")
+    CALIBRATIONS = ("benchmark", "in_step", "auto")
+    #: Whether the backend's workers' runtime has an in-step calibration of its message costs.
+    has_in_step_calibration: bool = False
 
     def __init__(
         self,
@@ -137,12 +140,18 @@ class MeasuredProfiler(Profiler):
         """The communication fit between the cluster's devices, in the setting measured in."""
         if self.workers is not None:
             return self.comm_in_workers(backend, cluster)
-        if self.comm_calibration != "benchmark":
+        if self.calibration() == "in_step":
             raise ConfigError(
                 f"profiler.comm_calibration={self.comm_calibration}: calibrates the process-per-device runtime's "
                 "messages, but this job measures in this process (profiler.setting, runtime)"
             )
         return backend.comm_benchmark(cluster, self.comm_sizes, self.comm_repeats)
+
+    def calibration(self) -> str:
+        """The calibration the fit uses: `comm_calibration` with ``"auto"`` resolved (`use_workers` first)."""
+        if self.comm_calibration != "auto":
+            return self.comm_calibration
+        return "in_step" if self.has_in_step_calibration and self.workers is not None else "benchmark"
 
     def publish(self, report: Mapping[str, Any], out: Path) -> tuple[dict[str, float], list[Path]]:
         """The numbers of a worker profile's report (its check against the measured single-device step: e.g.

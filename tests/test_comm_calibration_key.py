@@ -38,3 +38,16 @@ def test_torch_workers_fit_asks_for_the_in_step_calibration_under_the_runtimes_t
     seen.clear()
     TorchMeasuredProfiler(comm_repeats=3).comm_in_workers(object(), object())  # type: ignore[arg-type]
     assert seen["in_step"] is False and seen["transport_policy"] == "idle"
+
+
+def test_auto_is_in_step_only_in_the_workers_setting_of_a_backend_that_has_one():
+    pytest.importorskip("torch")
+    from backends.torch import TorchMeasuredProfiler
+
+    plain = MeasuredProfiler(comm_calibration="auto")
+    plain.use_workers({"cores": 1})
+    assert plain.calibration() == "benchmark"  # no in-step calibration in this class
+    torch_prof = TorchMeasuredProfiler(comm_calibration="auto")
+    assert torch_prof.calibration() == "benchmark"  # measuring in this process
+    torch_prof.use_workers({"cores": 1})
+    assert torch_prof.calibration() == "in_step"

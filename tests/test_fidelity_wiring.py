@@ -357,6 +357,8 @@ def test_fidelity_sweep_end_to_end(lab, tmp_path):
     (comm,) = list((lab.cwd / "cache").rglob("comm.json"))
     fit = json.loads(comm.read_text())
     assert fit["setting"] == "worker" and fit["send_overhead_s"] > 0 and fit["recv_overhead_s"] > 0
+    # the experiment's comm_calibration=auto is PyTorch's in-step calibration in the workers' setting
+    assert fit["calibration"] == "in_step" and fit["pingpong_latency_s"] > 0 and fit["latency_s"] > 0
 
     from orchestrator.report import main
 

@@ -218,7 +218,7 @@ class TFMeasuredProfiler(MeasuredProfiler):
     def comm_in_workers(self, backend: Backend, cluster: Cluster) -> CommFit:
         from .dist_profile import comm_benchmark_distributed
 
-        if self.comm_calibration != "benchmark":
+        if self.calibration() == "in_step":
             raise ConfigError(
                 f"profiler.comm_calibration={self.comm_calibration}: only the PyTorch runtime has an in-step "
                 "calibration; TensorFlow's gRPC workers are fitted by the benchmark"

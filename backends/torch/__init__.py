@@ -304,6 +304,7 @@ class TorchMeasuredProfiler(MeasuredProfiler):
     len(sizes) x (repeats + 1) round trips and two worker starts."""
 
     supports_workers = True
+    has_in_step_calibration = True
 
     def workers_unsupported(self, cluster: Cluster) -> str | None:
         gpus = [d.name for d in cluster.devices if d.type != "CPU"]
@@ -341,7 +342,7 @@ class TorchMeasuredProfiler(MeasuredProfiler):
             self.comm_sizes,
             self.comm_repeats,
             transport_policy=self.transport_policy,
-            in_step=self.comm_calibration == "in_step",
+            in_step=self.calibration() == "in_step",
         )
 
 

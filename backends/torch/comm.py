@@ -14,6 +14,7 @@ Cost: pairs x sizes x (repeats + 1) copies.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -113,6 +114,9 @@ class DistributedCommFit(CommFit):
 
     send_overhead_s: float = 0.0
     recv_overhead_s: float = 0.0
+    #: With the in-step calibration: the ping-pong's own latency, which its samples are fitted with (the
+    #: fit's `latency_s` is then the in-step one); NaN otherwise.
+    pingpong_latency_s: float = math.nan
 
 
 def fit_linear_relative(samples: Sequence[tuple[float, float]], stat: str = "median") -> tuple[float, float]:
@@ -218,6 +222,9 @@ def comm_benchmark_distributed(
             timeout_s=timeout_s,
             send_share=send_s / total if total > 0 else 0.5,
         )
+        pingpong = lat
         lat, send_s, recv_s = cal.latency_s, cal.send_overhead_s, cal.recv_overhead_s
+    else:
+        pingpong = math.nan
     a, c = cluster.names[0], cluster.names[1]
-    return DistributedCommFit(lat, bw, {}, [(a, c, b, t) for b, t in raw], send_s, recv_s)
+    return DistributedCommFit(lat, bw, {}, [(a, c, b, t) for b, t in raw], send_s, recv_s, pingpong)

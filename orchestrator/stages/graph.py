@@ -154,8 +154,8 @@ def stage_comm(ctx: JobContext, cluster: Cluster) -> Cluster:
     if workers is not None:
         cfg["worker_setting"] = workers
     if isinstance(profiler, MeasuredProfiler):  # keys only where they differ from the defaults (older entries stay)
-        if profiler.comm_calibration != "benchmark":
-            cfg["calibration"] = profiler.comm_calibration
+        if profiler.calibration() != "benchmark":
+            cfg["calibration"] = profiler.calibration()
         if workers is not None and profiler.transport_policy != "idle":
             cfg["transport_priority"] = profiler.transport_policy
 
@@ -164,7 +164,8 @@ def stage_comm(ctx: JobContext, cluster: Cluster) -> Cluster:
             fit = profiler.fit_comm(backend, cluster)
         else:
             fit = backend.comm_benchmark(cluster, sizes, repeats)
-        return comm_json(fit, "worker" if workers is not None else "process")
+        calibration = profiler.calibration() if isinstance(profiler, MeasuredProfiler) else "benchmark"
+        return comm_json(fit, "worker" if workers is not None else "process", calibration)
 
     res = ctx.stage("comm", cfg, [], compute, save_json("comm.json"), load_json("comm.json"))
     fit = res.value
@@ -186,14 +187,18 @@ def stage_comm(ctx: JobContext, cluster: Cluster) -> Cluster:
     return cluster.with_comm(float(fit["latency_s"]), _bandwidth(fit["bytes_per_s"]), links)
 
 
-def comm_json(fit: CommFit, setting: str) -> dict[str, Any]:
+def comm_json(fit: CommFit, setting: str, calibration: str = "benchmark") -> dict[str, Any]:
     """comm.json of a fit (docs/formats.md): latency, bandwidth (null: unlimited, strict JSON), per-pair links,
     the samples; the setting measured in; the fit's relative residual over the samples (median of |fit - t| / t
     and its root mean square; null without samples); the processor time per message sent and received (0 when
     the benchmark does not measure it); and every other number the backend's fit adds (e.g. TensorFlow's
-    `step_overhead_s`, `per_transfer_s`). O(samples)."""
+    `step_overhead_s`, `per_transfer_s`), and `calibration`, where the per-message costs come from
+    (`MeasuredProfiler.calibration`). With the in-step calibration the samples are the ping-pong's, fitted
+    with its own latency (`pingpong_latency_s`), which the residual uses. O(samples)."""
     bw = fit.bytes_per_s
-    rel = [(fit.latency_s + (b / bw if math.isfinite(bw) else 0.0) - t) / t for _, _, b, t in fit.samples if t > 0]
+    lat = getattr(fit, "pingpong_latency_s", math.nan)
+    lat = lat if math.isfinite(lat) else fit.latency_s
+    rel = [(lat + (b / bw if math.isfinite(bw) else 0.0) - t) / t for _, _, b, t in fit.samples if t > 0]
     out: dict[str, Any] = {
         "latency_s": fit.latency_s,
         "bytes_per_s": _finite_or_none(bw),
@@ -204,6 +209,7 @@ def comm_json(fit: CommFit, setting: str) -> dict[str, Any]:
         "residual_rel_rms": math.sqrt(statistics.fmean(r * r for r in rel)) if rel else None,
         "send_overhead_s": 0.0,
         "recv_overhead_s": 0.0,
+        "calibration": calibration,
     }
     base = {f.name for f in dataclasses.fields(CommFit)}
     for f in dataclasses.fields(fit):
