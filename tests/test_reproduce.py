@@ -285,3 +285,24 @@ def test_se_time_by_size_splits_the_deviations_by_estimated_op_time(tmp_path):
     assert large[1] == 3 and large[0] == pytest.approx(1 / 3)
     (tmp_path / "timeline.json").unlink()
     assert se_time_by_size(df, 0.05) == {}
+
+
+def test_run_logs_the_sweeps_where_the_page_reads(monkeypatch, tmp_path):
+    """`--run --tracking-uri X` runs the presets' sweeps with MLFLOW_TRACKING_URI=X (their tracking.uri), so that
+    the page scores the runs it just made, not an older store's."""
+    import subprocess
+
+    import orchestrator.reproduce as rp
+
+    seen = []
+
+    def fake_run(cmd, env=None, check=False):
+        seen.append((cmd, env))
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(rp.subprocess, "run", fake_run)
+    monkeypatch.setattr("orchestrator.reproduce.lab.job_runs", lambda *a, **k: pd.DataFrame())
+    uri = f"sqlite:///{tmp_path}/runs.db"
+    rp.main(["baechi-t4-gnmt", "--run", "--tracking-uri", uri, "--out", str(tmp_path / "r.md")])
+    assert seen and all(env is not None and env["MLFLOW_TRACKING_URI"] == uri for _, env in seen)
+    assert any("+experiment=gnmt_mem_limited" in cmd for cmd, _ in seen)

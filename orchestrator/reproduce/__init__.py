@@ -386,8 +386,11 @@ def main(argv: list[str] | None = None) -> int:
         for e in entries:
             print(f"{e.id:28s} {e.paper}: {e.ref}  [{', '.join(e.experiments) or 'no preset'}]")
         return 0
-    if args.run:
-        run_presets(entries)
+    if args.run:  # the sweeps log where the page reads (the presets' tracking.uri follows MLFLOW_TRACKING_URI)
+        env = dict(os.environ)
+        if args.tracking_uri:
+            env["MLFLOW_TRACKING_URI"] = args.tracking_uri
+        run_presets(entries, env)
     scored = [
         score_entry(
             e, job_runs(e.experiments, args.tracking_uri, args.fallback_tracking_uri) if e.experiments else None
