@@ -157,9 +157,15 @@ def _child(conn, graph: OpGraph, cluster, placer: str, write: bool) -> None:
 
 
 def run_placer(graph: OpGraph, cluster, placer: str, write: bool, timeout: float) -> dict[str, Any]:
+    return run_forked(_child, (graph, cluster, placer, write), timeout)
+
+
+def run_forked(target: Any, args: tuple[Any, ...], timeout: float) -> dict[str, Any]:
+    """``target(conn, *args)`` in a forked child (it starts with the parent's memory: the graph is not copied
+    or pickled); the dict it sends back, or {"error": ...} when it dies or exceeds `timeout` seconds."""
     ctx = mp.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, graph, cluster, placer, write))
+    proc = ctx.Process(target=target, args=(send, *args))
     proc.start()
     send.close()
     if recv.poll(timeout):

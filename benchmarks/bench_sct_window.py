@@ -17,13 +17,12 @@ its CPU seconds, HiGHS' share of them (the summed CPU time of the solver calls) 
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
 import platform
 import time
 from typing import Any
 
-from benchmarks.bench_scale import make_graph
+from benchmarks.bench_scale import make_graph, run_forked
 
 
 def _child(conn, graph, cluster, window: int | None) -> None:
@@ -53,21 +52,7 @@ def _child(conn, graph, cluster, window: int | None) -> None:
 
 
 def run(graph, cluster, window: int | None, timeout: float) -> dict[str, Any]:
-    ctx = mp.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, graph, cluster, window))
-    proc.start()
-    send.close()
-    if recv.poll(timeout):
-        try:
-            res = recv.recv()
-        except EOFError:
-            res = {"error": "the child died"}
-    else:
-        res = {"error": f"timeout after {timeout:g} s"}
-    proc.kill()
-    proc.join()
-    return res
+    return run_forked(_child, (graph, cluster, window), timeout)
 
 
 def lp_only(graph, cluster, window: int | None) -> str:

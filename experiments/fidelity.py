@@ -93,17 +93,6 @@ def order_for(graph: Any, cluster: Any, placement: Any) -> dict[str, list[str]]:
     return topological_schedule(graph, placement.assignment, cluster.names)
 
 
-def mean_profile(graphs: list[Any]) -> Any:
-    """A copy of ``graphs[0]`` whose op times are the mean of the rounds' profiles (`--rounds`)."""
-    if len(graphs) == 1:
-        return graphs[0]
-    out = graphs[0].copy()
-    for op in out.ops:
-        out.op(op)["compute_s"] = statistics.fmean(g.op(op)["compute_s"] for g in graphs)
-    out.invalidate()
-    return out
-
-
 def run(
     models: list[str],
     placers: list[str],
@@ -138,7 +127,7 @@ def run(
     from algorithms.errors import ConfigError
     from algorithms.simulator import simulate
     from backends.torch import TorchBackend
-    from backends.torch.calibrate import calibrate_in_step
+    from backends.torch.calibrate import calibrate_in_step, mean_profile
     from backends.torch.comm import comm_benchmark_distributed
     from backends.torch.distributed import TorchDistributedRuntime, iqr
     from backends.torch.profiler import profile_in_worker, worker_setting

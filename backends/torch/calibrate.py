@@ -248,7 +248,7 @@ def calibrate_in_step(
         checks.append(chk)
         for b, p, o in rng.sample(cases, len(cases)):
             times[b].extend(runtime.run(backend, model, graph, p, o, pair).step_times_s)
-    prof = _mean_profile(profiles)
+    prof = mean_profile(profiles)
     runs = [(p, o, statistics.median(times[b])) for b, p, o in cases]
     lat, send_s, recv_s, rms = fit_message_costs(prof, pair, runs, host_cores=host_cores, send_share=send_share)
     _, send_fixed, recv_fixed, rms_fixed = fit_message_costs(
@@ -291,8 +291,9 @@ def calibrate_in_step(
     )
 
 
-def _mean_profile(graphs: Sequence[OpGraph]) -> OpGraph:
-    """A copy of ``graphs[0]`` whose op times are the mean over `graphs`."""
+def mean_profile(graphs: Sequence[OpGraph]) -> OpGraph:
+    """A copy of ``graphs[0]`` whose op times are the mean over `graphs` (profiles of the same graph, e.g. of
+    several rounds)."""
     if len(graphs) == 1:
         return graphs[0]
     out = graphs[0].copy()
@@ -308,5 +309,6 @@ __all__ = [
     "block_placement",
     "calibrate_in_step",
     "fit_message_costs",
+    "mean_profile",
     "topo_schedule",
 ]
