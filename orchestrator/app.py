@@ -119,6 +119,7 @@ def run_job(cfg: DictConfig, out: Path, choices: dict[str, str], sweep_dir: str 
                 k: result[k]
                 for k in (
                     "placement_time_s",
+                    "placement_cpu_s",
                     "predicted_step_s",
                     "measured_step_s",
                     "traffic_bytes",

@@ -52,6 +52,8 @@ def test_default_run_writes_the_four_files_and_an_mlflow_run(lab):
     assert run.info.run_name == "single · synthetic · cpu4"
     assert "model.generator.levels" not in run.data.params  # the full config is the config.yaml artifact
     assert run.data.metrics["predicted_step_s"] == pytest.approx(res["predicted_step_s"])
+    # the placing process's CPU time beside the wall clock (the steadier figure on a shared machine)
+    assert res["placement_cpu_s"] >= 0 and run.data.metrics["placement_cpu_s"] == pytest.approx(res["placement_cpu_s"])
     assert run.data.tags["placer"] == "single" and run.data.tags["status"] == "ok"
     import mlflow
 

@@ -306,3 +306,12 @@ def test_run_logs_the_sweeps_where_the_page_reads(monkeypatch, tmp_path):
     rp.main(["baechi-t4-gnmt", "--run", "--tracking-uri", uri, "--out", str(tmp_path / "r.md")])
     assert seen and all(env is not None and env["MLFLOW_TRACKING_URI"] == uri for _, env in seen)
     assert any("+experiment=gnmt_mem_limited" in cmd for cmd, _ in seen)
+
+
+def test_placement_time_is_the_cpu_time_where_the_run_recorded_it():
+    from orchestrator.reproduce.lab import PLACEMENT_TIME, newest
+
+    new = _rows({"m_sct": 9.0}).assign(**{"metrics.placement_time_s": 9.0, "metrics.placement_cpu_s": 2.0})
+    old = _rows({"celeritas": 5.0}).assign(**{"metrics.placement_time_s": 5.0, "metrics.placement_cpu_s": math.nan})
+    both = pd.concat([new, old])
+    assert newest(both, ("placer",), PLACEMENT_TIME) == {"m_sct": 2.0, "celeritas": 5.0}

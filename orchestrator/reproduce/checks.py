@@ -123,7 +123,9 @@ def _baechi_t5(v: Values, df: Any) -> bool | None:
         return None
     first = {o: r.iloc[0] for o, r in rows.items()}
     fewer = first["baechi"]["metrics.n_ops_placed"] < first["none"]["metrics.n_ops_placed"]
-    faster_place = first["baechi"]["metrics.placement_time_s"] < first["none"]["metrics.placement_time_s"]
+    faster_place = (lab.metric_value(first["baechi"], lab.PLACEMENT_TIME) or 0.0) < (
+        lab.metric_value(first["none"], lab.PLACEMENT_TIME) or 0.0
+    )
     return bool(fewer and faster_place and (v["baechi"] or 0) < (v["none"] or 0))
 
 

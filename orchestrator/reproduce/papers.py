@@ -43,7 +43,7 @@ from .checks import (
     se_cdf_reason,
     zero_bubble_from,
 )
-from .lab import where
+from .lab import PLACEMENT_TIME, where
 from .papers_thesis import thesis_entries
 from .reasons import REASONS
 
@@ -80,7 +80,7 @@ def _entries() -> list[Entry]:
             "Baechi places Inception-V3 in under 10 s and GNMT in under 48 s (HRL, Placeto: hours to days)",
             {"inception_v3": 10.0, "gnmt": 48.0},
             experiments=("inception_sufficient", "gnmt_sufficient"),
-            lab_values=_newest(("model",), "placement_time_s", placer="m_sct", regime=B),
+            lab_values=_newest(("model",), PLACEMENT_TIME, placer="m_sct", regime=B),
             check=lambda v, df: None if not v else all(x is not None and x < T2_LIMITS.get(k, 0) for k, x in v.items()),
         ),
         Entry(
@@ -241,9 +241,9 @@ def _entries() -> list[Entry]:
             # (m-SCT / Order-Place / Celeritas): over the fastest of the model, geometric mean: 1.49 / 1.0 / 1.12
             paper_ranks={"order_place": 1, "celeritas": 2, "m_sct": 3},
             experiments=("celeritas_placement_time",),
-            lab_values=lambda df: _norm(PL, "placement_time_s", ("model",), regime=C)(_paper_r(df)),
+            lab_values=lambda df: _norm(PL, PLACEMENT_TIME, ("model",), regime=C)(_paper_r(df)),
             check=lambda v, df: _faster_everywhere(
-                where(_paper_r(df), {"regime": C}), "celeritas", "m_sct", "placement_time_s"
+                where(_paper_r(df), {"regime": C}), "celeritas", "m_sct", PLACEMENT_TIME
             ),
         ),
         Entry(

@@ -18,6 +18,7 @@ from .checks import (
     _worst,
     per_placer_graphs,
 )
+from .lab import PLACEMENT_TIME
 
 PL = ("placer",)
 GS = ("thesis_graph", "scheduler")
@@ -79,7 +80,7 @@ def thesis_entries() -> list[Entry]:
             "HEFT takes the longest by far",
             paper_ranks={"heft": 2, "hashing": 1, "batch_split": 1, "icp": 1, "critical_path": 1, "mite": 1, "dfs": 1},
             experiments=("thesis_synthetic",),
-            lab_values=_norm(PL, "placement_time_s", GS),
+            lab_values=_norm(PL, PLACEMENT_TIME, GS),
             check=lambda v, df: _argmax_is("heft", v, df),
         ),
         Entry(
@@ -90,7 +91,7 @@ def thesis_entries() -> list[Entry]:
             "HEFT's time follows the node count: g1 > g6 > g2 > g4, g5 > g3",
             paper_ranks={"g3": 1, "g4": 2, "g5": 2, "g2": 3, "g6": 4, "g1": 5},
             experiments=("thesis_synthetic",),
-            lab_values=_newest(("thesis_graph",), "placement_time_s", placer="heft", scheduler="pct"),
+            lab_values=_newest(("thesis_graph",), PLACEMENT_TIME, placer="heft", scheduler="pct"),
             check=lambda v, df: None if not v else max(v, key=lambda k: v[k] or 0) == "g1",
         ),
         Entry(
@@ -142,7 +143,7 @@ def thesis_entries() -> list[Entry]:
             paper_ranks={"hashing": 1, "batch_split": 2, "mite": 3, "dfs": 3, "heft": 4, "icp": 5},
             experiments=("thesis_tf_graphs_50_paper",),
             seed="seed",
-            lab_values=_norm(PL, "placement_time_s", TFG, scheduler="pct"),
+            lab_values=_norm(PL, PLACEMENT_TIME, TFG, scheduler="pct"),
             check=lambda v, df: _argmax_is("icp", v, df),
         ),
         Entry(
