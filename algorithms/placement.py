@@ -52,8 +52,14 @@ class Placement:
 
 def check_placement(graph: OpGraph, cluster: Cluster, placement: Placement | Mapping[str, str]) -> None:
     """Independent checker: every op placed exactly once on a known device, colocation groups on one device,
-    device-type constraints respected. Memory is not checked here (the simulator decides OOM). O(V)."""
+    device-type constraints respected. Memory is not checked here (the simulator decides OOM). O(V).
+
+    A placement of a graph whose cached index shows no device-type constraint and no colocation group is checked
+    with set operations (`_plainly_valid`); anything they do not vouch for goes through the op-by-op loop, which
+    names the first fault."""
     assign = placement.assignment if isinstance(placement, Placement) else placement
+    if _plainly_valid(graph, cluster, assign):
+        return
     names = set(cluster.names)
     types = {d.name: d.type for d in cluster.devices}
     for op in graph.ops:
@@ -79,10 +85,35 @@ def check_placement(graph: OpGraph, cluster: Cluster, placement: Placement | Map
             group_dev.setdefault(grp, (dev, op))
 
 
+def _plainly_valid(graph: OpGraph, cluster: Cluster, assign: Mapping[str, str]) -> bool:
+    """True when `assign` places exactly the graph's ops, on devices of the cluster, and the graph's index (if
+    cached: building it would cost more than the check) shows no device-type constraint and no colocation
+    group: then `check_placement`'s loop would find nothing. False says only "look op by op". O(V), in C loops
+    (issue 22: 0.6 s of Python per 300K ops for the loop)."""
+    idx = graph._index
+    if idx is None or idx.n != len(graph) or len(assign) != idx.n:
+        return False
+    if idx.device_type.count(None) != idx.n or idx.colocation.count(None) != idx.n:
+        return False
+    return all(map(assign.__contains__, idx.names)) and set(assign.values()) <= set(cluster.names)
+
+
 def check_schedule(graph: OpGraph, placement: Placement | Mapping[str, str], schedule: Schedule) -> None:
     """Every op appears exactly once, on its placed device. (Dependency deadlocks are detected by the
-    simulator, which names the stuck op.) O(V)."""
+    simulator, which names the stuck op.) O(V): set operations first, the op-by-op loop (which names the first
+    fault) only when they find one."""
     assign = placement.assignment if isinstance(placement, Placement) else placement
+    total = sum(map(len, schedule.values()))
+    if total == len(graph):
+        seen_ops: set[str] = set()
+        for ops in schedule.values():
+            seen_ops.update(ops)
+        if (
+            len(seen_ops) == total
+            and all(map(seen_ops.__contains__, graph.ops))
+            and all(list(map(assign.get, ops)).count(dev) == len(ops) for dev, ops in schedule.items())
+        ):
+            return
     seen: dict[str, str] = {}
     for dev, ops in schedule.items():
         for op in ops:
