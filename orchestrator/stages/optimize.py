@@ -1,7 +1,7 @@
 """Stage optimize: the configured graph passes (`optimizer.passes`, each a GraphPass config) coarsen the graph
 before placement; the CoarseMap says which original ops each coarse op stands for.  Without passes (optimizer
 `none`) the graph is placed as it is and the map is None, the identity: building ``{op: [op]}`` and expanding the
-assignment through it cost about 1.5 s of a 300K-op run and bought nothing (issue 22)."""
+assignment through it cost about 1.3 s CPU of a 300K-op run and bought nothing (issue 22)."""
 
 from __future__ import annotations
 
