@@ -15,8 +15,10 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -57,6 +59,43 @@ def _envelope(tl: list[tuple[float, float]], t_max: float) -> list[tuple[float, 
     if tl:
         out.append((tl[-1][0], tl[-1][1]))  # where the curve ends up
     return out
+
+
+def _merge_spans_arrays(start: np.ndarray, width: np.ndarray, gap: float) -> tuple[np.ndarray, np.ndarray]:
+    """`_merge_spans` over arrays (spans sorted by (start, width)): the same (start, width) spans, bit for bit,
+    without a Python step per span (issue 22).  A span opens a new bar when it starts `gap` or more after the
+    furthest end so far; each bar's width is the largest ``start + width - bar start`` of its spans (its first
+    span's own width for that one), as `_merge_spans` computes them.  The ends `_merge_spans` compares against
+    (bar start + running width) are checked against that grouping, and any disagreement (a rounding at a tie,
+    or negative widths) falls back to `_merge_spans` itself.  O(n)."""
+    n = len(start)
+    if n == 0 or (width < 0).any():
+        merged = _merge_spans(list(zip(start.tolist(), width.tolist())), gap)
+        return np.array([s for s, _ in merged]), np.array([w for _, w in merged])
+    new = np.ones(n, dtype=bool)
+    new[1:] = start[1:] - np.maximum.accumulate(start + width)[:-1] >= gap
+    firsts = np.flatnonzero(new)
+    bar_start = start[firsts][np.cumsum(new) - 1]
+    reach = (start + width) - bar_start  # `s + w - ps` of _merge_spans
+    reach[firsts] = width[firsts]
+    # _merge_spans compares s with ps + pw (pw: the bar's running width): rounding is monotone, so the running
+    # maximum of ps + reach is that sum, and bars only grow to the right, so the maximum need not restart per bar
+    if not np.array_equal(start[1:] - np.maximum.accumulate(bar_start + reach)[:-1] >= gap, new[1:]):
+        merged = _merge_spans(list(zip(start.tolist(), width.tolist())), gap)
+        return np.array([s for s, _ in merged]), np.array([w for _, w in merged])
+    return start[firsts], np.maximum.reduceat(reach, firsts)
+
+
+def _envelope_arrays(t: np.ndarray, m: np.ndarray, t_max: float) -> tuple[np.ndarray, np.ndarray]:
+    """`_envelope` over arrays (a timeline in time order): the same points, bit for bit. O(n)."""
+    width = t_max / PIXELS if t_max > 0 else 1.0
+    if len(t) == 0:
+        return np.zeros(0), np.zeros(0)
+    b = (t / width).astype(np.int64)  # int() of _envelope: truncation toward zero
+    firsts = np.flatnonzero(np.concatenate(([True], b[1:] != b[:-1])))
+    xs = np.append(b[firsts] * width, t[-1])
+    ys = np.append(np.maximum.reduceat(m, firsts), m[-1])
+    return xs, ys
 
 
 _PALETTE = [
@@ -116,30 +155,31 @@ def device_utilization_png(
     """
     devs = list(devices) if devices is not None else list(sim_result.devices)
     row = {d: k for k, d in enumerate(devs)}
-    spans: list[list[tuple[float, float]]] = [[] for _ in devs]
-    for i in range(len(sim_result.names)):
-        d = sim_result.devices[sim_result.device_of[i]]
-        k = row.get(d)
-        if k is None:
-            continue
-        s, e = sim_result.start[i], sim_result.end[i]
-        if s != s or e != e:  # NaN: never ran
-            continue
-        spans[k].append((s, e - s))
-    t_max = max(float(sim_result.makespan), max((s + w for sp in spans for s, w in sp), default=0.0))
+    # each op's row (-1: a device not drawn), over arrays: Python per op cost seconds at 10^6 ops (issue 22)
+    row_of_device = np.array([row.get(d, -1) for d in sim_result.devices] + [-1], dtype=np.int64)
+    start = np.asarray(sim_result.start, dtype=np.float64)
+    end = np.asarray(sim_result.end, dtype=np.float64)
+    op_row = row_of_device[np.asarray(sim_result.device_of, dtype=np.int64)] if len(start) else np.zeros(0, np.int64)
+    ran = (start == start) & (end == end)  # NaN: never ran
+    spans: list[tuple[np.ndarray, np.ndarray]] = []
+    for k in range(len(devs)):
+        mine = ran & (op_row == k)
+        s, w = start[mine], end[mine] - start[mine]
+        order = np.lexsort((w, s))  # the (start, width) order of sorted tuples
+        spans.append((s[order], w[order]))
+    t_max = max(float(sim_result.makespan), max((float((s + w).max()) for s, w in spans if len(s)), default=0.0))
     scale, unit = _time_scale(t_max)
     height = max(2.0, 0.35 * len(devs) + 1.2)
-    merged = sum(len(sp) for sp in spans) > MAX_BARS
+    merged = sum(len(s) for s, _ in spans) > MAX_BARS
     fig, ax = plt.subplots(figsize=(10, height))
-    for k, sp in enumerate(spans):
-        sp.sort()
-        busy = sum(w for _, w in sp)
+    for k, (s, w) in enumerate(spans):
+        busy = sum(w.tolist())
         if merged:
-            sp = _merge_spans(sp, t_max / PIXELS)
-        colors = [_PALETTE[j % 2 + 2 * (k % 2)] for j in range(len(sp))]
-        if sp:
+            s, w = _merge_spans_arrays(s, w, t_max / PIXELS)
+        colors = [_PALETTE[j % 2 + 2 * (k % 2)] for j in range(len(s))]
+        if len(s):
             ax.broken_barh(
-                [(s * scale, w * scale) for s, w in sp],
+                list(zip((s * scale).tolist(), (w * scale).tolist())),
                 (k - 0.4, 0.8),
                 facecolors=colors,
                 edgecolor="black",
@@ -207,7 +247,9 @@ def memory_png(sim_result, path: str | os.PathLike, *, title: str | None = None,
     (Baechi Figure 9). The simulator's memory timeline is a step function; an OOM is marked with a cross.
     A device's timeline of more than `MAX_POINTS` changes is drawn as its upper envelope at 1/`PIXELS` of the
     step (the peak exact; said in the title)."""
-    t_max = max([sim_result.makespan] + [t for tl in sim_result.memory_timeline.values() for t, _ in tl])
+    t_max = max(
+        [sim_result.makespan] + [max(map(itemgetter(0), tl)) for tl in sim_result.memory_timeline.values() if tl]
+    )
     scale, unit = _time_scale(t_max)
     peak = max(list(sim_result.peak_memory.values()) + [1.0])
     mscale, munit = next(((f, u) for f, u in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")) if peak >= f), (1.0, "B"))
@@ -216,10 +258,17 @@ def memory_png(sim_result, path: str | os.PathLike, *, title: str | None = None,
     for k, dev in enumerate(sim_result.devices):
         tl = sim_result.memory_timeline.get(dev) or [(0.0, 0.0)]
         if len(tl) > MAX_POINTS:
-            tl = _envelope(tl, t_max)
+            ts, ms = _envelope_arrays(
+                np.fromiter(map(itemgetter(0), tl), np.float64, len(tl)),
+                np.fromiter(map(itemgetter(1), tl), np.float64, len(tl)),
+                t_max,
+            )
+            xs = (ts * scale).tolist() + [t_max * scale]
+            ys = (ms / mscale).tolist() + [ms[-1] / mscale]
             enveloped = True
-        xs = [t * scale for t, _ in tl] + [t_max * scale]
-        ys = [m / mscale for _, m in tl] + [tl[-1][1] / mscale]
+        else:
+            xs = [t * scale for t, _ in tl] + [t_max * scale]
+            ys = [m / mscale for _, m in tl] + [tl[-1][1] / mscale]
         color = _PALETTE[k % len(_PALETTE)]
         ax.step(xs, ys, where="post", color=color, label=f"{dev} (peak {sim_result.peak_memory[dev] / mscale:.3g})")
         limit = sim_result.memory_limit.get(dev)

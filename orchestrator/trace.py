@@ -37,7 +37,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from algorithms.graph import atomic_write_json
+import numpy as np
+
+from algorithms.graph import atomic_write_json, gc_paused
 
 PREDICTED_PID = 1
 MEASURED_PID = 2
@@ -86,14 +88,15 @@ def _x(pid: int, tid: int, name: str, cat: str, start_s: float, end_s: float, ar
 
 
 def _cut_time(sim: Any, max_ops: int | None) -> float:
-    """The start time of the (max_ops + 1)-th op that ran, in start order; infinity when no cut is needed."""
+    """The start time of the (max_ops + 1)-th op that ran, in start order; infinity when no cut is needed.
+    O(ops) (a partial sort)."""
     if max_ops is None:
         return math.inf
-    starts = [s for s in sim.start if s == s]
+    starts = np.asarray(sim.start, dtype=float)
+    starts = starts[starts == starts]
     if len(starts) <= max_ops:
         return math.inf
-    starts.sort()
-    return starts[max_ops]
+    return float(np.partition(starts, max_ops)[max_ops])
 
 
 def predicted_events(
@@ -106,28 +109,46 @@ def predicted_events(
     devices = list(cluster.names) if cluster is not None else list(sim.devices)
     devices += [d for d in sim.devices if d not in devices]
     cut = _cut_time(sim, max_ops)
+    start = np.asarray(sim.start, dtype=float)
+    end = np.asarray(sim.end, dtype=float)
+    # ops shown: ran (start and end not NaN: after an OOM the simulator still reports the rest) before the cut
+    shown_ops = np.flatnonzero((start < cut) & (end == end)).tolist()
     label = "predicted (simulator)"
     what = ""
     if cut < math.inf:
-        ran = sum(1 for s in sim.start if s == s)
-        shown = sum(1 for s in sim.start if s < cut)
+        ran = int(np.count_nonzero(start == start))
+        shown = int(np.count_nonzero(start < cut))
         what = f"first {shown} of {ran} ops (up to t = {cut:.6g} s of {sim.makespan:.6g} s)"
         label += f", {what}"
         log.warning("trace.json: %s ops ran, more than %s: the trace holds the %s", ran, max_ops, what)
     links = sorted({(src, dst) for _, src, dst, s, *_ in sim.transfers if s < cut})
     events, tid = _tracks(PREDICTED_PID, label, devices, links)
-    for i, name in enumerate(sim.names):
-        s, e = sim.start[i], sim.end[i]
-        if s != s or e != e or s >= cut:  # NaN: never ran (after an OOM the simulator still reports the rest)
-            continue
-        dev = sim.devices[sim.device_of[i]]
+    names, starts, ends, device_of, sim_devices = sim.names, sim.start, sim.end, sim.device_of, sim.devices
+    attrs_of = graph.nx.nodes if graph is not None else None
+    keys = ("type", "compute_s", "output_bytes", "phase")
+    for i in shown_ops:
+        name = names[i]
+        s, e = starts[i], ends[i]
+        dev = sim_devices[device_of[i]]
         args: dict[str, Any] = {"device": dev}
-        if graph is not None and name in graph:
-            attrs = graph.op(name)
-            for k in ("type", "compute_s", "output_bytes", "phase"):
-                if attrs.get(k) is not None:
-                    args[k] = attrs[k]
-        events.append(_x(PREDICTED_PID, tid[dev], name, "op", s, e, args))
+        if attrs_of is not None and name in attrs_of:
+            attrs = attrs_of[name]
+            for k in keys:
+                v = attrs.get(k)
+                if v is not None:
+                    args[k] = v
+        events.append(
+            {
+                "ph": "X",
+                "pid": PREDICTED_PID,
+                "tid": tid[dev],
+                "name": name,
+                "cat": "op",
+                "ts": s * _US,
+                "dur": max(0.0, e - s) * _US,
+                "args": args,
+            }
+        )
     for op, src, dst, s, e, nbytes in sim.transfers:
         if s >= cut:
             continue
@@ -136,13 +157,13 @@ def predicted_events(
         )
     for dev, timeline in sim.memory_timeline.items():
         limit = sim.memory_limit.get(dev)
+        finite_limit = limit is not None and math.isfinite(limit)
+        counter = f"memory {dev}"
         for t, used in timeline:
             if t >= cut:
                 break  # the timeline is in time order
-            args = {"used": used}
-            if limit is not None and math.isfinite(limit):
-                args["limit"] = limit
-            events.append({"ph": "C", "pid": PREDICTED_PID, "name": f"memory {dev}", "ts": t * _US, "args": args})
+            args = {"used": used, "limit": limit} if finite_limit else {"used": used}
+            events.append({"ph": "C", "pid": PREDICTED_PID, "name": counter, "ts": t * _US, "args": args})
     if cut < math.inf:
         events.append(
             {
@@ -226,8 +247,11 @@ def write_trace(
     other: Mapping[str, Any] | None = None,
     max_ops: int | None = MAX_OPS,
 ) -> Path:
-    """Write trace.json (see the module docstring); returns its path."""
-    atomic_write_json(path, trace(sim, graph, cluster, measured, measured_transfers, other, max_ops))
+    """Write trace.json (see the module docstring); returns its path.  The cyclic GC is paused meanwhile
+    (`algorithms.graph.gc_paused`): the events are a few hundred thousand small dicts, none in a cycle, and
+    every collection their allocation triggers would walk the graph's millions of objects."""
+    with gc_paused():
+        atomic_write_json(path, trace(sim, graph, cluster, measured, measured_transfers, other, max_ops))
     return Path(path)
 
 

@@ -67,7 +67,8 @@ class Placed:
     graph: OpGraph
     cluster: Cluster
     coarse: OpGraph
-    cmap: CoarseMap
+    #: None: no graph pass ran, the coarse graph is the graph (`stage_optimize`)
+    cmap: CoarseMap | None
     coarse_placement: Placement
     assignment: dict[str, str]
     placement_time_s: float
@@ -122,7 +123,7 @@ def place_graph(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any]
     for k, v in (coarse_pl.info or {}).items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             metrics[f"placer.{k}"] = v
-    assignment = cmap.expand_assignment(coarse_pl.assignment)
+    assignment = cmap.expand_assignment(coarse_pl.assignment) if cmap is not None else dict(coarse_pl.assignment)
     check_placement(graph, cluster, assignment)
     atomic_write_json(ctx.out / "placement.json", assignment, indent=0)
     return Placed(graph, cluster, coarse, cmap, coarse_pl, assignment, ptime, plkey)

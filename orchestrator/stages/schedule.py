@@ -77,7 +77,7 @@ def stage_schedule(
     graph: OpGraph,
     cluster: Cluster,
     coarse_pl: Placement,
-    cmap: CoarseMap,
+    cmap: CoarseMap | None,
     assignment: dict[str, str],
     plkey: str,
 ) -> tuple[Schedule, str]:
@@ -89,7 +89,7 @@ def stage_schedule(
         scheduler = instantiate(sched_cfg, "scheduler")
         full = Placement(assignment)
         if isinstance(scheduler, PlacerOrderScheduler) and coarse_pl.order:
-            order = cmap.expand_schedule(coarse_pl.order)
+            order = cmap.expand_schedule(coarse_pl.order) if cmap is not None else coarse_pl.order
             order = {d: list(order.get(d, [])) for d in cluster.names}
             try:
                 check_schedule(graph, full, order)
