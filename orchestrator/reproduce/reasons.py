@@ -14,7 +14,8 @@ _FINE = (
 
 REASONS: dict[str, str] = {
     "baechi-t2": (
-        "Placement times are wall-clock on the shared 2-core machine; the learning-based placers the table compares "
+        "Placement times are the placing process's CPU time on the shared 2-core machine (wall clock for runs "
+        "made before it was recorded); the learning-based placers the table compares "
         "(HRL, Placeto) are not in the lab, so the ordering is only between the two models."
     ),
     "baechi-t3-inception": (
@@ -112,8 +113,9 @@ REASONS: dict[str, str] = {
     ),
     "celeritas-t4": (
         "Placement times with every device's full 32 GB (celeritas_placement_time), since under Table 3's tight "
-        "memory Celeritas and Order-Place stop at the replay check and record no placement time; wall-clock on the "
-        "shared 2-core machine."
+        "memory Celeritas and Order-Place stop at the replay check and record no placement time; CPU time of the "
+        "placing process on the shared 2-core machine (its wall clock at load 2-10 moved the same Celeritas "
+        "placement from 0.95 s to 16.4 s and reversed the order on 24 Nov)."
     ),
     "celeritas-t5-time": (
         "CPU op times at batch 16 are not linear in the profiled batch sizes 2-8 (cache and threading effects), "
