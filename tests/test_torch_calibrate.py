@@ -93,7 +93,9 @@ def test_in_step_calibration_explains_its_own_placed_steps():
         },
         "cpu2",
     )
-    cal = calibrate_in_step(c, blocks=(2, 24), rounds=1, warmup=1, steps=5, host_cores=2)
+    # transport threads at nice 19, not SCHED_IDLE: on a host other jobs keep busy, idle transport threads
+    # stretch every hop to milliseconds (docs/fidelity.md), which is the load's figure, not the calibration's
+    cal = calibrate_in_step(c, blocks=(2, 24), rounds=1, warmup=1, steps=5, host_cores=2, transport_policy="nice")
     assert cal.send_overhead_s >= 0 and cal.recv_overhead_s >= 0
     assert all(r["messages"] > 0 for r in cal.placements)
     assert cal.rel_rms < 0.5
