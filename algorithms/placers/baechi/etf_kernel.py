@@ -1,6 +1,6 @@
-"""m-ETF's list scheduling compiled with numba (issue 22): the pair queue of `pair_queue.PairQueue` and the
-placement-time model of `exec_model.ExecModel` (parallel communication) over arrays, for graphs of 10^5-10^6
-ops.
+"""m-ETF's and m-SCT's list scheduling compiled with numba (issue 22): the pair queues of `pair_queue.PairQueue`
+and `sct_queue.SCTQueue` and the placement-time model of `exec_model.ExecModel` (parallel communication) over
+arrays, for graphs of 10^5-10^6 ops.
 
 What it computes.  Exactly what ``PairQueue(ExecModel(...)).run()`` computes for m-ETF in a
 ``parallel``-communication cluster (Baechi 2.3 with the execution model of 4.2, colocation groups co-adjusted as
@@ -8,9 +8,15 @@ in 3.1): the same pairs in the same order, the same estimates, memory checks, re
 pairs, `GroupOverflow`, `InfeasiblePlacement` with the same messages), the same start and end times and the
 same per-device peaks, bit for bit.  It is a port, line for line, of those classes' parallel-mode code paths;
 their docstrings describe the algorithm, and the Python classes stay the reference implementation (and the
-only one for ``sequential`` mode, whose re-timing replays are not ported, and for m-SCT's queue).
-`tests/test_etf_kernel.py` compares the two on random graphs with colocation groups, tight memory and banned
-pairs.
+only one for ``sequential`` mode, whose re-timing replays are not ported).  `tests/test_etf_kernel.py` compares
+the two on random graphs with colocation groups, tight memory and banned pairs.
+
+m-SCT (`run_sct`, Baechi 2.4) is the same kernel (`etf_run` with ``sct``): everything but the choice of the next
+pair and what a refusal does is shared.  Its per-device heaps are `SCTQueue`'s four: the pairs waiting for
+their data, and the released ones by class (favourite child on its parent's device, urgent, others;
+`_sct_head`); a chosen favourite child's pair may be held back for its parent's device (`_prefers_parent`),
+and a refusal may exclude the device (`SCTQueue._no_fit`).  `tests/test_sct_kernel.py` compares it with
+`SCTQueue` the same way, with random favourite children and both exclusion rules.
 
 How the state maps to arrays (V ops, D devices):
 

@@ -98,6 +98,10 @@ class MSCTPlacer(Placer):
     lp_time_s, lp_status, n_favorite_children, n_excluded_devices, the predicted makespan and the predicted
     peak bytes per device.  An op that fits nowhere raises `InfeasiblePlacement`.
 
+    Implementation (issue 22): in a ``parallel``-communication cluster, graphs of `COMPILED_MIN_OPS` ops or
+    more run the list scheduling compiled with numba (`etf_kernel.run_sct`, a port of `SCTQueue` and
+    `ExecModel`): the same placement, predicted times and peaks, bit for bit (``info["compiled"]``).
+
     Complexity: the LP (interior point on V + E variables; windowed: V / window interior points on
     O(window) variables) plus m-ETF's O((V D + R)(log(V D) + d)).
     """
