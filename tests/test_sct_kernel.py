@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,7 +17,9 @@ from algorithms.cluster import Cluster, Device, uniform_cluster
 from algorithms.errors import ConfigError, LabError
 from algorithms.memory import single_device_need
 from algorithms.placers.baechi import MSCTPlacer, m_sct
+from algorithms.placers.baechi import sct_lp as sct_lp_mod
 from algorithms.placers.baechi.exec_model import ExecModel
+from algorithms.placers.baechi.sct_lp import implied_edges_kept
 from algorithms.placers.baechi.sct_queue import SCTQueue
 from algorithms.workloads.synthetic import level_dag
 from tests.scale_fixture import CASES
@@ -166,3 +169,50 @@ def test_placer_compiled_sct_equals_python_on_fixture(case, monkeypatch):
         info = {k: v for k, v in pl.info.items() if k not in drop}
         out.append((pl.assignment, pl.order, info))
     assert out[0] == out[1]
+
+
+# ----------------------------------------------------------------- the SCT LP's compiled preparation
+sct_kernel = pytest.importorskip("algorithms.placers.baechi.sct_kernel")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(g=random_dags(max_ops=40, training=True), seed=st.integers(0, 2**16), budget=st.sampled_from([1, 3, 16]))
+def test_compiled_implied_edges_equal_python(g, seed, budget):
+    """`sct_kernel.implied_kept` gives `implied_edges_kept`'s mask (random times, some long ones so that paths
+    imply edges; small budgets so that passes stop early)."""
+    idx = g.index()
+    rng = np.random.default_rng(seed)
+    src = np.array([i for i in range(idx.n) for _ in idx.succ[i]], dtype=np.int64)
+    dst = np.array([j for i in range(idx.n) for j, _ in idx.succ[i]], dtype=np.int64)
+    p = rng.choice([0.0, 0.5, 1.0, 3.0], size=idx.n)
+    c = rng.choice([0.0, 1.0, 2.5, 6.0], size=len(src))
+    want = implied_edges_kept(idx.succ, idx.pred, p, c, budget)
+    sptr = np.zeros(idx.n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=idx.n), out=sptr[1:])
+    pptr = np.zeros(idx.n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=idx.n), out=pptr[1:])
+    got = sct_kernel.implied_kept(sptr, dst, pptr, src[np.argsort(dst, kind="stable")], p, c, budget)
+    assert got.tolist() == want.tolist()
+    if len(src):
+        h = [np.zeros(idx.n), np.zeros(idx.n), p.copy()]
+        sct_kernel.heads_tails(src, dst, p, c, *h)
+        ref = sct_lp_mod._heads_tails(src, dst, p, c, idx.n)  # size 0: the Python passes
+        assert [a.tolist() for a in h] == [a.tolist() for a in ref]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("window", [40, 150])
+def test_windowed_lp_compiled_equals_python(seed, window, monkeypatch):
+    """`sct_lp_windowed` (and the whole LP) give the same x and facts with the compiled preparation and the
+    Python one; the windows of several hundred ops have ghosts and tails."""
+    g = level_dag(levels=80, min_nodes_per_level=2, max_nodes_per_level=8, training=True, seed=seed)
+    cl = uniform_cluster(3, 1e12, latency_s=1e-4, bytes_per_s=1e8)
+    out = []
+    for threshold in (None, 0):
+        monkeypatch.setattr(sct_lp_mod, "COMPILED_MIN_OPS", threshold)
+        x, facts = sct_lp_mod.sct_lp_windowed(g, cl, window=window)
+        xf, ff = sct_lp_mod.sct_lp(g, cl)
+        drop = ("lp_time_s",)
+        out.append((x.tolist(), {k: v for k, v in facts.items() if k not in drop}, xf.tolist(), ff["lp_edges_implied"]))
+    assert out[0] == out[1]
+    assert out[0][1]["lp_edges_implied"] > 0 and out[0][1]["lp_ghost_ops"] > 0
