@@ -203,8 +203,8 @@ def test_compiled_implied_edges_equal_python(g, seed, budget):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("window", [40, 150])
 def test_windowed_lp_compiled_equals_python(seed, window, monkeypatch):
-    """`sct_lp_windowed` (and the whole LP) give the same x and facts with the compiled preparation and the
-    Python one; the windows of several hundred ops have ghosts and tails."""
+    """`sct_lp_windowed` (and the whole LP) give the same x, facts and favourite children with the compiled
+    preparation and the Python one; the windows have ghosts and tails."""
     g = level_dag(levels=80, min_nodes_per_level=2, max_nodes_per_level=8, training=True, seed=seed)
     cl = uniform_cluster(3, 1e12, latency_s=1e-4, bytes_per_s=1e8)
     out = []
@@ -213,6 +213,8 @@ def test_windowed_lp_compiled_equals_python(seed, window, monkeypatch):
         x, facts = sct_lp_mod.sct_lp_windowed(g, cl, window=window)
         xf, ff = sct_lp_mod.sct_lp(g, cl)
         drop = ("lp_time_s",)
-        out.append((x.tolist(), {k: v for k, v in facts.items() if k not in drop}, xf.tolist(), ff["lp_edges_implied"]))
+        facts = {k: v for k, v in facts.items() if k not in drop}
+        fav = sct_lp_mod.favorite_children(g, x, 0.1)
+        out.append((x.tolist(), facts, xf.tolist(), ff["lp_edges_implied"], fav))
     assert out[0] == out[1]
-    assert out[0][1]["lp_edges_implied"] > 0 and out[0][1]["lp_ghost_ops"] > 0
+    assert out[0][1]["lp_edges_implied"] > 0 and out[0][1]["lp_ghost_ops"] > 0 and max(out[0][4]) >= 0

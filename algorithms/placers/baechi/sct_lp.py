@@ -14,7 +14,7 @@ from scipy.optimize import linprog
 from tqdm import tqdm
 
 from ...cluster import Cluster
-from ...graph import OpGraph
+from ...graph import GraphIndex, OpGraph
 
 log = logging.getLogger(__name__)
 
@@ -288,17 +288,30 @@ def sct_lp(
     return _solve_sct(src, dst, p, c, method, reduce, options, size=idx.n)
 
 
+def _edges(idx: GraphIndex) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sources, destinations and bytes of the edges in the order of ``idx.succ`` flattened; from the index's
+    shared arrays (`sim_kernel.index_arrays`, which the compiled list scheduling reads too) when the graph has
+    `COMPILED_MIN_OPS` ops or more.  O(V + E)."""
+    n = idx.n
+    if _kernel(n) is not None:
+        from ...sim_kernel import index_arrays
+
+        ia = index_arrays(idx)
+        return np.repeat(np.arange(n, dtype=np.int64), np.diff(ia["succ_ptr"])), ia["succ_k"], ia["succ_b"]
+    src = np.fromiter((i for i in range(n) for _ in idx.succ[i]), dtype=np.int64)
+    dst = np.fromiter((j for i in range(n) for j, _ in idx.succ[i]), dtype=np.int64)
+    byt = np.fromiter((b for i in range(n) for _, b in idx.succ[i]), dtype=float)
+    return src, dst, byt
+
+
 def _edge_costs(graph: OpGraph, cluster: Cluster, compute: list[float] | None):
     """Edges (sources, destinations, in the order of ``graph.index().succ`` flattened), p (execution time
     per op averaged over the devices, or `compute`) and c (the edges' transfer time averaged over ordered
     pairs of distinct devices), as `sct_lp` defines them.  O(V + E)."""
     idx = graph.index()
-    n = idx.n
     devs = cluster.devices
     D = len(devs)
-    src = np.fromiter((i for i in range(n) for _ in idx.succ[i]), dtype=np.int64)
-    dst = np.fromiter((j for i in range(n) for j, _ in idx.succ[i]), dtype=np.int64)
-    byt = np.fromiter((b for i in range(n) for _, b in idx.succ[i]), dtype=float)
+    src, dst, byt = _edges(idx)
     E = len(src)
     if compute is None:
         inv = np.mean([1.0 / d.speed for d in devs])
@@ -613,13 +626,12 @@ def favorite_children(graph: OpGraph, x: np.ndarray, threshold: float = 0.1) -> 
     parent yet, so that each op has at most one of each. O(E log E).
     """
     idx = graph.index()
-    edges = [(i, j) for i in range(idx.n) for j, _ in idx.succ[i]]
+    src, dst, _ = _edges(idx)
     fav_parent = [-1] * idx.n
     has_child = [False] * idx.n
     cand = np.flatnonzero(x < threshold)
     cand = cand[np.argsort(x[cand], kind="stable")]
-    for e in cand.tolist():
-        i, j = edges[e]
+    for i, j in zip(src[cand].tolist(), dst[cand].tolist()):
         if not has_child[i] and fav_parent[j] < 0:
             has_child[i] = True
             fav_parent[j] = i
