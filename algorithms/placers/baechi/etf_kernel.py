@@ -1,6 +1,6 @@
-"""m-ETF's list scheduling compiled with numba (issue 22): the pair queue of `pair_queue.PairQueue` and the
-placement-time model of `exec_model.ExecModel` (parallel communication) over arrays, for graphs of 10^5-10^6
-ops.
+"""m-ETF's and m-SCT's list scheduling compiled with numba (issue 22): the pair queues of `pair_queue.PairQueue`
+and `sct_queue.SCTQueue` and the placement-time model of `exec_model.ExecModel` (parallel communication) over
+arrays, for graphs of 10^5-10^6 ops.
 
 What it computes.  Exactly what ``PairQueue(ExecModel(...)).run()`` computes for m-ETF in a
 ``parallel``-communication cluster (Baechi 2.3 with the execution model of 4.2, colocation groups co-adjusted as
@@ -8,9 +8,15 @@ in 3.1): the same pairs in the same order, the same estimates, memory checks, re
 pairs, `GroupOverflow`, `InfeasiblePlacement` with the same messages), the same start and end times and the
 same per-device peaks, bit for bit.  It is a port, line for line, of those classes' parallel-mode code paths;
 their docstrings describe the algorithm, and the Python classes stay the reference implementation (and the
-only one for ``sequential`` mode, whose re-timing replays are not ported, and for m-SCT's queue).
-`tests/test_etf_kernel.py` compares the two on random graphs with colocation groups, tight memory and banned
-pairs.
+only one for ``sequential`` mode, whose re-timing replays are not ported).  `tests/test_etf_kernel.py` compares
+the two on random graphs with colocation groups, tight memory and banned pairs.
+
+m-SCT (`run_sct`, Baechi 2.4) is the same kernel (`etf_run` with ``sct``): everything but the choice of the next
+pair and what a refusal does is shared.  Its per-device heaps are `SCTQueue`'s four: the pairs waiting for
+their data, and the released ones by class (favourite child on its parent's device, urgent, others;
+`_sct_head`); a chosen favourite child's pair may be held back for its parent's device (`_prefers_parent`),
+and a refusal may exclude the device (`SCTQueue._no_fit`).  `tests/test_sct_kernel.py` compares it with
+`SCTQueue` the same way, with random favourite children and both exclusion rules.
 
 How the state maps to arrays (V ops, D devices):
 
@@ -48,15 +54,17 @@ from __future__ import annotations
 
 import logging
 from itertools import chain
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-from ...errors import InfeasiblePlacement
+from ...errors import ConfigError, InfeasiblePlacement
 from ...sim_kernel import index_arrays
 from .device_memory import _B
 from .exec_model import ExecModel
 from .pair_queue import GroupOverflow
+from .sct_queue import EXCLUSIONS
 
 log = logging.getLogger(__name__)
 
@@ -434,13 +442,16 @@ def _release(mem, p, k, b):
 
 # ----------------------------------------------------------------- the list scheduling
 @njit(cache=True)
-def _usable(o, p, gid, group_dev, banned, dropped):
+def _usable(o, p, gid, group_dev, banned, dropped, excluded):
+    """`PairQueue.usable` (`SCTQueue.usable` with its excluded devices; m-ETF excludes none)."""
     g = gid[o]
     if g >= 0:
-        if group_dev[g] >= 0:
+        if group_dev[g] >= 0:  # a pinned group still goes to its device, excluded or not
             return p == group_dev[g]
-        if banned[g, p]:
+        if excluded[p] or banned[g, p]:
             return False
+    elif excluded[p]:
+        return False
     return not dropped[o, p]
 
 
@@ -460,6 +471,115 @@ def _data_ready(o, p, pred_ptr, pred_j, pred_b, dev, end, arr, lat, bw, ntens):
         if a > dr:
             dr = a
     return dr
+
+
+@njit(cache=True)
+def _alive(o, allowed, gid, group_dev, banned, dropped, excluded):
+    """`PairQueue.check_alive`: whether op o has a usable pair left."""
+    for p in range(allowed.shape[1]):
+        if allowed[o, p] and _usable(o, p, gid, group_dev, banned, dropped, excluded):
+            return True
+    return False
+
+
+@njit(cache=True)
+def _push_all(
+    o,
+    hd,
+    ho,
+    hg,
+    hn,
+    gen,
+    allowed,
+    gid,
+    group_dev,
+    banned,
+    dropped,
+    excluded,
+    parked_pairs,
+    pred_ptr,
+    pred_j,
+    pred_b,
+    dev,
+    end,
+    arr,
+    lat,
+    bw,
+    ntens,
+):
+    """`PairQueue.push_all`: queue every usable, unparked pair of o; False when a heap is full."""
+    for p in range(allowed.shape[1]):
+        if allowed[o, p] and _usable(o, p, gid, group_dev, banned, dropped, excluded) and not parked_pairs[o, p]:
+            d = _data_ready(o, p, pred_ptr, pred_j, pred_b, dev, end, arr, lat, bw, ntens)
+            if not _hpush(hd, ho, hg, hn, p, d, o, gen[o]):
+                return False
+    return True
+
+
+@njit(cache=True)
+def _data_ready_anywhere(o, pred_ptr, pred_j, pred_b, dev, end, lat, bw, ntens):
+    """`ExecModel.data_ready_anywhere`: when o's inputs could be on every device (m-SCT's urgency)."""
+    D = lat.shape[0]
+    t = 0.0
+    for e in range(pred_ptr[o], pred_ptr[o + 1]):
+        j = pred_j[e]
+        q = dev[j]
+        worst = 0.0
+        for p in range(D):
+            if p != q:
+                c = lat[q, p] * ntens[j] + pred_b[e] / bw[q, p]
+                if c > worst:
+                    worst = c
+        a = end[j] + worst
+        if a > t:
+            t = a
+    return t
+
+
+@njit(cache=True)
+def _sct_head(p, av, hd, ho, hg, hn, dev, gen, fav, urgent_at, gid, group_dev, banned, dropped, excluded):
+    """`SCTQueue._head`: device p's best pair as (time, class, op, heap row); op -1: none, -2: a heap is full.
+    Rows: p the pairs waiting for their data (data ready, op, gen); D + p, 2 D + p, 3 D + p the released
+    pairs of classes 0 and 1 (0, op, gen: ordered as the classes' (op, gen)) and 2 (urgent time, op, gen)."""
+    D = hn.shape[0] // 4
+    pr, fr, ur, nr = p, D + p, 2 * D + p, 3 * D + p
+    while hn[pr] and hd[pr, 0] <= av:
+        o, g = ho[pr, 0], hg[pr, 0]
+        _hpop(hd, ho, hg, hn, pr)
+        if not (dev[o] < 0 and g == gen[o] and _usable(o, p, gid, group_dev, banned, dropped, excluded)):
+            continue
+        f = fav[o]
+        if f >= 0 and dev[f] == p:
+            ok = _hpush(hd, ho, hg, hn, fr, 0.0, o, g)
+        elif urgent_at[o] <= av:
+            ok = _hpush(hd, ho, hg, hn, ur, 0.0, o, g)
+        else:
+            ok = _hpush(hd, ho, hg, hn, nr, urgent_at[o], o, g)
+        if not ok:
+            return 0.0, 0, -2, 0
+    while hn[nr] and hd[nr, 0] <= av:
+        o, g = ho[nr, 0], hg[nr, 0]
+        _hpop(hd, ho, hg, hn, nr)
+        if not _hpush(hd, ho, hg, hn, ur, 0.0, o, g):
+            return 0.0, 0, -2, 0
+    for c in range(3):  # among released pairs a lower class wins
+        row = (c + 1) * D + p
+        while hn[row]:
+            o = ho[row, 0]
+            if dev[o] < 0 and hg[row, 0] == gen[o] and _usable(o, p, gid, group_dev, banned, dropped, excluded):
+                return av, c, o, row
+            _hpop(hd, ho, hg, hn, row)
+    while hn[pr]:
+        o = ho[pr, 0]
+        if dev[o] < 0 and hg[pr, 0] == gen[o] and _usable(o, p, gid, group_dev, banned, dropped, excluded):
+            break
+        _hpop(hd, ho, hg, hn, pr)
+    if hn[pr] == 0:
+        return 0.0, 0, -1, 0
+    d, o = hd[pr, 0], ho[pr, 0]
+    f = fav[o]
+    c = 0 if (f >= 0 and dev[f] == p) else (1 if d >= urgent_at[o] else 2)
+    return d, c, o, pr
 
 
 @njit(cache=True)
@@ -488,6 +608,12 @@ def etf_run(
     limit,
     banned,
     memory_aware,
+    # m-SCT (`SCTQueue`); m-ETF: sct False
+    sct,
+    fav,
+    fav_bytes,
+    exclude_full,
+    excl_refusal,
     # state (filled in)
     dev,
     start,
@@ -508,11 +634,18 @@ def etf_run(
     ho,
     hg,
     res,
+    excluded,
 ):
-    """The list scheduling of `PairQueue.run` with `ExecModel` (parallel mode) on arrays (module docstring).
-    Returns a status; ``res`` receives (op, group, device, need, n_dropped, n_parked, n_reestimated, n_placed)."""
+    """The list scheduling of `PairQueue.run` (``sct`` False) or `SCTQueue.run` (``sct`` True; favourite parents
+    ``fav``, -1: none) with `ExecModel` (parallel mode) on arrays (module docstring).  Returns a status; ``res``
+    receives (op, group, device, need, n_dropped, n_parked, n_reestimated, n_placed, n_held_back); ``excluded``
+    the devices m-SCT excluded.  The heaps have D rows (m-ETF) or 4 D rows (m-SCT: the pairs waiting for their
+    data, then the released ones of classes 0, 1 and 2; `_sct_head`)."""
     n = dur.shape[0]
     D = dur.shape[1]
+    urgent_at = np.zeros(n if sct else 0, np.float64)  # `SCTQueue.urgent_at`
+    held_until = np.full((n if sct else 0, D), -1.0)  # `SCTQueue.held_until`
+    n_held = 0
     mpers = mem[7]
     gen = np.zeros(n, np.int64)
     ready = np.zeros(n, np.bool_)
@@ -528,7 +661,7 @@ def etf_run(
     plen = np.zeros(D, np.int64)
     parked_at = np.zeros(D, np.int64)
     version = np.zeros(D, np.int64)
-    hn = np.zeros(D, np.int64)
+    hn = np.zeros(hd.shape[0], np.int64)
     maxdeg = 1
     for o in range(n):
         if pred_ptr[o + 1] - pred_ptr[o] > maxdeg:
@@ -559,20 +692,37 @@ def etf_run(
         for si in range(ns):
             o = stack[si]
             ready[o] = True
-            alive = False
-            for p in range(D):
-                if allowed[o, p] and _usable(o, p, gid, group_dev, banned, dropped):
-                    alive = True
-                    break
-            if not alive:
+            if sct:
+                urgent_at[o] = _data_ready_anywhere(o, pred_ptr, pred_j, pred_b, dev, end, lat, bw, ntens)
+            if not _alive(o, allowed, gid, group_dev, banned, dropped, excluded):
                 res[0] = o
                 return INFEASIBLE
-            for p in range(D):  # push_all
-                if allowed[o, p] and _usable(o, p, gid, group_dev, banned, dropped) and not parked_pairs[o, p]:
-                    d = _data_ready(o, p, pred_ptr, pred_j, pred_b, dev, end, arr, lat, bw, ntens)
-                    if not _hpush(hd, ho, hg, hn, p, d, o, gen[o]):
-                        res[1] = 0
-                        return OVERFLOW
+            if not _push_all(
+                o,
+                hd,
+                ho,
+                hg,
+                hn,
+                gen,
+                allowed,
+                gid,
+                group_dev,
+                banned,
+                dropped,
+                excluded,
+                parked_pairs,
+                pred_ptr,
+                pred_j,
+                pred_b,
+                dev,
+                end,
+                arr,
+                lat,
+                bw,
+                ntens,
+            ):
+                res[1] = 0
+                return OVERFLOW
         ns = 0
         # --- unpark (after a placement; a no-op at the start)
         if n_parked_now:
@@ -584,7 +734,7 @@ def etf_run(
                         o = parked[p, i]
                         parked_pairs[o, p] = False
                         n_parked_now -= 1
-                        if dev[o] < 0 and _usable(o, p, gid, group_dev, banned, dropped):
+                        if dev[o] < 0 and _usable(o, p, gid, group_dev, banned, dropped, excluded):
                             d = _data_ready(o, p, pred_ptr, pred_j, pred_b, dev, end, arr, lat, bw, ntens)
                             if not _hpush(hd, ho, hg, hn, p, d, o, gen[o]):
                                 res[1] = 0
@@ -593,10 +743,27 @@ def etf_run(
         placed = -1
         while placed < 0:
             bs, bd, bo, bp = 0.0, 0.0, -1, -1
+            bc, brow = 0, 0
             for p in range(D):
+                if sct:  # `SCTQueue._loop`: the best head by (time, class, op, device)
+                    t, c, o, row = _sct_head(
+                        p, avail[p], hd, ho, hg, hn, dev, gen, fav, urgent_at, gid, group_dev, banned, dropped, excluded
+                    )
+                    if o == -2:
+                        res[1] = 0
+                        return OVERFLOW
+                    if o >= 0 and (
+                        bo < 0 or t < bs or (t == bs and (c < bc or (c == bc and (o < bo or (o == bo and p < bp)))))
+                    ):
+                        bs, bc, bo, bp, brow = t, c, o, p, row
+                    continue
                 while hn[p]:
                     o = ho[p, 0]
-                    if dev[o] >= 0 or hg[p, 0] != gen[o] or not _usable(o, p, gid, group_dev, banned, dropped):
+                    if (
+                        dev[o] >= 0
+                        or hg[p, 0] != gen[o]
+                        or not _usable(o, p, gid, group_dev, banned, dropped, excluded)
+                    ):
                         _hpop(hd, ho, hg, hn, p)
                         continue
                     break
@@ -637,11 +804,40 @@ def etf_run(
                     dr = a
             av = avail[p]
             s = av if av > dr else dr
-            if dr > d:  # the stored data-ready time was a lower bound (a cached transfer grew)
-                n_reest += 1
-                _hreplace(hd, ho, hg, hn, p, dr, o, gen[o])
-                continue
-            _hpop(hd, ho, hg, hn, p)
+            if sct:
+                _hpop(hd, ho, hg, hn, brow)
+                if s > bs:  # its stored data-ready time was a lower bound (a cached transfer grew)
+                    n_reest += 1
+                    if not _hpush(hd, ho, hg, hn, p, dr, o, gen[o]):
+                        res[1] = 0
+                        return OVERFLOW
+                    continue
+                # `SCTQueue._prefers_parent`: hold the pair back while the favourite parent's device could take o
+                f = fav[o]
+                if f >= 0:
+                    pf = dev[f]
+                    if (
+                        pf != p
+                        and allowed[o, pf]
+                        and _usable(o, pf, gid, group_dev, banned, dropped, excluded)
+                        and not parked_pairs[o, pf]
+                    ):
+                        a = _data_ready(o, pf, pred_ptr, pred_j, pred_b, dev, end, arr, lat, bw, ntens)
+                        t_fav = avail[pf] if avail[pf] > a else a
+                        saved = lat[pf, p] * ntens[f] + fav_bytes[o] / bw[pf, p]
+                        if not (t_fav <= s or t_fav - s > saved) and not held_until[o, p] >= t_fav:
+                            held_until[o, p] = t_fav
+                            n_held += 1
+                            if not _hpush(hd, ho, hg, hn, p, t_fav, o, gen[o]):
+                                res[1] = 0
+                                return OVERFLOW
+                            continue
+            else:
+                if dr > d:  # the stored data-ready time was a lower bound (a cached transfer grew)
+                    n_reest += 1
+                    _hreplace(hd, ho, hg, hn, p, dr, o, gen[o])
+                    continue
+                _hpop(hd, ho, hg, hn, p)
             # _mem_request
             g = gid[o]
             at_start = temp[o] + out[o]
@@ -679,15 +875,46 @@ def etf_run(
                 if g >= 0 and group_dev[g] >= 0 and exhausted:
                     res[0], res[1], res[2], res[3] = o, g, p, need
                     return GROUP_REFUSED
-                if exhausted:  # drop
+                if sct and exclude_full and g < 0 and (excl_refusal or exhausted):  # `SCTQueue._no_fit`
+                    excluded[p] = True
+                    for r in range(n):  # sorted(ready)
+                        if ready[r] and dev[r] < 0:
+                            if not _alive(r, allowed, gid, group_dev, banned, dropped, excluded):
+                                res[0] = r
+                                return INFEASIBLE
+                            f = fav[r]
+                            if f >= 0 and dev[f] == p:  # refresh(r)
+                                gen[r] += 1
+                                if not _push_all(
+                                    r,
+                                    hd,
+                                    ho,
+                                    hg,
+                                    hn,
+                                    gen,
+                                    allowed,
+                                    gid,
+                                    group_dev,
+                                    banned,
+                                    dropped,
+                                    excluded,
+                                    parked_pairs,
+                                    pred_ptr,
+                                    pred_j,
+                                    pred_b,
+                                    dev,
+                                    end,
+                                    arr,
+                                    lat,
+                                    bw,
+                                    ntens,
+                                ):
+                                    res[1] = 0
+                                    return OVERFLOW
+                elif exhausted:  # drop
                     dropped[o, p] = True
                     n_dropped += 1
-                    alive = False
-                    for r in range(D):
-                        if allowed[o, r] and _usable(o, r, gid, group_dev, banned, dropped):
-                            alive = True
-                            break
-                    if not alive:
+                    if not _alive(o, allowed, gid, group_dev, banned, dropped, excluded):
                         res[0] = o
                         return INFEASIBLE
                 else:  # park
@@ -775,13 +1002,32 @@ def etf_run(
                 mo = mem_ops[i]
                 if ready[mo]:  # refresh(mo)
                     gen[mo] += 1
-                    for p in range(D):
-                        if allowed[mo, p] and _usable(mo, p, gid, group_dev, banned, dropped):
-                            if not parked_pairs[mo, p]:
-                                d = _data_ready(mo, p, pred_ptr, pred_j, pred_b, dev, end, arr, lat, bw, ntens)
-                                if not _hpush(hd, ho, hg, hn, p, d, mo, gen[mo]):
-                                    res[1] = 0
-                                    return OVERFLOW
+                    if not _push_all(
+                        mo,
+                        hd,
+                        ho,
+                        hg,
+                        hn,
+                        gen,
+                        allowed,
+                        gid,
+                        group_dev,
+                        banned,
+                        dropped,
+                        excluded,
+                        parked_pairs,
+                        pred_ptr,
+                        pred_j,
+                        pred_b,
+                        dev,
+                        end,
+                        arr,
+                        lat,
+                        bw,
+                        ntens,
+                    ):
+                        res[1] = 0
+                        return OVERFLOW
         for e in range(succ_ptr[o], succ_ptr[o + 1]):
             k = succ_k[e]
             left[k] -= 1
@@ -790,7 +1036,7 @@ def etf_run(
                 ns += 1
     for p in range(D):
         _settle(mem, p)
-    res[4], res[5], res[6], res[7] = n_dropped, n_parked, n_reest, n_placed
+    res[4], res[5], res[6], res[7], res[8] = n_dropped, n_parked, n_reest, n_placed, n_held
     if n_placed < n:
         for o in range(n):  # _stuck: the first waiting op
             if ready[o] and dev[o] < 0:
@@ -810,6 +1056,43 @@ def run(model: ExecModel, banned: set[int]) -> tuple[int, int, int]:
     Fills the model's placement (``dev``, ``start``, ``end``, ``avail``, ``order``, ``slot_of``, the groups'
     devices, the predicted peaks and the transfers' arrivals); returns (dropped, parked, re-estimated) pairs.
     Raises what the queue raises (`GroupOverflow`, `InfeasiblePlacement`), with the same messages."""
+    res, _ = _run(model, banned, None)
+    return int(res[4]), int(res[5]), int(res[6])
+
+
+class SCTCounts(NamedTuple):
+    """What m-SCT's queue reports (`SCTQueue`'s counters)."""
+
+    n_dropped: int
+    n_parked: int
+    n_reestimated: int
+    n_held_back: int
+    excluded: list[bool]
+
+
+def run_sct(
+    model: ExecModel, favorite_parent: list[int], exclude_full: bool, exclusion: str, banned: set[int]
+) -> SCTCounts:
+    """``SCTQueue(model, favorite_parent, exclude_full, exclusion, banned).run()`` for a fresh `model` in parallel
+    mode, compiled (module docstring): fills the model's placement as `run` does and returns the queue's counts.
+    Raises what the queue raises."""
+    if exclusion not in EXCLUSIONS:
+        raise ConfigError(f"placer.exclusion: {exclusion!r} is not one of {EXCLUSIONS}")
+    n = model.n
+    fav = np.array(favorite_parent, np.int64).reshape(n)
+    fav_bytes = np.zeros(n, np.float64)
+    for o in np.flatnonzero(fav >= 0).tolist():  # `SCTQueue.fav_bytes`: the first edge from the favourite parent
+        f = int(fav[o])
+        fav_bytes[o] = next((b for j, b in model.pred[o] if j == f), 0.0)
+    res, excluded = _run(model, banned, (fav, fav_bytes, bool(exclude_full), exclusion == "refusal"))
+    return SCTCounts(int(res[4]), int(res[5]), int(res[6]), int(res[8]), excluded.tolist())
+
+
+def _run(
+    model: ExecModel, banned: set[int], sct: tuple[np.ndarray, np.ndarray, bool, bool] | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """`run` (``sct`` None) or `run_sct` (``sct``: favourite parents, their edges' bytes, exclude_full, exclusion
+    at the first refusal); returns the kernel's ``res`` and ``excluded``."""
     if model.sequential or model.n_placed:
         raise ValueError("etf_kernel.run needs a fresh model of a parallel-mode cluster")
     n, D = model.n, model.D
@@ -858,6 +1141,8 @@ def run(model: ExecModel, banned: set[int]) -> tuple[int, int, int]:
         ban,
         bool(model.memory_aware),
     )
+    no_sct: tuple[np.ndarray, np.ndarray, bool, bool] = (np.full(n, -1, np.int64), np.zeros(n, f8), False, False)
+    sct_args = (sct is not None,) + (no_sct if sct is None else sct)
     # exact mode: every byte count an integer and their total far below 2**53, so that every float sum of
     # them is exact, whatever the order of its terms
     amounts = [graph_args[k] for k in (6, 7, 8, 9, 17, 18, 19)]  # persist .. share
@@ -906,10 +1191,12 @@ def run(model: ExecModel, banned: set[int]) -> tuple[int, int, int]:
             np.zeros(n_ev, np.int32),
             np.zeros(1, np.int64),
         )
-        hd, ho, hg = np.zeros((D, hcap), f8), np.zeros((D, hcap), np.int64), np.zeros((D, hcap), np.int64)
-        res = np.zeros(8, f8)
+        rows = D if sct is None else 4 * D  # m-SCT: the pairs waiting for their data and three released classes
+        hd, ho, hg = np.zeros((rows, hcap), f8), np.zeros((rows, hcap), np.int64), np.zeros((rows, hcap), np.int64)
+        res = np.zeros(9, f8)
+        excluded = np.zeros(D, np.bool_)
         status = etf_run(
-            *graph_args,
+            *(graph_args + sct_args),
             dev,
             start,
             end,
@@ -929,6 +1216,7 @@ def run(model: ExecModel, banned: set[int]) -> tuple[int, int, int]:
             ho,
             hg,
             res,
+            excluded,
         )
         if status != OVERFLOW:
             break
@@ -968,7 +1256,7 @@ def run(model: ExecModel, banned: set[int]) -> tuple[int, int, int]:
         model.order[p][:] = log_[dev[log_] == p].tolist()
     model.n_placed = n
     model.compiled = (peaks, arr)
-    return int(res[4]), int(res[5]), int(res[6])
+    return res, excluded
 
 
 def _raise(model: ExecModel, status: int, res: np.ndarray, tried: np.ndarray, dev: np.ndarray) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from types import ModuleType
+from typing import Any, NamedTuple
 
 from ...base import Placer
 from ...cluster import Cluster
@@ -12,7 +13,6 @@ from ...errors import ConfigError
 from ...graph import OpGraph
 from ...placement import Placement
 from .exec_model import ExecModel
-from .pair_queue import PairQueue
 from .safeguards import place_checked
 from .sct_lp import (
     DEFAULT_LP_OPTIONS,
@@ -29,6 +29,33 @@ from .sct_queue import SCTQueue
 __all__ = ["MSCTPlacer", "favorite_children", "sct_lp", "sct_lp_windowed"]
 
 log = logging.getLogger(__name__)
+
+#: Graphs of at least this many ops are list-scheduled by the compiled port of `SCTQueue`
+#: (`etf_kernel.run_sct`, parallel mode, numba installed): the same placement, far faster; smaller ones by the
+#: Python classes, which need no compiled code loaded.  Set to None to always use the Python classes.
+COMPILED_MIN_OPS: int | None = 2000
+
+
+def _kernel(graph: OpGraph, cluster: Cluster) -> ModuleType | None:
+    """The `etf_kernel` module when it applies to this graph and cluster (`COMPILED_MIN_OPS`), else None."""
+    if COMPILED_MIN_OPS is None or cluster.mode != "parallel" or graph.index().n < COMPILED_MIN_OPS:
+        return None
+    try:
+        from . import etf_kernel
+    except ImportError as exc:  # numba missing: the Python classes give the same placement, slower
+        log.info("m-SCT: compiled list scheduling unavailable (%s); using the Python one", exc)
+        return None
+    return etf_kernel
+
+
+class SCTCounts(NamedTuple):
+    """What a list scheduling run of m-SCT reports about its queue (``info``)."""
+
+    n_dropped: int
+    n_parked: int
+    n_reestimated: int
+    n_held_back: int
+    excluded: list[bool]
 
 
 class MSCTPlacer(Placer):
@@ -70,6 +97,10 @@ class MSCTPlacer(Placer):
     `replay_retries` and `single_device_fallback` as in m-ETF (`safeguards.place_checked`).  `info` holds
     lp_time_s, lp_status, n_favorite_children, n_excluded_devices, the predicted makespan and the predicted
     peak bytes per device.  An op that fits nowhere raises `InfeasiblePlacement`.
+
+    Implementation (issue 22): in a ``parallel``-communication cluster, graphs of `COMPILED_MIN_OPS` ops or
+    more run the list scheduling compiled with numba (`etf_kernel.run_sct`, a port of `SCTQueue` and
+    `ExecModel`): the same placement, predicted times and peaks, bit for bit (``info["compiled"]``).
 
     Complexity: the LP (interior point on V + E variables; windowed: V / window interior points on
     O(window) variables) plus m-ETF's O((V D + R)(log(V D) + d)).
@@ -135,27 +166,25 @@ class MSCTPlacer(Placer):
             x, facts = sct_lp(graph, cluster, compute, self.lp_method, options=self.lp_options)
             facts["lp_formulation"] = "full"
         fav = favorite_children(graph, x, self.threshold)
+        kernel = _kernel(graph, cluster)
+        exclude_full = self.exclude_full and self.memory_aware
 
         first = [True]
 
-        def build(banned: set[int], margins: list[float]) -> tuple[ExecModel, SCTQueue]:
+        def build(banned: set[int], margins: list[float]) -> tuple[ExecModel, SCTCounts]:
             if first[0] and not banned and not any(margins):
                 m = model
             else:
                 m = ExecModel(graph, cluster, self.memory_aware, self.group_reserve, margins)
             first[0] = False
-            queue = SCTQueue(
-                m,
-                favorite_parent=fav,
-                exclude_full=self.exclude_full and self.memory_aware,
-                exclusion=self.exclusion,
-                banned=banned,
-            )
+            if kernel is not None:
+                return m, SCTCounts(*kernel.run_sct(m, fav, exclude_full, self.exclusion, banned))
+            queue = SCTQueue(m, favorite_parent=fav, exclude_full=exclude_full, exclusion=self.exclusion, banned=banned)
             queue.run()
-            return m, queue
+            counts = SCTCounts(queue.n_dropped, queue.n_parked, queue.n_reestimated, queue.n_held_back, queue.excluded)
+            return m, counts
 
-        def info_of(model: ExecModel, queue: PairQueue) -> dict[str, Any]:
-            assert isinstance(queue, SCTQueue)
+        def info_of(model: ExecModel, queue: SCTCounts) -> dict[str, Any]:
             info = dict(facts)
             info.update(
                 n_favorite_children=sum(1 for f in fav if f >= 0),
@@ -164,6 +193,7 @@ class MSCTPlacer(Placer):
                 n_parked_pairs=queue.n_parked,
                 n_held_back=queue.n_held_back,
                 n_reestimated=queue.n_reestimated,
+                compiled=kernel is not None,
             )
             return info
 

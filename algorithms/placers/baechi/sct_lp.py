@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ from scipy.optimize import linprog
 from tqdm import tqdm
 
 from ...cluster import Cluster
-from ...graph import OpGraph
+from ...graph import GraphIndex, OpGraph
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,43 @@ def implied_edges_kept(succ, pred, p, c, budget: int = 16) -> np.ndarray:
     return keep
 
 
+#: LPs of at least this many ops (a window counts its graph's ops) prepare their reductions with the compiled
+#: functions of `sct_kernel` (numba installed): the same LP, faster; smaller ones with the Python functions here,
+#: which need no compiled code loaded.  None: always the Python ones.
+COMPILED_MIN_OPS: int | None = 2000
+
+
+def _kernel(n: int) -> ModuleType | None:
+    """The `sct_kernel` module for an LP of n ops (`COMPILED_MIN_OPS`), else None."""
+    if COMPILED_MIN_OPS is None or n < COMPILED_MIN_OPS:
+        return None
+    try:
+        from . import sct_kernel
+    except ImportError as exc:  # numba missing: the Python functions give the same LP, slower
+        log.info("SCT LP: compiled preparation unavailable (%s); using the Python one", exc)
+        return None
+    return sct_kernel
+
+
+def _implied_kept(src: np.ndarray, dst: np.ndarray, p: np.ndarray, c: np.ndarray, n: int, size: int) -> np.ndarray:
+    """`implied_edges_kept` for the edges (src, dst) of ops 0..n-1 (sources ascending: ``succ`` order), compiled
+    (`sct_kernel.implied_kept`) when the LP's graph has `size` >= `COMPILED_MIN_OPS` ops."""
+    kernel = _kernel(size)
+    if kernel is not None:
+        sptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=n), out=sptr[1:])
+        pptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(dst, minlength=n), out=pptr[1:])
+        psrc = src[np.argsort(dst, kind="stable")]
+        return kernel.implied_kept(sptr, dst, pptr, psrc, np.asarray(p, dtype=float), np.asarray(c, dtype=float), 16)
+    succ: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    pred: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    for i, j in zip(src.tolist(), dst.tolist()):
+        succ[i].append((j, 0.0))
+        pred[j].append((i, 0.0))
+    return implied_edges_kept(succ, pred, p, c)
+
+
 def _heads_tails(
     src: np.ndarray,
     dst: np.ndarray,
@@ -85,14 +123,20 @@ def _heads_tails(
     n: int,
     release: np.ndarray | None = None,
     tail: np.ndarray | None = None,
+    size: int = 0,
 ):
     """Longest-path heads without (h0) and with every communication (h1), and tails with every communication
-    including the op itself (t1); edges sorted by source in topological order.  `release` (earliest starts)
-    and `tail` (time still to run after an op, beyond its successors here) are those of a window of a larger
-    graph (`sct_lp_windowed`); zero by default.  O(V + E)."""
+        including the op itself (t1); edges sorted by source in topological order.  `release` (earliest starts)
+        and `tail` (time still to run after an op, beyond its successors here) are those of a window of a larger
+        graph (`sct_lp_windowed`); zero by default.  Compiled (`sct_kernel.heads_tails`) when the LP's graph has `size`
+    >= `COMPILED_MIN_OPS` ops.  O(V + E)."""
     h0 = np.zeros(n) if release is None else np.array(release, dtype=float)
     h1 = h0.copy()
     t1 = p.copy() if tail is None else p + tail
+    kernel = _kernel(size)
+    if kernel is not None:
+        kernel.heads_tails(src, dst, np.asarray(p, dtype=float), np.asarray(c, dtype=float), h0, h1, t1)
+        return h0, h1, t1
     sl, dl, pl, cl = src.tolist(), dst.tolist(), p.tolist(), c.tolist()
     h0l, h1l, t1l = h0.tolist(), h1.tolist(), t1.tolist()
     for e in range(len(sl)):
@@ -241,7 +285,23 @@ def sct_lp(
     """
     idx = graph.index()
     src, dst, p, c = _edge_costs(graph, cluster, compute)
-    return _solve_sct(idx.succ, idx.pred, src, dst, p, c, method, reduce, options)
+    return _solve_sct(src, dst, p, c, method, reduce, options, size=idx.n)
+
+
+def _edges(idx: GraphIndex) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sources, destinations and bytes of the edges in the order of ``idx.succ`` flattened; from the index's
+    shared arrays (`sim_kernel.index_arrays`, which the compiled list scheduling reads too) when the graph has
+    `COMPILED_MIN_OPS` ops or more.  O(V + E)."""
+    n = idx.n
+    if _kernel(n) is not None:
+        from ...sim_kernel import index_arrays
+
+        ia = index_arrays(idx)
+        return np.repeat(np.arange(n, dtype=np.int64), np.diff(ia["succ_ptr"])), ia["succ_k"], ia["succ_b"]
+    src = np.fromiter((i for i in range(n) for _ in idx.succ[i]), dtype=np.int64)
+    dst = np.fromiter((j for i in range(n) for j, _ in idx.succ[i]), dtype=np.int64)
+    byt = np.fromiter((b for i in range(n) for _, b in idx.succ[i]), dtype=float)
+    return src, dst, byt
 
 
 def _edge_costs(graph: OpGraph, cluster: Cluster, compute: list[float] | None):
@@ -249,12 +309,9 @@ def _edge_costs(graph: OpGraph, cluster: Cluster, compute: list[float] | None):
     per op averaged over the devices, or `compute`) and c (the edges' transfer time averaged over ordered
     pairs of distinct devices), as `sct_lp` defines them.  O(V + E)."""
     idx = graph.index()
-    n = idx.n
     devs = cluster.devices
     D = len(devs)
-    src = np.fromiter((i for i in range(n) for _ in idx.succ[i]), dtype=np.int64)
-    dst = np.fromiter((j for i in range(n) for j, _ in idx.succ[i]), dtype=np.int64)
-    byt = np.fromiter((b for i in range(n) for _, b in idx.succ[i]), dtype=float)
+    src, dst, byt = _edges(idx)
     E = len(src)
     if compute is None:
         inv = np.mean([1.0 / d.speed for d in devs])
@@ -273,8 +330,6 @@ def _edge_costs(graph: OpGraph, cluster: Cluster, compute: list[float] | None):
 
 
 def _solve_sct(
-    succ: list,
-    pred: list,
     src: np.ndarray,
     dst: np.ndarray,
     p: np.ndarray,
@@ -284,12 +339,14 @@ def _solve_sct(
     options: dict[str, Any] | None,
     release: np.ndarray | None = None,
     tail: np.ndarray | None = None,
+    size: int = 0,
 ) -> tuple[np.ndarray, dict]:
-    """The SCT LP of `sct_lp` on ops 0..n-1 in topological order (`succ`/`pred` as in `GraphIndex`, `src`,
-    `dst` the edges in ``succ`` order, `p`, `c` the times), with the reductions described there; x per edge
+    """The SCT LP of `sct_lp` on ops 0..n-1 in topological order (`src`, `dst` the edges in ``succ`` order of
+    `GraphIndex`: sources ascending, `p`, `c` the times), with the reductions described there; x per edge
     and facts.  `release[i]` is a lower bound on op i's start and `tail[i]` the time that must still follow
     op i's end (an op with a tail has a makespan row even when it has successors): the window LPs of
-    `sct_lp_windowed`; None (the whole graph) leaves the LP as `sct_lp` documents it."""
+    `sct_lp_windowed`; None (the whole graph) leaves the LP as `sct_lp` documents it.  `size`: the ops of the
+    whole graph (compiled preparation from `COMPILED_MIN_OPS`)."""
     n = len(p)
     E = len(src)
     facts: dict[str, Any] = {"lp_vars": n + 1 + E}
@@ -306,9 +363,9 @@ def _solve_sct(
         release = release / scale
     if tail is not None:
         tail = tail / scale
-    keep = implied_edges_kept(succ, pred, p, c) if reduce else np.ones(E, dtype=bool)
+    keep = _implied_kept(src, dst, p, c, n, size) if reduce else np.ones(E, dtype=bool)
     facts["lp_edges_implied"] = int(E - keep.sum())
-    h0, h1, t1 = _heads_tails(src, dst, p, c, n, release, tail)
+    h0, h1, t1 = _heads_tails(src, dst, p, c, n, release, tail, size)
     lb0 = float((h0 + p).max()) if tail is None else float((h0 + p + tail).max())
     slack = h1[src] + p[src] + c + t1[dst] < lb0 if reduce else np.zeros(E, dtype=bool)
     facts["lp_edges_slack"] = int((slack & keep).sum())
@@ -502,6 +559,10 @@ def sct_lp_windowed(
             if a > best:
                 best = a
         t0[i] = best
+    t0a = np.array(t0)
+    by_dst = np.argsort(dst, kind="stable")  # edges by destination
+    dptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=n), out=dptr[1:])
     start = np.zeros(n)
     x = np.ones(E)
     facts: dict[str, Any] = {
@@ -519,46 +580,22 @@ def sct_lp_windowed(
     cl = c.tolist()
     for w0 in tqdm(range(0, n, window), desc="m-SCT: SCT LP by windows", unit="window", disable=None, leave=False):
         w1 = min(n, w0 + window)
-        ghosts = sorted({i for j in range(w0, w1) for i, _ in idx.pred[j] if i < w0})
+        # the edges into the window, in edge order: the ghosts' (sources below w0), then the window's own
+        ev = np.sort(by_dst[dptr[w0] : dptr[w1]])
+        es = src[ev]
+        from_ghost = es < w0
+        ghosts = np.unique(es[from_ghost])
         m = len(ghosts)
-        gids = ghosts + list(range(w0, w1))
-        succ: list[list[tuple[int, float]]] = []
-        eids: list[int] = []
-        for i in ghosts:
-            out = []
-            e = int(first[i])
-            for j, b in idx.succ[i]:
-                if w0 <= j < w1:
-                    out.append((m + j - w0, b))
-                    eids.append(e)
-                e += 1
-            succ.append(out)
+        lsrc = np.where(from_ghost, np.searchsorted(ghosts, es), m + es - w0)
+        ldst = m + dst[ev] - w0
+        gv = np.concatenate([ghosts, np.arange(w0, w1)])
+        # tails: the longest path after the window's ops through their edges out of the window
         tail = np.zeros(m + w1 - w0)
-        for i in range(w0, w1):
-            out = []
-            e = int(first[i])
-            exit_t = 0.0
-            for j, b in idx.succ[i]:
-                if j < w1:
-                    out.append((m + j - w0, b))
-                    eids.append(e)
-                else:
-                    a = pl[j] + t0[j]
-                    if a > exit_t:
-                        exit_t = a
-                e += 1
-            succ.append(out)
-            tail[m + i - w0] = exit_t
-        pred: list[list[tuple[int, float]]] = [[] for _ in gids]
-        for k, out in enumerate(succ):
-            for j, b in out:
-                pred[j].append((k, b))
-        ev = np.array(eids, dtype=np.int64)
-        lsrc = np.fromiter((k for k, out in enumerate(succ) for _ in out), dtype=np.int64, count=len(ev))
-        ldst = np.fromiter((j for out in succ for j, _ in out), dtype=np.int64, count=len(ev))
-        gv = np.array(gids, dtype=np.int64)
+        out = np.arange(first[w0], first[w1])
+        out = out[dst[out] >= w1]
+        np.maximum.at(tail, m + src[out] - w0, p[dst[out]] + t0a[dst[out]])
         release = np.concatenate([start[ghosts], np.zeros(w1 - w0)]) if m else np.zeros(w1 - w0)
-        lx, f = _solve_sct(succ, pred, lsrc, ldst, p[gv], c[ev], method, reduce, options, release, tail)
+        lx, f = _solve_sct(lsrc, ldst, p[gv], c[ev], method, reduce, options, release, tail, n)
         if len(ev):
             x[ev] = lx
         facts["lp_windows"] += 1
@@ -571,7 +608,7 @@ def sct_lp_windowed(
         for key in ("lp_edges_implied", "lp_edges_slack", "lp_ops_eliminated"):
             facts[key] += int(f.get(key, 0))
         # left-justified starts of the window's ops under its x (edges in source order: topological)
-        for e in ev[np.argsort(src[ev], kind="stable")].tolist():
+        for e in ev.tolist():  # sources ascending
             i, j = int(src[e]), int(dst[e])
             a = start[i] + pl[i] + cl[e] * x[e]
             if a > start[j]:
@@ -589,13 +626,12 @@ def favorite_children(graph: OpGraph, x: np.ndarray, threshold: float = 0.1) -> 
     parent yet, so that each op has at most one of each. O(E log E).
     """
     idx = graph.index()
-    edges = [(i, j) for i in range(idx.n) for j, _ in idx.succ[i]]
+    src, dst, _ = _edges(idx)
     fav_parent = [-1] * idx.n
     has_child = [False] * idx.n
     cand = np.flatnonzero(x < threshold)
     cand = cand[np.argsort(x[cand], kind="stable")]
-    for e in cand.tolist():
-        i, j = edges[e]
+    for i, j in zip(src[cand].tolist(), dst[cand].tolist()):
         if not has_child[i] and fav_parent[j] < 0:
             has_child[i] = True
             fav_parent[j] = i

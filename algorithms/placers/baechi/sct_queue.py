@@ -39,6 +39,9 @@ class SCTQueue(PairQueue):
     under dynamic memory a device refusing an op because tensors are live at that moment has not run out of
     memory: those tensors are freed later); with ``exclusion="refusal"`` at the first refusal.
 
+    m-SCT runs a compiled port of this class with `ExecModel` on large parallel-mode graphs
+    (`etf_kernel.run_sct`); a change here must be made there too (`tests/test_sct_kernel.py` compares the two).
+
     Complexity: as `PairQueue`, plus O(log V) per class move and O(d) per held-back pair.
     """
 
