@@ -1,7 +1,9 @@
 """Loading the numba-compiled kernels ahead of a timed call.
 
-The list scheduling of m-ETF (`placers.baechi.etf_kernel`) and the simulator's event loop for static orders
-(`sim_kernel`) run compiled for graphs of `simulator.COMPILED_MIN_OPS` / `m_etf.COMPILED_MIN_OPS` ops or more.
+The list scheduling of m-ETF and m-SCT (`placers.baechi.etf_kernel`, one compiled function for both), the
+SCT LP's preparation (`placers.baechi.sct_kernel`) and the simulator's event loop for static orders
+(`sim_kernel`) run compiled for graphs of 2,000 ops or more (`simulator.COMPILED_MIN_OPS`,
+`m_etf.COMPILED_MIN_OPS`, `m_sct.COMPILED_MIN_OPS`, `sct_lp.COMPILED_MIN_OPS`).
 The first use in a process imports numba and the kernels (about 0.5 s on the lab VM) and, at each kernel's
 first call, loads its machine code from numba's cache (another 0.6 s; the first use in a fresh checkout
 compiles them instead, about a minute). A placement time is the placer's own work, as the papers measure it
@@ -9,7 +11,8 @@ compiles them instead, about a minute). A placement time is the placer's own wor
 whichever job of a sweep ran first would carry the process's one-off cost. `preload` places and simulates a
 small synthetic training graph just above the thresholds (m-ETF, static order: about 2,100 ops, a few
 hundredths of a second once loaded), which goes through the kernels' entry points with the argument types
-of real graphs; a kernel path it misses (sequential communication, say) still loads at its first real use.
+of real graphs (m-SCT's list scheduling shares m-ETF's compiled function); a kernel it does not call (the SCT
+LP's preparation, a fraction of a second) still loads at its first real use.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import time
 log = logging.getLogger(__name__)
 
 #: The compiled kernels, by module, and the smallest graph each is used for.
-KERNELS = ("algorithms.sim_kernel", "algorithms.placers.baechi.etf_kernel")
+KERNELS = ("algorithms.sim_kernel", "algorithms.placers.baechi.etf_kernel", "algorithms.placers.baechi.sct_kernel")
 
 
 def min_ops() -> int:
