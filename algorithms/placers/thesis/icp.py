@@ -38,15 +38,15 @@ class IteratedCriticalPathPlacer(Placer):
     drop are recomputed, in topological order: the path's nodes (each lost the in-edge from its path
     predecessor), then, when a node's rank dropped, those successors whose path predecessor it is (ranks only
     decrease, so a successor whose maximum comes from another predecessor keeps its rank and its path
-    predecessor; issue 22, before which every successor was recomputed). A recomputation is a C-level ``max``
-    over the remaining predecessors, kept sorted by index so that the first maximum is the lowest index (the tie
-    rule). The sinks sit in a lazy max-heap. Results are those of the full recomputation
-    (tests/test_icp_identical.py keeps the earlier version as the oracle).
+    predecessor; issue 22, before which every successor was recomputed). The sinks sit in a lazy max-heap.
+    Results are those of the full recomputation (tests/test_icp_identical.py keeps the earlier version as the
+    oracle).
 
     Complexity: O(P * L + R * (k + log V)) for P paths of total length P * L <= E + P (every path removes its
     edges), R rank recomputations over k remaining predecessors each; the thesis' from-scratch recomputation is
     O(P * (V + E)). R is linear in V on the benchmark's random training graphs (about 55 per op at 10K-100K ops:
-    every path lowers the ranks of the nodes below it), so ICP stays per-op heavy. Memory O(V + E).
+    every path lowers the ranks of the nodes below it; skipping the successors that do not depend on the
+    dropped rank saves only ~4% of them), so ICP is linear but per-op heavy there. Memory O(V + E).
     """
 
     name = "icp"
@@ -58,12 +58,9 @@ class IteratedCriticalPathPlacer(Placer):
         st = AssignState(graph, cluster, units, unit_of)
         ops = idx.compute_s
         rsucc = [{j for j, _ in idx.succ[i]} for i in range(n)]
-        # remaining predecessors in increasing (topological) index: max() with a key then returns the lowest
-        # index among equal maxima, the path predecessor's tie rule
-        rpred = [sorted({p for p, _ in idx.pred[i]}) for i in range(n)]
+        rpred = [{p for p, _ in idx.pred[i]} for i in range(n)]
         src, par = operations_source_rank(idx, with_parent=True)
         val = [src[i] + ops[i] for i in range(n)]  # src + #ops, what a successor's rank is the maximum of
-        val_of = val.__getitem__
         cand: list[tuple[float, int]] = []
 
         def push_sink(v: int) -> None:
@@ -144,7 +141,7 @@ class IteratedCriticalPathPlacer(Placer):
             work: list[int] = []
             for a, b in zip(path, path[1:]):
                 rsucc[a].discard(b)
-                rpred[b].remove(a)
+                rpred[b].discard(a)
                 if not rsucc[a]:
                     push_sink(a)
                 if not queued[b]:
@@ -153,12 +150,11 @@ class IteratedCriticalPathPlacer(Placer):
             while work:
                 x = heapq.heappop(work)
                 queued[x] = 0
-                rp = rpred[x]
-                if rp:
-                    bp = max(rp, key=val_of)
-                    best = val[bp]
-                else:
-                    best, bp = 0.0, -1
+                best, bp = 0.0, -1
+                for p in rpred[x]:
+                    vp = val[p]
+                    if bp < 0 or vp > best or (vp == best and p < bp):
+                        best, bp = vp, p
                 par[x] = bp
                 if best != src[x]:
                     src[x] = best
