@@ -8,6 +8,7 @@ can also measure in the setting of its process-per-device runtime (`TorchMeasure
 from __future__ import annotations
 
 import logging
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -175,3 +176,15 @@ class MeasuredProfiler(Profiler):
     def comm_in_workers(self, backend: Backend, cluster: Cluster) -> CommFit:
         """The fit from the process-per-device runtime's own transfers (the backends' subclasses)."""
         raise ConfigError(f"{type(self).__name__} cannot fit communication between worker processes")
+
+
+def mean_profile(graphs: Sequence[OpGraph]) -> OpGraph:
+    """A copy of ``graphs[0]`` whose op times are the mean over `graphs` (profiles of the same graph, e.g. of
+    several rounds)."""
+    if len(graphs) == 1:
+        return graphs[0]
+    out = graphs[0].copy()
+    for op in out.ops:
+        out.op(op)["compute_s"] = statistics.fmean(g.op(op)["compute_s"] for g in graphs)
+    out.invalidate()
+    return out

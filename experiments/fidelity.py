@@ -126,8 +126,9 @@ def run(
     from algorithms.cluster import Cluster
     from algorithms.errors import ConfigError
     from algorithms.simulator import simulate
+    from backends.profilers import mean_profile
     from backends.torch import TorchBackend
-    from backends.torch.calibrate import calibrate_in_step, mean_profile
+    from backends.torch.calibrate import calibrate_in_step
     from backends.torch.comm import comm_benchmark_distributed
     from backends.torch.distributed import TorchDistributedRuntime, iqr
     from backends.torch.profiler import profile_in_worker, worker_setting

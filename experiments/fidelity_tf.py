@@ -46,13 +46,13 @@ import statistics
 import time
 from typing import Any
 
-from fidelity import mean_profile
 from predicted_vs_measured_tf import load_cluster, placers
 
 from algorithms.cluster import Link
 from algorithms.placement import check_placement
 from algorithms.placers.baseline import ExpertPlacer
 from algorithms.simulator import simulate
+from backends.profilers import mean_profile
 
 log = logging.getLogger("fidelity_tf")
 

@@ -51,6 +51,7 @@ from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 from algorithms.simulator import simulate
+from backends.profilers import mean_profile
 
 log = logging.getLogger(__name__)
 
@@ -291,24 +292,11 @@ def calibrate_in_step(
     )
 
 
-def mean_profile(graphs: Sequence[OpGraph]) -> OpGraph:
-    """A copy of ``graphs[0]`` whose op times are the mean over `graphs` (profiles of the same graph, e.g. of
-    several rounds)."""
-    if len(graphs) == 1:
-        return graphs[0]
-    out = graphs[0].copy()
-    for op in out.ops:
-        out.op(op)["compute_s"] = statistics.fmean(g.op(op)["compute_s"] for g in graphs)
-    out.invalidate()
-    return out
-
-
 __all__ = [
     "CALIBRATION_MODEL",
     "InStepCalibration",
     "block_placement",
     "calibrate_in_step",
     "fit_message_costs",
-    "mean_profile",
     "topo_schedule",
 ]
