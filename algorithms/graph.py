@@ -16,7 +16,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -534,17 +534,48 @@ def _plain_dumps(obj: Any) -> bytes:
     return data
 
 
-def _joined_chunks(records: Iterator[dict[str, Any]]) -> Iterator[bytes]:
-    """The JSON list items of `records`, comma-separated, `SAVE_CHUNK` at a time (no brackets)."""
+def _joined_chunks(records: Iterator[Mapping[str, Any]], indent: int | None = None) -> Iterator[bytes]:
+    """The JSON list items of `records` as `atomic_write_json` encodes a list of them (compact, or two-space
+    indentation when `indent` is given), separated, `SAVE_CHUNK` at a time, without the brackets; raises
+    `_NotPlainJSON` where that encoding does not apply."""
+    sep, cut = (b",", 1) if indent is None else (b",\n", 2)
     first = True
     while True:
         chunk = list(itertools.islice(records, SAVE_CHUNK))
         if not chunk:
             return
         with gc_paused():
-            data = _plain_dumps(chunk)
-        yield (data[1:-1] if first else b"," + data[1:-1])
+            data = _dumps(chunk, indent)
+        if data is None:
+            raise _NotPlainJSON
+        yield (data[cut:-cut] if first else sep + data[cut:-cut])
         first = False
+
+
+def atomic_write_json_list(
+    path: str | os.PathLike, make_records: Callable[[], Iterable[Mapping[str, Any]]], indent: int | None = None
+) -> None:
+    """Write the JSON list of the records ``make_records()`` yields, atomically: the bytes of
+    ``atomic_write_json(path, list(make_records()), indent)``, encoded `SAVE_CHUNK` records at a time so that
+    the whole list and its whole text are never in memory together (issue 22: timeline.json of 10^5-10^6
+    ops).  A record that encoding refuses (a non-finite number, a non-string key) sends the whole list through
+    `atomic_write_json`, with its error; `make_records` is then called a second time.  O(records)."""
+    path = os.fspath(path)
+    opening, closing = (b"[", b"]") if indent is None else (b"[\n", b"\n]")
+
+    def pieces() -> Iterator[bytes]:
+        started = False
+        for piece in _joined_chunks(iter(make_records()), indent):
+            if not started:
+                yield opening
+                started = True
+            yield piece
+        yield closing if started else b"[]"
+
+    try:
+        _write_atomically(path, pieces())
+    except _NotPlainJSON:
+        atomic_write_json(path, list(make_records()), indent)
 
 
 def _op_record(name: str, a: Mapping[str, Any]) -> dict[str, Any]:

@@ -137,7 +137,7 @@ def _child(conn, graph: OpGraph, cluster, placer: str, write: bool) -> None:
             sim = simulate(graph, cluster, pl.assignment)
         out[f"simulate:{placer}"] = (time.perf_counter() - t, time.process_time() - c, _rss_mb())
         if write:
-            from algorithms.graph import atomic_write_json
+            from algorithms.graph import atomic_write_json, atomic_write_json_list
             from algorithms.sim_result import sim_result_to_dict
             from orchestrator import plots, trace
 
@@ -145,7 +145,7 @@ def _child(conn, graph: OpGraph, cluster, placer: str, write: bool) -> None:
             with tempfile.TemporaryDirectory() as d:
                 atomic_write_json(os.path.join(d, "sim.json"), sim_result_to_dict(sim))
                 atomic_write_json(os.path.join(d, "placement.json"), pl.assignment, indent=0)
-                atomic_write_json(os.path.join(d, "timeline.json"), sim.timeline(), indent=0)
+                atomic_write_json_list(os.path.join(d, "timeline.json"), sim.iter_timeline, indent=0)
                 trace.write_trace(os.path.join(d, "trace.json"), sim, graph, cluster)
                 plots.device_utilization_png(sim, os.path.join(d, "device_timeline.png"))
                 plots.memory_png(sim, os.path.join(d, "memory.png"))

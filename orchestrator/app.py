@@ -21,7 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from algorithms.errors import InfeasiblePlacement, LabError
-from algorithms.graph import atomic_write_json
+from algorithms.graph import atomic_write_json, atomic_write_json_list
 
 from .cache import StageCache
 from .context import JobContext, JobFailed, build_cluster
@@ -170,7 +170,7 @@ def _run_placement(ctx: JobContext, result: dict[str, Any], metrics: dict[str, A
     atomic_write_json(out / "schedule.json", schedule, indent=0)
     artifacts.append(out / "schedule.json")
     sim = stage_simulate(ctx, p.graph, p.cluster, p.assignment, schedule, skey, result)
-    atomic_write_json(out / "timeline.json", sim.timeline(), indent=0)
+    atomic_write_json_list(out / "timeline.json", sim.iter_timeline, indent=0)
     artifacts.append(out / "timeline.json")
     runtime_name = ctx.choices.get("runtime")
     artifacts.append(

@@ -193,3 +193,29 @@ def test_level_dag_batches_give_the_graph_of_one_level_at_a_time(levels, lo, ext
     finally:
         synthetic._BATCH_OPS = saved
     assert _snapshot(synthetic.level_dag(**kw)) == one
+
+
+_records = st.lists(
+    st.dictionaries(st.sampled_from(["op", "device", "start_s", "end_s"]), _json_like, max_size=4), max_size=7
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_records, st.sampled_from([None, 0, 1]), st.integers(1, 3))
+def test_json_list_writer_writes_the_bytes_of_the_whole_list(tmp_path_factory, records, indent, chunk):
+    """`atomic_write_json_list` streams what `atomic_write_json` writes of the list, or raises its error."""
+    d = tmp_path_factory.mktemp("w")
+    old_chunk, graph_mod.SAVE_CHUNK = graph_mod.SAVE_CHUNK, chunk
+    try:
+        try:
+            graph_mod.atomic_write_json(d / "old.json", records, indent=indent)
+        except ValueError as exc:
+            with pytest.raises(ValueError) as got:
+                graph_mod.atomic_write_json_list(d / "new.json", lambda: iter(records), indent=indent)
+            assert str(got.value) == str(exc).replace("old.json", "new.json")
+            assert sorted(p.name for p in d.iterdir()) == []  # no partial file, no temporary file
+            return
+        graph_mod.atomic_write_json_list(d / "new.json", lambda: iter(records), indent=indent)
+    finally:
+        graph_mod.SAVE_CHUNK = old_chunk
+    assert (d / "new.json").read_bytes() == (d / "old.json").read_bytes()
