@@ -286,3 +286,20 @@ def test_more_cores_than_the_host_has_is_flagged_and_logged(monkeypatch, caplog)
     ok = WorkerPool(uniform_cluster(2, 1e9), None, host_cores=[0, 1])
     ok.start()
     assert not ok.oversubscribed and spawned[-1] == [[0], [1]]
+
+
+@pytest.mark.slow
+def test_reference_runs_on_the_workers_kernels_after_a_local_session():
+    """The single-device reference is computed on a worker, not in the client: a client's local session sums in
+    the thread order of the process's first session (here a profile's, with TensorFlow's default threads), and
+    inception_v3_tiny's batch norms over maps of a few pixels turned that rounding into gradients 43 % apart.
+    One device placed and the reference must now agree bit for bit."""
+    backend = TFBackend()
+    m = backend.build(load_model_cfg("inception_v3_tiny", {}))
+    g = backend.profile(m, backend.capture(m), warmup=1, steps=1)  # local sessions in this process first
+    cluster = uniform_cluster(2, 4e9)
+    placement = {op: "cpu0" for op in g.ops}
+    res = TFDistributedRuntime(warmup=0, steps=1).run(backend, m, g, placement, {}, cluster)
+    ex = res.extra
+    assert ex["correct"] and ex["gradients_checked"] > 50
+    assert ex["grad_max_abs_error"] == 0.0 and ex["loss_abs_error"] == 0.0
