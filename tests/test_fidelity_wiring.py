@@ -86,9 +86,25 @@ def test_setting_resolution():
     assert not TorchMeasuredProfiler().resolve(False, cpu)
     assert TorchMeasuredProfiler(setting="worker").resolve(False, cpu)
     assert not TorchMeasuredProfiler(setting="process").resolve(True, cpu)
-    assert not TorchMeasuredProfiler().resolve(True, gpu)  # the worker profile runs on CPU workers
-    with pytest.raises(ConfigError, match="CPU workers"):
-        TorchMeasuredProfiler(setting="worker").resolve(True, gpu)
+    import torch
+
+    from algorithms.cluster import Cluster, Device
+
+    if not torch.cuda.is_available():
+        assert not TorchMeasuredProfiler().resolve(True, gpu)  # GPU workers need CUDA
+        with pytest.raises(ConfigError, match="no CUDA device"):
+            TorchMeasuredProfiler(setting="worker").resolve(True, gpu)
+    else:
+        assert TorchMeasuredProfiler().resolve(True, gpu)
+    mixed = Cluster([Device("gpu0", "GPU", 1e9), Device("cpu0", "CPU", 1e9)], name="mixed")
+    with pytest.raises(ConfigError, match=r"mixes GPUs \['gpu0'\] with other devices \['cpu0'\]"):
+        TorchMeasuredProfiler(setting="worker").resolve(True, mixed)
+    # GPU workers: the in-step calibration (gloo's message costs) does not apply
+    prof = TorchMeasuredProfiler(comm_calibration="auto")
+    prof.use_workers({"device": "cuda"})
+    assert prof.calibration() == "benchmark"
+    prof.use_workers({"device": "cpu"})
+    assert prof.calibration() == "in_step"
 
 
 # ----------------------------------------------------------------------------------------- profile cache key

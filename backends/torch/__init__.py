@@ -299,23 +299,38 @@ class TorchMeasuredProfiler(MeasuredProfiler):
     `TorchDistributedRuntime` (`runtime=real`, issue 16): every op timed in one worker process of that runtime,
     pinned to a device's cores with the workers' thread count, running the whole step through the worker's own
     loop (`profiler.profile_in_worker`, its scaled-median statistic); the communication model fitted from two
-    such workers' isend/irecv, with the processor time per message (`comm.comm_benchmark_distributed`). CPU
-    clusters only: the worker profile runs on the CPU. Cost: one worker start and warmup + steps steps; the fit:
-    len(sizes) x (repeats + 1) round trips and two worker starts."""
+    such workers' isend/irecv, with the processor time per message (`comm.comm_benchmark_distributed`). On a
+    cluster of GPUs (with CUDA present) the worker is a GPU worker timing ops with CUDA events and the fit comes
+    from NCCL round trips; a cluster mixing GPUs and CPUs is profiled in this process. Cost: one worker start and
+    warmup + steps steps; the fit: len(sizes) x (repeats + 1) round trips and two worker starts."""
 
     supports_workers = True
     has_in_step_calibration = True
 
     def workers_unsupported(self, cluster: Cluster) -> str | None:
-        gpus = [d.name for d in cluster.devices if d.type != "CPU"]
-        if gpus:
-            return f"the PyTorch worker profile runs on CPU workers; cluster {cluster.name!r} has {gpus}"
+        import torch
+
+        gpus = [d.name for d in cluster.devices if d.type == "GPU"]
+        if not gpus:
+            return None
+        if len(gpus) < len(cluster.devices):
+            others = [d.name for d in cluster.devices if d.type != "GPU"]
+            return f"cluster {cluster.name!r} mixes GPUs {gpus} with other devices {others}; the runtime runs one kind"
+        if not torch.cuda.is_available():
+            return f"cluster {cluster.name!r} has GPUs {gpus} but this host has no CUDA device"
         return None
 
+    def calibration(self) -> str:
+        # the in-step calibration fits gloo's per-message costs; NCCL workers use the ping-pong's fit
+        if (self.workers or {}).get("device") == "cuda":
+            return "benchmark"
+        return super().calibration()
+
     def worker_setting(self, backend: Backend, cluster: Cluster, threads: int | None) -> dict[str, Any]:
+        from .distributed import uses_cuda
         from .profiler import worker_setting
 
-        return worker_setting(cluster, threads)
+        return worker_setting(cluster, threads, cuda=uses_cuda(cluster))
 
     def profile_in_workers(
         self, backend: Backend, model: Any, graph: OpGraph, cluster: Cluster
@@ -343,6 +358,7 @@ class TorchMeasuredProfiler(MeasuredProfiler):
             self.comm_repeats,
             transport_policy=self.transport_policy,
             in_step=self.calibration() == "in_step",
+            cuda=(self.workers or {}).get("device") == "cuda",
         )
 
 

@@ -186,6 +186,29 @@ def trace_program(
     return prog
 
 
+def program_matching(
+    model: TorchModel, graph: Any, granularity: str, batch_size: int | None, devices: Sequence[str]
+) -> Program:
+    """The traced step whose ops are `graph`'s: traced on the first of `devices` that gives them (an op's name
+    can depend on the device it was captured on: a batch norm is ``cudnn_batch_norm`` on a GPU and
+    ``native_batch_norm`` on the CPU). A GPU worker can run a CPU capture (its ops exist on CUDA too), a CPU
+    worker cannot run a GPU one, so the runtimes pass ``["cuda", "cpu"]`` and ``["cpu"]``. Raises InvalidGraph
+    naming the ops that differ. Cost: one trace per device tried (cached on the model)."""
+    tried = []
+    for dev in devices:
+        prog = trace_program(model, granularity, batch_size, device=dev)
+        extra = [op for op in graph.ops if op not in prog.op_nodes]
+        if not extra and len(graph) == len(prog.op_nodes):
+            return prog
+        tried.append(f"on {dev}: e.g. {extra[:3] or sorted(set(prog.op_nodes) - set(graph.ops))[:3]}")
+    hint = "" if "cuda" in devices else " (a graph captured on a GPU needs backend.device=cpu for CPU workers)"
+    raise InvalidGraph(
+        f"graph {graph.name!r} does not match the {granularity}-level capture of {model.name!r} at batch "
+        f"{int(batch_size or model.batch_size)} ({'; '.join(tried)}); capture and run with the same backend "
+        f"settings{hint}"
+    )
+
+
 # ---------------------------------------------------------------------------- grouping
 def _aten_name(target: Any) -> str:
     if target is operator.getitem:

@@ -151,6 +151,29 @@ def fit_linear_relative(samples: Sequence[tuple[float, float]], stat: str = "med
 DISTRIBUTED_SIZES = (1024, 16384, 262144, 1048576, 4194304, 16777216, 67108864)
 
 
+def _nccl_fit(cluster: Cluster, sizes: Sequence[int], repeats: int, timeout_s: float) -> DistributedCommFit:
+    """The NCCL branch of `comm_benchmark_distributed`: fit, residual logged, samples kept."""
+    from .distributed import nccl_pingpong
+
+    raw = nccl_pingpong(sizes, int(repeats), timeout_s)
+    lat, bw = fit_linear_relative(raw, stat="mean")
+    rel = np.array([(lat + b / bw - t) / t for b, t in raw if t > 0])
+    log.info(
+        "distributed comm fit on %s (NCCL): latency %.3g s, bandwidth %.3g B/s; relative residual: median |r| "
+        "%.1f%%, RMS %.1f%% over %d samples of %d..%d bytes",
+        cluster.name,
+        lat,
+        bw,
+        100.0 * float(np.median(np.abs(rel))),
+        100.0 * float(np.sqrt(np.mean(rel**2))),
+        len(raw),
+        min(sizes),
+        max(sizes),
+    )
+    a, c = cluster.names[0], cluster.names[1]
+    return DistributedCommFit(lat, bw, {}, [(a, c, b, t) for b, t in raw], 0.0, 0.0)
+
+
 def comm_benchmark_distributed(
     cluster: Cluster,
     sizes: Sequence[int] | None = None,
@@ -159,6 +182,7 @@ def comm_benchmark_distributed(
     transport_policy: str = "idle",
     in_step: bool = False,
     in_step_rounds: int = 2,
+    cuda: bool = False,
 ) -> DistributedCommFit:
     """Fit ``latency + bytes / bandwidth`` from the process-per-device runtime's own send/recv (issue 16).
 
@@ -179,6 +203,11 @@ def comm_benchmark_distributed(
     in-step calibration (`calibrate.calibrate_in_step`, `in_step_rounds` rounds; split between send and receive
     in the benchmark's ratio), which predicts placed steps far better (docs/fidelity.md, 24 November); the
     ping-pong's bandwidth and samples are kept. Default off (it costs about a minute).
+
+    `cuda`: the cluster's devices are GPUs run by NCCL workers: the fit comes from `distributed.nccl_pingpong`
+    (round trips between the first two GPUs, halved, timed with CUDA events); the per-message processor times
+    are 0 (an NCCL send or receive is a kernel on its own stream, not work on the compute thread) and the gloo
+    options (`transport_policy`, `in_step`) do not apply.
     """
     import os
 
@@ -189,6 +218,8 @@ def comm_benchmark_distributed(
     if len(cluster.devices) < 2:
         return DistributedCommFit(0.0, MAX_BYTES_PER_S)
     sizes = [int(s) for s in (sizes or DISTRIBUTED_SIZES)]
+    if cuda:
+        return _nccl_fit(cluster, sizes, repeats, timeout_s)
     host = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
     cores = worker_cores(cluster, host)[:2]
     raw, send_s, recv_s = pingpong(cores, sizes, int(repeats), timeout_s, policy=transport_policy)

@@ -25,7 +25,9 @@ loss, backward and the optimizer update all run; parameters stay on their Variab
 
 Measured
 --------
-Warm-up steps, then `steps` measured ones: median and inter-quartile range of the step time; per worker the
+Warm-up steps, then `steps` measured ones: median and inter-quartile range of the step time (on a GPU the time
+between two CUDA events recorded on the worker's stream at the step's start and end, the host clock's time
+kept as ``extra["wall_step_s"]``); per worker the
 peak of live tensor bytes (parameters, outputs until their last local use or their last send, receive buffers
 from their posting, i.e. the start of the step on gloo, until their last local use; the simulator counts a
 received copy from its arrival, so pre-posted receives can make the measured peak exceed the predicted one;
@@ -33,7 +35,9 @@ on CUDA the allocator's peak instead), and the growth of the process's RSS; byte
 whose live bytes (same accounting) exceed its device's ``memory_bytes`` stops with `OutOfMemory` naming the
 device and the op or receive buffer; `launch` raises it in the caller, so the run's status is "oom".
 With `check_correctness`, the loss and gradients of the first step are compared with a single-device
-execution (`runtime.compare_outputs`).
+execution (`runtime.compare_outputs`) on the workers' kind of device: on a GPU the reference runs on the first
+worker's GPU, so that it uses the same kernels (cuDNN's TF32 convolutions, on by default, are about 1e-3 apart
+from the CPU's float32).
 
 Cost: per step, the ops plus O(N + U) Python work per worker and one message per (value, destination).
 Start-up: one process spawn (a Python and torch import) per device and one pickled program per worker.
@@ -53,10 +57,10 @@ import torch
 import torch.distributed as dist
 
 from algorithms.cluster import Cluster, oversubscription, worker_cores
-from algorithms.errors import ConfigError, InvalidGraph, OutOfMemory
+from algorithms.errors import ConfigError, OutOfMemory
 
 from ..base import RunResult, Runtime
-from .capture import trace_program
+from .capture import program_matching
 from .devices import PhysDevice
 from .program import Program, run_program
 from .reference import compare_outputs
@@ -248,6 +252,51 @@ def pingpong(
     return reps[1]["samples"], send_s, recv_s
 
 
+def _nccl_pingpong_main(rank: int, port: int, sizes: list[int], repeats: int, results: Any) -> None:
+    """Two GPU workers (one per GPU, as the runtime's NCCL workers) time round trips of a tensor of every size
+    with send/recv over NCCL; a sample is half of rank 0's round trip, timed with CUDA events on its stream."""
+    try:
+        dev = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
+        dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+        samples = []
+        for size in sizes:
+            buf = torch.ones(max(1, size // 4), dtype=torch.float32, device=dev)
+            for k in range(repeats + 1):  # the first round trip of each size is a warm-up (and NCCL's set-up)
+                dist.barrier()
+                torch.cuda.synchronize(dev)
+                if rank == 0:
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    dist.send(buf, 1)
+                    dist.recv(buf, 1)
+                    end.record()
+                    torch.cuda.synchronize(dev)
+                    if k > 0:
+                        samples.append((float(buf.numel() * 4), 0.5 * start.elapsed_time(end) / 1e3))
+                else:
+                    dist.recv(buf, 0)
+                    dist.send(buf, 0)
+                    torch.cuda.synchronize(dev)
+        results.put((rank, {"samples": samples}))
+        dist.barrier()
+        dist.destroy_process_group()
+    except BaseException as exc:
+        import traceback
+
+        results.put((rank, {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}))
+        raise
+
+
+def nccl_pingpong(sizes: Sequence[int], repeats: int, timeout_s: float = 600.0) -> list[tuple[float, float]]:
+    """(bytes, one-way seconds) samples between two GPU worker processes over NCCL (`_nccl_pingpong_main`).
+    Needs two CUDA devices: NCCL refuses two ranks on one GPU."""
+    if not torch.cuda.is_available():
+        raise ConfigError("the NCCL communication benchmark needs CUDA devices; none is available")
+    args = (free_port(), [int(s) for s in sizes], int(repeats))
+    return spawn_and_collect(_nccl_pingpong_main, args, 2, "NCCL comm benchmark workers", timeout_s)[0]["samples"]
+
+
 def iqr(xs: Sequence[float]) -> float:
     """Inter-quartile range (0 for fewer than two samples)."""
     if len(xs) < 2:
@@ -312,6 +361,21 @@ def trace_summary(traces: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------- the runtime plugin
+def uses_cuda(cluster: Cluster, device: str = "auto") -> bool:
+    """Whether the runtime's workers run on GPUs (NCCL): `device` "cuda", or "auto" with CUDA present and every
+    device of `cluster` a GPU."""
+    have = torch.cuda.is_available() and torch.cuda.device_count() > 0
+    if device == "cuda":
+        if not have:
+            raise ConfigError("runtime.device=cuda but no CUDA device is available")
+        return True
+    return device == "auto" and have and all(d.type == "GPU" for d in cluster.devices)
+
+
+def _to_cpu(v: Any) -> Any:
+    return v.cpu() if isinstance(v, torch.Tensor) else v
+
+
 class TorchDistributedRuntime(Runtime):
     """One OS process per device on torch.distributed (gloo on CPU, NCCL on CUDA); see the module docstring.
 
@@ -367,12 +431,7 @@ class TorchDistributedRuntime(Runtime):
         self.transport_priority = transport_priority
 
     def use_cuda(self, cluster: Cluster) -> bool:
-        have = torch.cuda.is_available() and torch.cuda.device_count() > 0
-        if self.device == "cuda":
-            if not have:
-                raise ConfigError("runtime.device=cuda but no CUDA device is available")
-            return True
-        return self.device == "auto" and have and all(d.type == "GPU" for d in cluster.devices)
+        return uses_cuda(cluster, self.device)
 
     def run(
         self,
@@ -403,13 +462,7 @@ class TorchDistributedRuntime(Runtime):
         assign = dict(getattr(placement, "assignment", placement))
         granularity = self.granularity or getattr(backend, "granularity", "operator")
         cuda = self.use_cuda(cluster)
-        prog = trace_program(model, granularity, model.batch_size, device="cpu")
-        extra_ops = [op for op in graph.ops if op not in prog.op_nodes]
-        if extra_ops or len(graph) != len(prog.op_nodes):
-            raise InvalidGraph(
-                f"graph {graph.name!r} does not match the {granularity}-level capture of {model.name!r} "
-                f"(e.g. {extra_ops[:3]}); run with the backend that captured it"
-            )
+        prog = program_matching(model, graph, granularity, model.batch_size, ["cuda", "cpu"] if cuda else ["cpu"])
         if schedule is None:
             schedule = {d.name: [] for d in cluster.devices}
             for op in prog.op_nodes:
@@ -449,7 +502,7 @@ class TorchDistributedRuntime(Runtime):
             warmup=self.warmup,
             steps=self.steps,
             retain_first=self.check_correctness,
-            specs=value_specs(prog, flat, sent),
+            specs=value_specs(prog, flat, sent, "cuda" if cuda else "cpu"),
             threads=self.threads,
             trace=self.trace,
             pin_transport=self.pin_transport_threads,
@@ -474,7 +527,11 @@ class TorchDistributedRuntime(Runtime):
             if not prepared.job.cuda and len(counts) == 1:
                 torch.set_num_threads(int(counts.pop()))
             try:
-                ref = run_program(prog, flat)
+                if prepared.job.cuda:
+                    gpu = torch.device("cuda", 0)
+                    ref = [_to_cpu(v) for v in run_program(prog, [t.to(gpu) for t in flat])]
+                else:
+                    ref = run_program(prog, flat)
             finally:
                 torch.set_num_threads(before)
             outs: list[Any] = [torch.tensor(losses[0]) if losses else ref[0]]
@@ -503,6 +560,9 @@ class TorchDistributedRuntime(Runtime):
                     names[k]: r.get("lower_transport_threads", 0) for k, r in enumerate(reports)
                 },
                 "worker_step_s": {names[k]: statistics.median(r["times"]) for k, r in enumerate(reports)},
+                "wall_step_s": statistics.median(
+                    max(r.get("wall_times", r["times"])[k] for r in reports) for k in range(n_steps)
+                ),
             }
         )
         if self.trace:
@@ -553,5 +613,7 @@ __all__ = [
     "free_port",
     "iqr",
     "pingpong",
+    "nccl_pingpong",
     "trace_summary",
+    "uses_cuda",
 ]

@@ -182,6 +182,13 @@ def run_program(
     for i, k in last.items():
         if i not in keep and prog.nodes[i].kind == "call":
             frees[k].append(i)
+    # a factory op captured with a device (``aten.zeros(..., device=cpu)``) runs on the inputs' device, as
+    # `analysis.PlacedExecutor` does for a placed op
+    moved = {
+        r.nid: {**r.kwargs, "device": dev}
+        for r in prog.nodes
+        if r.kind == "call" and isinstance(r.kwargs, dict) and isinstance(r.kwargs.get("device"), torch.device)
+    }
     k = 0
     get = env.__getitem__
     for op in order:
@@ -189,7 +196,7 @@ def run_program(
         for nid in prog.op_nodes[op]:
             r = prog.nodes[nid]
             if r.kind == "call":
-                env[nid] = r.target(*resolve(r.args, get), **resolve(r.kwargs, get))
+                env[nid] = r.target(*resolve(r.args, get), **resolve(moved.get(nid, r.kwargs), get))
             for i in frees.get(k, ()):
                 env.pop(i, None)
             k += 1

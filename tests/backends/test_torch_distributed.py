@@ -275,6 +275,51 @@ def test_cuda_workers_with_nccl():
     assert all(v > 0 for v in res.peak_memory_bytes.values())
 
 
+@pytest.mark.cuda
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gnmt_tiny", "inception_v3_tiny"])
+def test_one_gpu_worker_times_with_cuda_events(name):
+    """A one-GPU placed run: the step is timed with CUDA events (within the host clock's step), memory comes
+    from the allocator, the loss and gradients match a reference on the same GPU (TF32 convolutions included),
+    and a GPU worker's profile (CUDA events between ops, no synchronisation per op) adds up to its step."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from backends.torch.profiler import profile_in_worker, worker_setting
+
+    backend, model, graph = _setup(name)
+    cluster = uniform_cluster(1, type="GPU")
+    placement = {op: cluster.names[0] for op in graph.ops}
+    sched = topological_schedule(graph, placement, cluster.names)
+    res = TorchDistributedRuntime(warmup=2, steps=5).run(backend, model, graph, placement, sched, cluster)
+    assert res.extra["correct"], res.extra
+    assert res.extra["backend"] == "nccl" and res.workers[0]["cores"] == []
+    assert 0 < res.measured_step_s <= 1.05 * res.extra["wall_step_s"], res.extra
+    assert res.peak_memory_bytes[cluster.names[0]] > 0
+    setting = worker_setting(cluster, cuda=True)
+    assert setting["device"] == "cuda" and setting["corun"] == 1
+    g, info = profile_in_worker(model, graph, setting=setting, warmup=2, steps=5, statistic="median")
+    assert {g.op(o)["profiled_on"] for o in g.ops} == {"cuda-worker"}
+    assert all(g.op(o)["compute_s"] >= 0 for o in g.ops)
+    # the intervals tile the step from its first event to the last op's (the parameter moves after it are not
+    # an op's); medians of parts add up to about the median of the whole
+    assert 0.7 < info["sum_op_median_s"] / info["step_median_s"] < 1.1, info
+
+
+@pytest.mark.cuda
+@pytest.mark.slow
+def test_nccl_pingpong_fit():
+    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA devices (NCCL refuses two ranks on one GPU)")
+    from backends.torch.comm import comm_benchmark_distributed
+
+    fit = comm_benchmark_distributed(
+        uniform_cluster(2, type="GPU"), sizes=[1 << 10, 1 << 20, 1 << 24], repeats=3, cuda=True
+    )
+    assert fit.latency_s > 0 and 1e8 < fit.bytes_per_s < 1e13
+    assert fit.send_overhead_s == fit.recv_overhead_s == 0.0
+    assert len(fit.samples) == 9
+
+
 @pytest.mark.slow
 def test_torchrun_launch(tmp_path):
     """The same job started by torchrun (env:// rendezvous, reports written per rank) gives a correct step."""
@@ -356,3 +401,36 @@ def test_corun_profile_pools_every_workers_samples():
     assert sum(g.op(o)["compute_s"] for o in g.ops) == pytest.approx(info["sum_op_s"])
     with pytest.raises(ConfigError, match="corun"):
         profile_in_worker(model, graph, setting={**setting, "corun": 0}, warmup=1, steps=1)
+
+
+def test_a_graph_from_another_capture_is_refused_naming_the_devices_tried():
+    """The runtime traces the step on its workers' kind of device and checks the ops against the graph's: a
+    graph whose ops the capture does not have is refused before any process starts, naming the ops."""
+    import networkx as nx
+
+    from algorithms.errors import InvalidGraph
+    from backends.torch.capture import program_matching
+
+    backend, model, graph = _setup("mlp_tiny")
+    assert program_matching(model, graph, "operator", None, ["cpu"]) is trace_program(model, "operator")
+    other = graph.copy("other")  # one op renamed, as a GPU capture names a batch norm
+    other.nx = nx.relabel_nodes(other.nx, {next(iter(other.ops)): "stem/bn/cudnn_batch_norm"})
+    other.invalidate()
+    with pytest.raises(InvalidGraph, match=r"on cpu: e\.g\. \['stem/bn/cudnn_batch_norm'\].*backend\.device=cpu"):
+        program_matching(model, other, "operator", None, ["cpu"])
+    cluster = uniform_cluster(2)
+    placement = {o: "cpu0" for o in other.ops}
+    with pytest.raises(InvalidGraph, match="does not match"):
+        TorchDistributedRuntime(warmup=0, steps=1).prepare(backend, model, other, placement, None, cluster)
+
+
+def test_value_specs_run_nothing_for_a_one_device_placement():
+    from backends.torch.worker import value_specs
+
+    _, model, _ = _setup("mlp_tiny")
+    prog = trace_program(model, "operator")
+    flat = prog.flat_inputs(model)
+    assert value_specs(prog, [], set()) == {}  # no inputs needed: nothing is executed
+    some = {n.nid for n in prog.nodes if n.kind == "call"}
+    specs = value_specs(prog, flat, some)
+    assert set(specs) == some and all(s[0] in "tluc" for s in specs.values())
