@@ -121,6 +121,7 @@ def run(
     import random
 
     import hydra.utils
+    import torch
     from omegaconf import OmegaConf
 
     from algorithms.cluster import Cluster
@@ -130,8 +131,8 @@ def run(
     from backends.torch import TorchBackend
     from backends.torch.calibrate import calibrate_in_step
     from backends.torch.comm import comm_benchmark_distributed
-    from backends.torch.distributed import TorchDistributedRuntime, iqr
-    from backends.torch.profiler import profile_in_worker, worker_setting
+    from backends.torch.distributed import TorchDistributedRuntime, iqr, uses_cuda
+    from backends.torch.profiler import profile_graph, profile_in_worker, worker_setting
 
     host = len(os.sched_getaffinity(0))
     backend = TorchBackend(threads=1)
@@ -141,12 +142,13 @@ def run(
     for cl_name in clusters:
         base = compose_cfg(models[0], cl_name, "single")
         cluster = Cluster.from_dict(OmegaConf.to_container(base.cluster, resolve=True), cl_name)
-        fit = comm_benchmark_distributed(cluster, repeats=repeats, transport_policy=transport_priority)
+        cuda = uses_cuda(cluster)  # GPU workers on NCCL: CUDA-event profile and times, NCCL ping-pong fit
+        fit = comm_benchmark_distributed(cluster, repeats=repeats, transport_policy=transport_priority, cuda=cuda)
         cluster = cluster.with_comm(fit.latency_s, fit.bytes_per_s)
         send_s, recv_s = fit.send_overhead_s, fit.recv_overhead_s
         calibration: dict[str, Any] = {}
         fixed_costs = (send_s, recv_s)
-        if message_costs == "in_step":
+        if message_costs == "in_step" and not cuda and len(cluster.devices) > 1:
             total = fit.send_overhead_s + fit.recv_overhead_s
             cal = calibrate_in_step(
                 cluster,
@@ -184,7 +186,7 @@ def run(
                 flush=True,
             )
             cluster = cluster.with_comm(cal.latency_s, fit.bytes_per_s)
-        elif message_costs != "benchmark":
+        elif message_costs not in ("benchmark", "in_step"):
             raise ConfigError(f"--message-costs must be 'in_step' or 'benchmark', got {message_costs!r}")
         fits[cl_name] = (cluster.latency_s, fit.bytes_per_s, send_s, recv_s)
         # the benchmark-only model (ping-pong hop, busy-worker message costs), predicted beside it for comparison
@@ -199,7 +201,16 @@ def run(
             cfg = compose_cfg(model_name, cl_name, "single")
             model = backend.build(OmegaConf.to_container(cfg.model, resolve=True))
             graph = backend.capture(model)
-            setting = worker_setting(cluster)
+            setting = worker_setting(cluster, cuda=cuda)
+            sync_graph = None
+            if cuda:  # for comparison: every op between two synchronisations, in this process
+                try:
+                    sync_graph = profile_graph(
+                        model, graph, granularity=backend.granularity, device=torch.device("cuda"), warmup=warmup,
+                        steps=steps,
+                    )  # fmt: skip
+                except Exception as exc:  # the comparison only; the measurement goes on
+                    log.warning("%s: the synchronised GPU profile failed: %s", model_name, exc)
             profiled, checks = [], []
             placements: dict[str, Any] = {}
             place_s: dict[str, float] = {}
@@ -234,6 +245,8 @@ def run(
                     ).run(backend, model, graph, placement.assignment, order_for(g, cluster, placement), cluster)
                     results.setdefault(placer_name, []).append(res)
             mean_graph = mean_profile(profiled)
+            # the gloo workers post every receive before the step; NCCL workers when a value is first needed
+            buffers = "arrival" if cuda else "step_start"
             for placer_name, placement in placements.items():
                 sched = order_for(mean_graph, cluster, placement)
                 sim = simulate(
@@ -241,20 +254,20 @@ def run(
                     cluster,
                     placement.assignment,
                     sched,
-                    host_cores=host,
+                    host_cores=None if cuda else host,
                     send_overhead_s=send_s,
                     recv_overhead_s=recv_s,
-                    recv_buffers="step_start",  # the gloo workers post every receive before the step
+                    recv_buffers=buffers,
                 )
                 sim_bench = simulate(
                     mean_graph,
                     bench_cluster,
                     placement.assignment,
                     sched,
-                    host_cores=host,
+                    host_cores=None if cuda else host,
                     send_overhead_s=bench_costs[0],
                     recv_overhead_s=bench_costs[1],
-                    recv_buffers="step_start",
+                    recv_buffers=buffers,
                     record_memory=False,
                 )
                 sim_fixed = simulate(
@@ -262,11 +275,16 @@ def run(
                     bench_cluster,
                     placement.assignment,
                     sched,
-                    host_cores=host,
+                    host_cores=None if cuda else host,
                     send_overhead_s=fixed_costs[0],
                     recv_overhead_s=fixed_costs[1],
-                    recv_buffers="step_start",
+                    recv_buffers=buffers,
                     record_memory=False,
+                )
+                sim_sync = (
+                    simulate(sync_graph, cluster, placement.assignment, sched, record_memory=False)
+                    if sync_graph is not None
+                    else None
                 )
                 runs = results[placer_name]
                 times = [t for res in runs for t in res.step_times_s]
@@ -281,6 +299,11 @@ def run(
                         "predicted_s": sim.makespan,
                         "predicted_benchmark_s": sim_bench.makespan,
                         "predicted_fixed_latency_s": sim_fixed.makespan,
+                        "device": "cuda" if cuda else "cpu",
+                        # GPU: the ops timed between synchronisations (`profile_graph`), for comparison
+                        "predicted_sync_s": sim_sync.makespan if sim_sync is not None else None,
+                        # GPU: the step on the host's clock (`measured_s` is CUDA-event time there)
+                        "wall_s": statistics.median(res.extra["wall_step_s"] for res in runs),
                         "transfers": len(sim.transfers),
                         "measured_s": measured,
                         "iqr_s": iqr(times),
@@ -288,10 +311,14 @@ def run(
                         "error": (sim.makespan - measured) / measured,
                         "predicted_peak": max(sim.peak_memory.values()),
                         "measured_peak": max(max(res.peak_memory_bytes.values()) for res in runs),
+                        # the workers' own count of live tensor bytes (on a GPU the allocator's peak above also
+                        # holds cuBLAS's workspace and the allocator's rounding)
+                        "measured_tensor_peak": max(max(res.extra["tensor_peak_bytes"].values()) for res in runs),
                         "correct": all(res.extra.get("correct") for res in runs),
                         "oversubscribed": runs[0].extra.get("oversubscribed"),
                         "profile_sum_s": [c["sum_op_s"] for c in checks],
                         "profile_step_s": [c["step_s"] for c in checks],
+                        "profile_sum_median_s": [c["sum_op_median_s"] for c in checks],
                         "place_s": place_s[placer_name],
                         "comm_fit": fits[cl_name],
                         "calibration": calibration,
@@ -306,7 +333,14 @@ def run(
                     f"err={100 * (r['predicted_benchmark_s'] / r['measured_s'] - 1):+6.1f}%]  "
                     f"[ping-pong latency: err={100 * (r['predicted_fixed_latency_s'] / r['measured_s'] - 1):+6.1f}%]  "
                     f"msgs={r['transfers']}  "
-                    f"mem pred/meas={r['predicted_peak']:.3g}/{r['measured_peak']:.3g} B  correct={r['correct']}",
+                    f"mem pred/meas={r['predicted_peak']:.3g}/{r['measured_peak']:.3g} B  correct={r['correct']}"
+                    + (
+                        f"  [GPU: ops between syncs: pred={r['predicted_sync_s'] * 1e3:8.3f} ms "
+                        f"err={100 * (r['predicted_sync_s'] / r['measured_s'] - 1):+6.1f}%; "
+                        f"host-clock step {r['wall_s'] * 1e3:8.3f} ms; tensor peak {r['measured_tensor_peak']:.3g} B]"
+                        if r["predicted_sync_s"] is not None
+                        else ""
+                    ),
                     flush=True,
                 )
             steps_ms = ", ".join(f"{1e3 * c['step_s']:.3g}" for c in checks)

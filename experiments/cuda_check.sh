@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The CUDA path of the process-per-device runtime on a GPU host (issue 16), in one go: the fidelity sweep on
+# one GPU, the CUDA-marked tests, whether NCCL takes two ranks on one GPU, and the sweep on two GPUs where there
+# are two (or where NCCL takes two ranks on one). Writes its logs and the sweeps' JSON under $1 (default
+# ./cuda_check). Needs the project's Python dependencies importable (hydra-core, omegaconf, orjson, scipy, ...).
+#     bash experiments/cuda_check.sh /tmp/cuda_check
+set -u
+out=${1:-cuda_check}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+models="mlp_tiny gnmt_tiny transformer_tiny inception_v3_tiny"
+nvidia-smi -L | tee "$out/gpu.txt"
+python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version(), torch.cuda.get_device_name(), torch.cuda.device_count(), 'GPUs')" | tee -a "$out/gpu.txt"
+timeout "${FIDELITY_TIMEOUT:-280}" python3 experiments/fidelity.py --models $models --placers single --clusters gpu1 \
+    --warmup 5 --steps 30 --rounds 2 --json "$out/fidelity_gpu1.json" 2>&1 | grep -v "it/s\]" | tee "$out/fidelity_gpu1.txt"
+timeout 150 python3 -m pytest -q -p no:cacheprovider -m cuda tests/backends/test_torch_distributed.py \
+    tests/backends/test_torch_runtime.py 2>&1 | tee "$out/pytest_cuda.txt"
+two=0
+if [ "$(python3 -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
+    two=1
+else
+    timeout 60 python3 -c "
+from backends.torch.distributed import nccl_pingpong
+print('two NCCL ranks on one GPU:', nccl_pingpong([1024, 1 << 20], 2, 50))" > "$out/nccl_one_gpu.txt" 2>&1 && two=1
+    tail -3 "$out/nccl_one_gpu.txt"
+fi
+if [ "$two" = 1 ]; then
+    timeout "${FIDELITY_TIMEOUT:-280}" python3 experiments/fidelity.py --models $models --clusters gpu2 --warmup 5 \
+        --steps 20 --rounds 2 --json "$out/fidelity_gpu2.json" 2>&1 | grep -v "it/s\]" | tee "$out/fidelity_gpu2.txt"
+fi
