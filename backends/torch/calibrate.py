@@ -40,7 +40,6 @@ program, and grid x placements simulations of that program (a few seconds).
 from __future__ import annotations
 
 import logging
-import math
 import random
 import statistics
 from collections.abc import Mapping, Sequence
@@ -51,6 +50,7 @@ from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 from algorithms.simulator import simulate
+from backends.calibration import block_placement, fit_message_costs, gloo_predictor, topo_schedule, two_devices
 from backends.profilers import mean_profile
 
 log = logging.getLogger(__name__)
@@ -88,24 +88,6 @@ class InStepCalibration:
     rel_rms_fixed_latency: float = 0.0
 
 
-def block_placement(graph: OpGraph, devices: Sequence[str], block: int) -> dict[str, str]:
-    """Op number k of `graph`'s topological order on ``devices[(k // block) % len(devices)]``. O(V + E)."""
-    if block < 1:
-        raise ConfigError(f"calibration block length must be >= 1, got {block}")
-    if not devices:
-        raise ConfigError("calibration needs at least one device")
-    order = graph.topological_order()
-    return {op: devices[(k // block) % len(devices)] for k, op in enumerate(order)}
-
-
-def topo_schedule(graph: OpGraph, placement: Mapping[str, str], devices: Sequence[str]) -> dict[str, list[str]]:
-    """Each device's ops in `graph`'s topological order (the order the calibration runs and simulates)."""
-    out: dict[str, list[str]] = {d: [] for d in devices}
-    for op in graph.topological_order():
-        out[placement[op]].append(op)
-    return out
-
-
 def predict(
     graph: OpGraph,
     cluster: Cluster,
@@ -115,79 +97,9 @@ def predict(
     recv_s: float,
     host_cores: int | None,
 ) -> float:
-    """The simulator's step for one calibration placement with per-message costs (send_s, recv_s)."""
-    return simulate(
-        graph,
-        cluster,
-        placement,
-        dict(schedule),
-        host_cores=host_cores,
-        send_overhead_s=send_s,
-        recv_overhead_s=recv_s,
-        recv_buffers="step_start",
-        record_memory=False,
-    ).makespan
-
-
-def fit_message_costs(
-    graph: OpGraph,
-    cluster: Cluster,
-    runs: Sequence[tuple[Mapping[str, str], Mapping[str, list[str]], float]],
-    host_cores: int | None = None,
-    send_share: float = 0.5,
-    max_latency_s: float = 2e-3,
-    max_message_s: float = 1e-3,
-    points: int = 11,
-    refinements: int = 4,
-    latency_s: float | None = None,
-) -> tuple[float, float, float, float]:
-    """(latency_s, send_s, recv_s, relative RMS error): the hop latency and the per-message processor time
-    (``send_s + recv_s``, split ``send_share : 1 - send_share``) that minimise the squared relative error between
-    the simulator's step and the measured one over `runs` = [(placement, schedule, measured step s)], the
-    cluster's bandwidth kept. The two are told apart because a hop costs its latency only where a receiver waits
-    for it (on the critical path) while every message costs its processor time; the split of that time between
-    sender and receiver is not identifiable from steps in which both devices wait for each other (a chain pays
-    both), so it is given (the busy-worker benchmark's ratio, `distributed._busy_message_cost`). A grid of
-    `points` x `points` over [0, `max_latency_s`] x [0, `max_message_s`], refined `refinements` - 1 times around
-    the best point (a quarter of the span each time; ties go to the smaller values). With `latency_s` given
-    the latency is kept at that value (e.g. the ping-pong's, which measures the hop directly) and only the
-    per-message time is fitted. O(refinements points^2 len(runs)) simulations (points, not points^2, with a
-    fixed latency)."""
-    if not runs:
-        raise ConfigError("fit_message_costs: no calibration runs")
-    if any(m <= 0 for _, _, m in runs):
-        raise ConfigError("fit_message_costs: a measured step is not positive")
-    if not 0.0 <= send_share <= 1.0:
-        raise ConfigError(f"fit_message_costs: send_share must be in [0, 1], got {send_share!r}")
-    bw = cluster.bytes_per_s
-
-    def loss(lat: float, msg: float) -> float:
-        cl = cluster.with_comm(lat, bw)
-        s, r = send_share * msg, (1.0 - send_share) * msg
-        return sum(((predict(graph, cl, p, o, s, r, host_cores) - m) / m) ** 2 for p, o, m in runs)
-
-    lo = [0.0 if latency_s is None else float(latency_s), 0.0]
-    span = [float(max_latency_s) if latency_s is None else 0.0, float(max_message_s)]
-    best = (math.inf, 0.0, 0.0)
-    for _ in range(refinements):
-        step = [x / (points - 1) for x in span]
-        for a in range(points if latency_s is None else 1):
-            lat = lo[0] + a * step[0]
-            if lat < 0:
-                continue
-            for b in range(points):
-                msg = lo[1] + b * step[1]
-                if msg < 0:
-                    continue
-                val = loss(lat, msg)
-                if val < best[0] - 1e-15:
-                    best = (val, lat, msg)
-        span = [x / 4.0 for x in span]
-        lo = [best[1] - span[0] / 2, best[2] - span[1] / 2]
-    if not math.isfinite(best[0]):
-        raise ConfigError("fit_message_costs: no admissible point (negative latency_s?)")
-    _, lat, msg = best
-    return lat, send_share * msg, (1.0 - send_share) * msg, math.sqrt(best[0] / len(runs))
+    """The simulator's step for one calibration placement with per-message costs (send_s, recv_s), in the gloo
+    workers' setting (`backends.calibration.gloo_predictor`)."""
+    return gloo_predictor(graph, host_cores)(cluster, placement, schedule, send_s, recv_s)
 
 
 def calibrate_in_step(
@@ -216,16 +128,9 @@ def calibrate_in_step(
     from .distributed import TorchDistributedRuntime
     from .profiler import profile_in_worker, worker_setting
 
-    if len(cluster.devices) < 2:
-        raise ConfigError(f"in-step calibration needs two devices; cluster {cluster.name!r} has one")
     if rounds < 1:
         raise ConfigError(f"calibration rounds must be >= 1, got {rounds}")
-    pair = cluster
-    if len(cluster.devices) > 2:
-        data = cluster.to_dict()
-        data["devices"] = data["devices"][:2]
-        data["links"] = [ln for ln in data.get("links", []) if {ln.get("src"), ln.get("dst")} <= set(cluster.names[:2])]
-        pair = Cluster.from_dict(data, f"{cluster.name}[:2]")
+    pair = two_devices(cluster)
     if host_cores is None:
         host_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
     backend = TorchBackend(threads=1)

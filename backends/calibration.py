@@ -1,0 +1,144 @@
+"""The framework-neutral part of the in-step calibration of per-message costs (issue 16): calibration placements
+by blocks of the topological order, and the fit of the hop latency and the per-message processor time to
+measured placed steps. The backends run the steps: `backends.torch.calibrate` (gloo workers) and
+`backends.tensorflow.calibrate` (gRPC servers); `backends/torch/calibrate.py`'s docstring says why and how.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+from algorithms.cluster import Cluster
+from algorithms.errors import ConfigError
+from algorithms.graph import OpGraph
+from algorithms.simulator import simulate
+
+#: (cluster with the latency tried, placement, schedule, send s, receive s) -> predicted step seconds
+Predictor = Callable[[Cluster, Mapping[str, str], Mapping[str, list[str]], float, float], float]
+
+
+def block_placement(graph: OpGraph, devices: Sequence[str], block: int) -> dict[str, str]:
+    """Op number k of `graph`'s topological order on ``devices[(k // block) % len(devices)]``, except that every
+    op of a colocation group goes where the group's first op in that order goes (TensorFlow's variables and
+    the ops that update them). O(V + E)."""
+    if block < 1:
+        raise ConfigError(f"calibration block length must be >= 1, got {block}")
+    if not devices:
+        raise ConfigError("calibration needs at least one device")
+    order = graph.topological_order()
+    out = {op: devices[(k // block) % len(devices)] for k, op in enumerate(order)}
+    first: dict[str, str] = {}
+    for op in order:
+        grp = graph.op(op).get("colocation")
+        if grp is not None:
+            out[op] = first.setdefault(grp, out[op])
+    return out
+
+
+def topo_schedule(graph: OpGraph, placement: Mapping[str, str], devices: Sequence[str]) -> dict[str, list[str]]:
+    """Each device's ops in `graph`'s topological order (the order the calibration runs and simulates)."""
+    out: dict[str, list[str]] = {d: [] for d in devices}
+    for op in graph.topological_order():
+        out[placement[op]].append(op)
+    return out
+
+
+def two_devices(cluster: Cluster) -> Cluster:
+    """The cluster's first two devices and the links between them (a calibration runs one pair of workers, as
+    the communication benchmarks do)."""
+    if len(cluster.devices) < 2:
+        raise ConfigError(f"in-step calibration needs two devices; cluster {cluster.name!r} has one")
+    if len(cluster.devices) == 2:
+        return cluster
+    data = cluster.to_dict()
+    data["devices"] = data["devices"][:2]
+    data["links"] = [ln for ln in data.get("links", []) if {ln.get("src"), ln.get("dst")} <= set(cluster.names[:2])]
+    return Cluster.from_dict(data, f"{cluster.name}[:2]")
+
+
+def gloo_predictor(graph: OpGraph, host_cores: int | None) -> Predictor:
+    """The simulator's step in the PyTorch workers' setting: every receive posted at the step's start (gloo),
+    devices sharing `host_cores` cores."""
+
+    def pred(cl: Cluster, p: Mapping[str, str], o: Mapping[str, list[str]], s: float, r: float) -> float:
+        return simulate(
+            graph,
+            cl,
+            p,
+            dict(o),
+            host_cores=host_cores,
+            send_overhead_s=s,
+            recv_overhead_s=r,
+            recv_buffers="step_start",
+            record_memory=False,
+        ).makespan
+
+    return pred
+
+
+def fit_message_costs(
+    graph: OpGraph,
+    cluster: Cluster,
+    runs: Sequence[tuple[Mapping[str, str], Mapping[str, list[str]], float]],
+    host_cores: int | None = None,
+    send_share: float = 0.5,
+    max_latency_s: float = 2e-3,
+    max_message_s: float = 1e-3,
+    points: int = 11,
+    refinements: int = 4,
+    latency_s: float | None = None,
+    predictor: Predictor | None = None,
+) -> tuple[float, float, float, float]:
+    """(latency_s, send_s, recv_s, relative RMS error): the hop latency and the per-message processor time
+    (``send_s + recv_s``, split ``send_share : 1 - send_share``) that minimise the squared relative error between
+    the simulator's step and the measured one over `runs` = [(placement, schedule, measured step s)], the
+    cluster's bandwidth kept. The two are told apart because a hop costs its latency only where a receiver waits
+    for it (on the critical path) while every message costs its processor time; the split of that time between
+    sender and receiver is not identifiable from steps in which both devices wait for each other (a chain pays
+    both), so it is given (the busy-worker benchmark's ratio, `distributed._busy_message_cost`). A grid of
+    `points` x `points` over [0, `max_latency_s`] x [0, `max_message_s`], refined `refinements` - 1 times around
+    the best point (a quarter of the span each time; ties go to the smaller values). With `latency_s` given
+    the latency is kept at that value (e.g. the ping-pong's, which measures the hop directly) and only the
+    per-message time is fitted. `predictor(cluster, placement, schedule, send_s, recv_s)` gives a run's predicted
+    step (default `gloo_predictor(graph, host_cores)`: the PyTorch workers' setting). O(refinements points^2
+    len(runs)) simulations (points, not points^2, with a fixed latency)."""
+    if not runs:
+        raise ConfigError("fit_message_costs: no calibration runs")
+    if any(m <= 0 for _, _, m in runs):
+        raise ConfigError("fit_message_costs: a measured step is not positive")
+    if not 0.0 <= send_share <= 1.0:
+        raise ConfigError(f"fit_message_costs: send_share must be in [0, 1], got {send_share!r}")
+    bw = cluster.bytes_per_s
+    pred = predictor or gloo_predictor(graph, host_cores)
+
+    def loss(lat: float, msg: float) -> float:
+        cl = cluster.with_comm(lat, bw)
+        s, r = send_share * msg, (1.0 - send_share) * msg
+        return sum(((pred(cl, p, o, s, r) - m) / m) ** 2 for p, o, m in runs)
+
+    lo = [0.0 if latency_s is None else float(latency_s), 0.0]
+    span = [float(max_latency_s) if latency_s is None else 0.0, float(max_message_s)]
+    best = (math.inf, 0.0, 0.0)
+    for _ in range(refinements):
+        step = [x / (points - 1) for x in span]
+        for a in range(points if latency_s is None else 1):
+            lat = lo[0] + a * step[0]
+            if lat < 0:
+                continue
+            for b in range(points):
+                msg = lo[1] + b * step[1]
+                if msg < 0:
+                    continue
+                val = loss(lat, msg)
+                if val < best[0] - 1e-15:
+                    best = (val, lat, msg)
+        span = [x / 4.0 for x in span]
+        lo = [best[1] - span[0] / 2, best[2] - span[1] / 2]
+    if not math.isfinite(best[0]):
+        raise ConfigError("fit_message_costs: no admissible point (negative latency_s?)")
+    _, lat, msg = best
+    return lat, send_share * msg, (1.0 - send_share) * msg, math.sqrt(best[0] / len(runs))
+
+
+__all__ = ["Predictor", "block_placement", "fit_message_costs", "gloo_predictor", "topo_schedule", "two_devices"]

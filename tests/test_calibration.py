@@ -1,0 +1,75 @@
+"""The framework-neutral part of the in-step calibration (`backends.calibration`, issue 16)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from algorithms import OpGraph, uniform_cluster
+from algorithms.errors import ConfigError
+from algorithms.simulator import simulate
+from backends.calibration import block_placement, fit_message_costs, topo_schedule, two_devices
+
+
+def chain_with_variables(n: int, every: int) -> OpGraph:
+    """A chain of n ops with skip edges; every `every`-th op shares a colocation group with an op 5 further on
+    (a variable and the op that updates it)."""
+    g = OpGraph("vars")
+    for i in range(n):
+        grp = f"v{i // every}" if i % every == 0 or (i >= 5 and (i - 5) % every == 0) else None
+        g.add_op(f"o{i}", compute_s=40e-6, output_bytes=1024, colocation=grp)
+    for i in range(n - 1):
+        g.add_edge(f"o{i}", f"o{i + 1}", bytes=1024)
+        if i + 3 < n:  # skip edges: block placements cut edges off the critical path too
+            g.add_edge(f"o{i}", f"o{i + 3}", bytes=1024)
+    return g
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(8, 80), every=st.integers(6, 20), block=st.integers(1, 30), k=st.integers(2, 4))
+def test_block_placement_keeps_colocation_groups_together(n, every, block, k):
+    g = chain_with_variables(n, every)
+    devices = [f"d{j}" for j in range(k)]
+    p = block_placement(g, devices, block)
+    assert set(p) == set(g.ops) and set(p.values()) <= set(devices)
+    order = g.topological_order()
+    for grp, members in g.colocation_groups().items():
+        first = min(members, key=order.index)
+        assert {p[m] for m in members} == {p[first]}, grp
+    # outside the groups, the blocks of the topological order
+    for k_, op in enumerate(order):
+        if g.op(op).get("colocation") is None:
+            assert p[op] == devices[(k_ // block) % k]
+    sched = topo_schedule(g, p, devices)
+    assert sorted(o for d in devices for o in sched[d]) == sorted(g.ops)
+
+
+def test_two_devices_keeps_the_first_pair():
+    c4 = uniform_cluster(4)
+    pair = two_devices(c4)
+    assert pair.names == c4.names[:2] and pair.name == f"{c4.name}[:2]"
+    c2 = uniform_cluster(2)
+    assert two_devices(c2) is c2
+    with pytest.raises(ConfigError, match="needs two devices"):
+        two_devices(uniform_cluster(1))
+
+
+def test_fit_with_a_predictor_of_another_runtime():
+    """The fit takes the runtime's own prediction: here, the simulator's default dispatch plus a fixed step
+    cost (TensorFlow's empty step); steps made with known costs are fitted back to them."""
+    g = chain_with_variables(60, 7)
+    c = uniform_cluster(2, latency_s=30e-6, bytes_per_s=1e9)
+
+    def pred(cl, p, o, s, r):
+        return simulate(g, cl, p, send_overhead_s=s, recv_overhead_s=r, record_memory=False).makespan + 4e-4
+
+    truth = c.with_comm(220e-6, c.bytes_per_s)
+    runs = []
+    for b in (1, 3, 9, 30):
+        p = block_placement(g, c.names, b)
+        runs.append((p, {}, pred(truth, p, {}, 30e-6, 50e-6)))
+    lat, s, r, rms = fit_message_costs(g, c, runs, send_share=0.375, max_message_s=4e-4, predictor=pred)
+    assert lat == pytest.approx(220e-6, abs=5e-6)
+    assert s + r == pytest.approx(80e-6, abs=3e-6)
+    assert rms < 0.01
