@@ -54,11 +54,12 @@ class MeasuredProfiler(Profiler):
     profiling; that dict (cores per worker, threads, ...) is part of the profile's and the fit's cache keys.
 
     `comm_calibration` says where the workers' per-message costs come from: ``"benchmark"`` (default) a
-    ping-pong for the hop and a busy-worker loop for the processor time per message; ``"in_step"`` (PyTorch
-    only, about a minute more) fits hop and per-message costs to placed steps of a synthetic model in the
-    runtime itself (`backends.torch.calibrate`): median prediction errors of 8-25% per model on pinned CPU
-    workers, gnmt_tiny 11% where the benchmark's costs gave 29% (docs/fidelity.md, 24 November); ``"auto"``
-    in_step where the job measures in the workers' setting of a backend that has one, else benchmark."""
+    ping-pong for the hop and a busy-worker loop for the processor time per message; ``"in_step"`` (about a
+    minute more) fits hop and per-message costs to placed steps of a synthetic model in the runtime itself
+    (`backends.torch.calibrate`, `backends.tensorflow.calibrate`; not on GPU workers): median prediction
+    errors of 8-25% per model on pinned CPU workers, gnmt_tiny 11% where the benchmark's costs gave 29%
+    (docs/fidelity.md, 24 November); ``"auto"`` in_step where the job measures in the workers' setting of a
+    backend that has one, else benchmark."""
 
     #: Whether this class can measure in the workers' setting (`profile_in_workers`, `comm_in_workers`).
     supports_workers: bool = False

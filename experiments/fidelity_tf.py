@@ -18,7 +18,10 @@ For a cluster (cpu2 by default: two devices, one core each):
    transfer fit and parallel links (``pred``), and with
    sequential sends (Baechi 3.4: one tensor at a time per sender) whose latency is the marginal cost of a
    transfer in a burst of small ones (``seq``: what a step moving hundreds of small tensors sees);
-4. print per run: predicted, measured median and IQR, relative error (predicted - measured) / measured,
+4. with ``--message-costs in_step`` (the default) fit the hop latency and the per-message costs to the
+   runtime's own placed steps of a calibration program (`backends.tensorflow.calibrate`), predicted beside
+   the burst benchmark's (``cal``);
+5. print per run: predicted, measured median and IQR, relative error (predicted - measured) / measured,
    predicted and measured peak memory of the busiest device, traffic, and the correctness check; per model the
    median |error| and Kendall's tau between predicted and measured orders.
 
@@ -101,6 +104,14 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument(
         "--rounds", type=int, default=3, help="profile and run every placement this many times, interleaved"
     )
+    ap.add_argument(
+        "--message-costs",
+        choices=["in_step", "benchmark"],
+        default="in_step",
+        help="in_step: latency and per-message costs fitted to the runtime's placed steps of a calibration "
+        "program (backends.tensorflow.calibrate; the burst benchmark's prediction is printed beside it); "
+        "benchmark: the burst benchmark's only",
+    )
     ap.add_argument("--json", default=None, help="write the rows to this JSON file")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
@@ -135,6 +146,34 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     )
     for pair, pts in fit.medians.items():
         print(f"  {pair}: " + ", ".join(f"{int(b)}B {t * 1e3:.3f}ms" for b, t in pts))
+    cal = None
+    cal_cluster, cal_costs = cluster, {"send_overhead_s": fit.send_overhead_s, "recv_overhead_s": fit.recv_overhead_s}
+    if args.message_costs == "in_step":
+        from backends.tensorflow.calibrate import calibrate_in_step
+
+        t0 = time.perf_counter()
+        total = fit.send_overhead_s + fit.recv_overhead_s
+        cal = calibrate_in_step(
+            base.with_comm(fit.latency_s, fit.bytes_per_s),
+            step_overhead_s=fit.step_overhead_s,
+            send_share=fit.send_overhead_s / total if total > 0 else 0.5,
+            benchmark_costs=(fit.send_overhead_s, fit.recv_overhead_s),
+            rounds=min(2, args.rounds),
+            seed=args.seed,
+        )
+        cal_cluster = base.with_comm(cal.latency_s, fit.bytes_per_s)
+        cal_costs = {"send_overhead_s": cal.send_overhead_s, "recv_overhead_s": cal.recv_overhead_s}
+        print(
+            f"in-step calibration ({time.perf_counter() - t0:.0f} s): latency {cal.latency_s * 1e6:.1f} us, per "
+            f"message send {cal.send_overhead_s * 1e6:.1f} us, receive {cal.recv_overhead_s * 1e6:.1f} us; relative "
+            f"RMS {100 * cal.rel_rms:.1f}% (burst benchmark's costs {100 * cal.rel_rms_benchmark:.1f}%): "
+            + ", ".join(
+                f"{r['messages']} msgs {1e3 * r['measured_s']:.3g}/{1e3 * r['predicted_s']:.3g}"
+                f"/{1e3 * r['predicted_benchmark_s']:.3g} ms"
+                for r in cal.placements
+            )
+            + " (measured/in-step/benchmark)"
+        )
     runtime = TFDistributedRuntime(warmup=args.warmup, steps=args.steps, check_correctness=True)
     rows: list[dict[str, Any]] = []
     rng = random.Random(args.seed)
@@ -180,7 +219,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         )
         print(
             f"{'placer':<12}{'dev':>4}{'sim_ms':>9}{'pred_ms':>9}{'meas_ms':>9}{'iqr_ms':>8}{'error':>8}"
-            f"{'seq_ms':>9}{'seq_err':>8}"
+            f"{'seq_ms':>9}{'seq_err':>8}{'cal_ms':>9}{'cal_err':>8}"
             f"{'pred_MB':>9}{'meas_MB':>9}{'traffic_B':>11}{'meas_B':>9}  check"
         )
         for label, assign in assigns.items():
@@ -191,6 +230,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             pred = predicted_step(sim.makespan, graph, {2: fit.step_overhead_s}, used)
             sim_seq = simulate(graph, seq_cluster, assign, **per_msg)
             pred_seq = predicted_step(sim_seq.makespan, graph, {2: fit.step_overhead_s}, used)
+            sim_cal = simulate(graph, cal_cluster, assign, record_memory=False, **cal_costs)
+            pred_cal = predicted_step(sim_cal.makespan, graph, {2: fit.step_overhead_s}, used)
+            err_cal = (pred_cal - res.measured_step_s) / res.measured_step_s
             err = (pred - res.measured_step_s) / res.measured_step_s
             err_seq = (pred_seq - res.measured_step_s) / res.measured_step_s
             dev_peak = max(sim.peak_memory, key=lambda d: sim.peak_memory[d])
@@ -208,6 +250,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 "rel_error": err,
                 "predicted_step_sequential_s": pred_seq,
                 "rel_error_sequential": err_seq,
+                # the in-step calibration's latency and costs (the burst benchmark's without --message-costs in_step)
+                "predicted_step_calibrated_s": pred_cal,
+                "rel_error_calibrated": err_cal,
+                "message_costs": args.message_costs,
                 "predicted_peak_bytes": sim.peak_memory,
                 "measured_peak_bytes": res.peak_memory_bytes,
                 "measured_rss_growth_bytes": ex["rss_growth_bytes"],
@@ -223,6 +269,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             print(
                 f"{label:<12}{used:>4}{sim.makespan * 1e3:>9.3f}{pred * 1e3:>9.3f}{res.measured_step_s * 1e3:>9.3f}"
                 f"{(res.step_iqr_s or 0) * 1e3:>8.3f}{err:>+8.1%}{pred_seq * 1e3:>9.3f}{err_seq:>+8.1%}"
+                f"{pred_cal * 1e3:>9.3f}{err_cal:>+8.1%}"
                 f"{sim.peak_memory[dev_peak] / 1e6:>9.3f}"
                 f"{res.peak_memory_bytes.get(dev_peak, 0) / 1e6:>9.3f}{sim.traffic_bytes:>11.0f}"
                 f"{res.traffic_bytes:>9.0f}  {'ok' if ok else 'MISMATCH'}"
@@ -232,6 +279,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             med = statistics.median(abs(r["rel_error"]) for r in mine)
             tau = kendall_tau([r["predicted_step_s"] for r in mine], [r["measured_step_s"] for r in mine])
             print(f"{name}: median |error| {med:.1%}, Kendall tau {tau if tau is None else round(tau, 2)}")
+            med = statistics.median(abs(r["rel_error_calibrated"]) for r in mine)
+            tau = kendall_tau([r["predicted_step_calibrated_s"] for r in mine], [r["measured_step_s"] for r in mine])
+            print(
+                f"{name} ({args.message_costs} message costs, cal_ms): median |error| {med:.1%}, Kendall tau "
+                f"{tau if tau is None else round(tau, 2)}"
+            )
             med = statistics.median(abs(r["rel_error_sequential"]) for r in mine)
             tau = kendall_tau([r["predicted_step_sequential_s"] for r in mine], [r["measured_step_s"] for r in mine])
             print(

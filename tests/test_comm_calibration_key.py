@@ -33,7 +33,7 @@ def test_torch_workers_fit_asks_for_the_in_step_calibration_under_the_runtimes_t
     prof.use_workers({"runtime": "torch_distributed", "cores": 1})
     prof.transport_policy = "nice"
     assert prof.fit_comm(object(), object()) == "fit"  # type: ignore[arg-type]
-    assert seen == {"in_step": True, "transport_policy": "nice", "sizes": None, "repeats": 3}
+    assert seen == {"in_step": True, "transport_policy": "nice", "sizes": None, "repeats": 3, "cuda": False}
 
     seen.clear()
     TorchMeasuredProfiler(comm_repeats=3).comm_in_workers(object(), object())  # type: ignore[arg-type]
@@ -51,3 +51,42 @@ def test_auto_is_in_step_only_in_the_workers_setting_of_a_backend_that_has_one()
     assert torch_prof.calibration() == "benchmark"  # measuring in this process
     torch_prof.use_workers({"cores": 1})
     assert torch_prof.calibration() == "in_step"
+
+
+def test_tf_workers_fit_takes_the_in_step_latency_and_costs(monkeypatch):
+    """TensorFlow's workers: with in_step the benchmark's fit is kept for its samples and bandwidth, and the
+    hop latency and per-message costs come from the calibration (per-pair links dropped, which would override
+    the fitted hop); comm.json records the benchmark's own latency for its residual."""
+    pytest.importorskip("tensorflow")
+    from algorithms import uniform_cluster
+    from backends.tensorflow import TFMeasuredProfiler, dist_profile
+    from backends.tensorflow import calibrate as tfcal
+    from backends.tensorflow.calibrate import TFInStepCalibration
+    from orchestrator.stages.graph import comm_json
+
+    bench = dist_profile.TFCommFit(
+        40e-6, 1.6e9, {("cpu0", "cpu1"): (45e-6, 1.5e9)}, [("cpu0", "cpu1", 1024.0, 1e-4)],
+        step_overhead_s=1e-3, send_overhead_s=30e-6, recv_overhead_s=10e-6,
+    )  # fmt: skip
+    seen = {}
+
+    def fake_cal(cluster, **kw):
+        seen.update(kw, links=dict(cluster.links), latency=cluster.latency_s)
+        return TFInStepCalibration(90e-6, 25e-6, 35e-6, 0.03)
+
+    monkeypatch.setattr(dist_profile, "comm_benchmark_distributed", lambda *a, **k: bench)
+    monkeypatch.setattr(tfcal, "calibrate_in_step", fake_cal)
+    prof = TFMeasuredProfiler(comm_calibration="auto")
+    prof.use_workers({"cores": 1})
+    assert prof.calibration() == "in_step"
+    fit = prof.comm_in_workers(None, uniform_cluster(2))
+    assert seen["links"] == {} and seen["latency"] == 40e-6 and seen["step_overhead_s"] == 1e-3
+    assert seen["send_share"] == pytest.approx(0.75) and seen["benchmark_costs"] == (30e-6, 10e-6)
+    assert (fit.latency_s, fit.send_overhead_s, fit.recv_overhead_s, fit.links) == (90e-6, 25e-6, 35e-6, {})
+    assert fit.bytes_per_s == 1.6e9 and fit.samples == bench.samples
+    out = comm_json(fit, "worker", "in_step")
+    assert out["pingpong_latency_s"] == 40e-6 and out["calibration_rel_rms"] == 0.03
+    assert out["residual_rel_median"] == pytest.approx(abs(40e-6 + 1024 / 1.6e9 - 1e-4) / 1e-4)
+    prof = TFMeasuredProfiler(comm_calibration="benchmark")
+    prof.use_workers({"cores": 1})
+    assert prof.comm_in_workers(None, uniform_cluster(2)) is bench

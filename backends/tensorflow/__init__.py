@@ -15,6 +15,7 @@ See models.py, capture.py, profiler.py, comm.py and runtime.py for what each ste
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -180,10 +181,13 @@ class TFMeasuredProfiler(MeasuredProfiler):
     (`dist_profile.profile_distributed`, with the backend's `profile_statistic` and `profile_calibration`); the
     communication model fitted from gRPC transfers between two worker processes
     (`dist_profile.comm_benchmark_distributed`, which also measures the empty step of two workers and the cost
-    of a transfer in a burst). Cost: one worker start and warmup + 2 x steps steps; the fit: two worker starts
-    and len(sizes) x 2 x repeats runs."""
+    of a transfer in a burst); with ``comm_calibration: in_step`` (or ``auto`` in the workers' setting) the hop
+    latency and per-message costs are then fitted to the runtime's placed steps of a calibration program
+    (`calibrate.calibrate_in_step`, about a minute more). Cost: one worker start and warmup + 2 x steps steps;
+    the fit: two worker starts and len(sizes) x 2 x repeats runs."""
 
     supports_workers = True
+    has_in_step_calibration = True
 
     def worker_setting(self, backend: Backend, cluster: Cluster, threads: int | None) -> dict[str, Any]:
         cores = int(cluster.devices[0].cores)
@@ -218,12 +222,29 @@ class TFMeasuredProfiler(MeasuredProfiler):
     def comm_in_workers(self, backend: Backend, cluster: Cluster) -> CommFit:
         from .dist_profile import comm_benchmark_distributed
 
-        if self.calibration() == "in_step":
-            raise ConfigError(
-                f"profiler.comm_calibration={self.comm_calibration}: only the PyTorch runtime has an in-step "
-                "calibration; TensorFlow's gRPC workers are fitted by the benchmark"
-            )
-        return comm_benchmark_distributed(cluster, self.comm_sizes, self.comm_repeats)
+        fit = comm_benchmark_distributed(cluster, self.comm_sizes, self.comm_repeats)
+        if self.calibration() != "in_step" or len(cluster.devices) < 2:
+            return fit
+        from .calibrate import calibrate_in_step
+
+        total = fit.send_overhead_s + fit.recv_overhead_s
+        cal = calibrate_in_step(
+            cluster.with_comm(fit.latency_s, fit.bytes_per_s, {}),
+            step_overhead_s=fit.step_overhead_s,
+            send_share=fit.send_overhead_s / total if total > 0 else 0.5,
+            benchmark_costs=(fit.send_overhead_s, fit.recv_overhead_s),
+        )
+        # the in-step hop for every pair (the benchmark's per-pair links would override it); the samples stay
+        # the benchmark's, fitted with its own latency (`pingpong_latency_s`, which comm.json's residual uses)
+        return dataclasses.replace(
+            fit,
+            latency_s=cal.latency_s,
+            links={},
+            send_overhead_s=cal.send_overhead_s,
+            recv_overhead_s=cal.recv_overhead_s,
+            pingpong_latency_s=fit.latency_s,
+            calibration_rel_rms=cal.rel_rms,
+        )
 
     def fixed_step_s(self, report: Mapping[str, Any], comm: Mapping[str, Any], n_workers: int) -> float:
         """The empty step (client, master and executors running one NoOp): the profile's on one worker, the

@@ -94,6 +94,11 @@ class TFCommFit(CommFit):
     recv_overhead_s: float = 0.0
     burst_medians: list[tuple[float, float]] = field(default_factory=list)
     medians: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    #: With the in-step calibration (`calibrate.calibrate_in_step`): the benchmark's own latency, which its
+    #: samples are fitted with (`latency_s` is then the in-step one), and the calibration's relative RMS error;
+    #: NaN otherwise.
+    pingpong_latency_s: float = math.nan
+    calibration_rel_rms: float = math.nan
 
 
 def _timed(sess: Any, fetch: Any, n: int) -> list[float]:

@@ -303,3 +303,22 @@ def test_reference_runs_on_the_workers_kernels_after_a_local_session():
     ex = res.extra
     assert ex["correct"] and ex["gradients_checked"] > 50
     assert ex["grad_max_abs_error"] == 0.0 and ex["loss_abs_error"] == 0.0
+
+
+@pytest.mark.slow
+def test_in_step_calibration_fits_the_runtimes_own_placed_steps():
+    """End to end on two pinned gRPC workers: the calibration program's block placements exchange more
+    tensors the shorter the blocks, the fitted costs are non-negative, and the fit explains the measured steps
+    (loosely: a shared machine is noisy)."""
+    from backends.tensorflow.calibrate import calibrate_in_step
+
+    cluster = uniform_cluster(2, latency_s=50e-6, bytes_per_s=1e9)
+    cal = calibrate_in_step(
+        cluster, step_overhead_s=5e-4, blocks=(4, 128), rounds=1, warmup=1, steps=3, profile_warmup=1, profile_steps=2
+    )
+    few, many = sorted(cal.placements, key=lambda r: r["messages"])
+    assert many["block"] == 4 and few["block"] == 128 and many["messages"] > 2 * few["messages"]
+    assert cal.latency_s >= 0 and cal.send_overhead_s >= 0 and cal.recv_overhead_s >= 0
+    assert all(r["measured_s"] > 0 and r["predicted_s"] > 0 for r in cal.placements)
+    assert cal.rel_rms < 0.5, cal
+    assert len(cal.profile_step_s) == 1

@@ -1,0 +1,196 @@
+"""In-step calibration of the per-message costs on TensorFlow's distributed runtime (issue 16, TensorFlow half).
+
+`dist_profile.comm_benchmark_distributed` measures the processor time a transfer costs the sending and the
+receiving worker from bursts of 256-byte tensors read by one ``Identity`` each (procfs time against the burst
+length). In a placed training step the transfers are of many sizes, interleaved with the ops, and the
+executor's ready queue decides when each ``Send``/``Recv`` pair runs: on the quiet host the burst costs
+over-predicted the message-heavy placements up to 2.8 times (gnmt_tiny, docs/fidelity.md, 26 November).
+
+As `backends.torch.calibrate` does for the gloo workers, this module measures the costs where they are paid:
+`TFDistributedRuntime` (one pinned ``tf.distribute.Server`` per device, the client's session driving both)
+runs a calibration program that is none of the evaluated models (`CALIBRATION_MODEL`: a 24-layer, 32-wide MLP
+training step built from raw ops, a few hundred ops of tens of microseconds) placed by blocks of its
+topological order (`backends.calibration.block_placement`: a colocation group, a variable and the ops that
+update it, stays on one device), several block lengths, so that the number of cross-device tensors varies
+widely. The ops are profiled in a pinned worker (`dist_profile.profile_distributed`). The hop latency and the
+per-message processor time (split between sender and receiver in the burst benchmark's ratio) are then the
+pair with which the simulator, as `experiments/fidelity_tf.py` predicts a step (`tf_predictor`: the
+simulator's default dispatch, since TensorFlow's executor keeps no given order, plus the measured empty step
+of the workers used, `dist_profile.predicted_step`), predicts those steps best
+(`backends.calibration.fit_message_costs`); or, where it fits better, the per-message time with the
+benchmark's latency kept. Profiles and placed runs alternate over `rounds` in a new random order each round
+(this machine's speed drifts over minutes); the profile used is the mean of the rounds'.
+
+A choice, as on PyTorch: one (send, receive) pair for every tensor whatever its size (the bytes are in the
+hop's ``bytes / bandwidth``); what it absorbs beyond gRPC's own work is what the real step pays per tensor on
+average, not a model of each mechanism.
+
+Cost: rounds x (one profile + len(blocks) placed runs) worker-pool starts (an interpreter importing TensorFlow
+each), and grid x placements simulations of the calibration program.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from algorithms.cluster import Cluster
+from algorithms.errors import ConfigError
+from algorithms.graph import OpGraph
+from algorithms.simulator import simulate
+from backends.calibration import Predictor, block_placement, fit_message_costs, topo_schedule, two_devices
+from backends.profilers import mean_profile
+
+log = logging.getLogger(__name__)
+
+# none of the evaluated models: a deep, narrow MLP (many small ops, as the tiny models have)
+CALIBRATION_MODEL: dict[str, Any] = {
+    "name": "calibration_mlp",
+    "kind": "framework",
+    "family": "mlp",
+    "batch_size": 8,
+    "in_features": 32,
+    "hidden": [32] * 24,
+    "classes": 8,
+    "optimizer": "sgd",
+    "lr": 0.01,
+    "seed": 0,
+}
+DEFAULT_BLOCKS = (2, 8, 32, 128)  # block lengths along the topological order (ops per block)
+
+
+@dataclasses.dataclass
+class TFInStepCalibration:
+    """The fitted hop latency and per-message costs, how well they fit, and per placement what was measured."""
+
+    latency_s: float
+    send_overhead_s: float
+    recv_overhead_s: float
+    rel_rms: float
+    placements: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    profile_step_s: list[float] = dataclasses.field(default_factory=list)
+    # with the benchmark's latency kept: the fitted per-message costs and their error
+    send_fixed_latency_s: float = 0.0
+    recv_fixed_latency_s: float = 0.0
+    rel_rms_fixed_latency: float = 0.0
+    # the benchmark's burst costs: the simulator's error on the same placements with them
+    rel_rms_benchmark: float = 0.0
+
+
+def tf_predictor(graph: OpGraph, step_overhead_s: Mapping[int, float]) -> Predictor:
+    """The predicted step of a placement on TensorFlow's runtime: the simulator's makespan (its default
+    dispatch; the schedule is not used, the executor keeps none) with per-message costs, plus the empty step of
+    as many workers as the placement uses (`dist_profile.predicted_step`)."""
+    from .dist_profile import predicted_step
+
+    def pred(cl: Cluster, p: Mapping[str, str], o: Mapping[str, list[str]], s: float, r: float) -> float:
+        sim = simulate(graph, cl, p, send_overhead_s=s, recv_overhead_s=r, record_memory=False)
+        return predicted_step(sim.makespan, graph, step_overhead_s, len(set(p.values())))
+
+    return pred
+
+
+def calibrate_in_step(
+    cluster: Cluster,
+    *,
+    step_overhead_s: float,
+    send_share: float = 0.5,
+    benchmark_costs: tuple[float, float] = (0.0, 0.0),
+    blocks: Sequence[int] = DEFAULT_BLOCKS,
+    rounds: int = 2,
+    warmup: int = 3,
+    steps: int = 10,
+    profile_warmup: int = 5,
+    profile_steps: int = 10,
+    seed: int = 0,
+) -> TFInStepCalibration:
+    """Fit the hop latency and per-message costs to `TFDistributedRuntime`'s own placed steps (module docstring).
+
+    `cluster` carries the benchmark's fit (latency and bandwidth, `Cluster.with_comm`); `step_overhead_s` is
+    the benchmark's empty step of two workers; `send_share` the sender's share of a message's processor time
+    (the burst benchmark's ratio); `benchmark_costs` its (send, receive) costs, for the comparison logged."""
+    from . import TFBackend
+    from .dist_profile import profile_distributed
+    from .distributed import TFDistributedRuntime
+
+    if rounds < 1:
+        raise ConfigError(f"calibration rounds must be >= 1, got {rounds}")
+    # one hop for the pair: per-pair links would override the latency being fitted
+    pair = dataclasses.replace(two_devices(cluster), links={})
+    backend = TFBackend()
+    model = backend.build(CALIBRATION_MODEL)
+    captured = backend.capture(model)
+    names = pair.names
+    cases = []
+    for b in blocks:
+        p = block_placement(captured, names, int(b))
+        cases.append((int(b), p, topo_schedule(captured, p, names)))
+    rng = random.Random(seed)
+    runtime = TFDistributedRuntime(warmup=warmup, steps=steps, check_correctness=False)
+    profiles: list[OpGraph] = []
+    times: dict[int, list[float]] = {b: [] for b, _, _ in cases}
+    for _ in range(rounds):
+        profiles.append(profile_distributed(model, captured, pair, warmup=profile_warmup, steps=profile_steps))
+        for b, p, _ in rng.sample(cases, len(cases)):
+            times[b].extend(runtime.run(backend, model, profiles[-1], p, {}, pair).step_times_s)
+    prof = mean_profile(profiles)
+    overheads = {2: float(step_overhead_s)}
+    pred = tf_predictor(prof, overheads)
+    runs = [(p, o, statistics.median(times[b])) for b, p, o in cases]
+    lat, send_s, recv_s, rms = fit_message_costs(prof, pair, runs, send_share=send_share, predictor=pred)
+    _, send_fixed, recv_fixed, rms_fixed = fit_message_costs(
+        prof, pair, runs, send_share=send_share, latency_s=pair.latency_s, predictor=pred
+    )
+    if rms_fixed < rms:  # the error is not convex in the two (see backends.torch.calibrate)
+        lat, send_s, recv_s, rms = pair.latency_s, send_fixed, recv_fixed, rms_fixed
+    fitted = pair.with_comm(lat, pair.bytes_per_s)
+    rows = []
+    bench_err = []
+    for (b, p, o), (_, _, m) in zip(cases, runs):
+        sim0 = simulate(prof, pair, p, record_memory=False)
+        bench = pred(pair, p, o, *benchmark_costs)
+        bench_err.append((bench - m) / m)
+        rows.append(
+            {
+                "block": b,
+                "messages": len(sim0.transfers),
+                "measured_s": m,
+                "predicted_s": pred(fitted, p, o, send_s, recv_s),
+                "predicted_benchmark_s": bench,
+            }
+        )
+    rms_bench = (sum(e * e for e in bench_err) / len(bench_err)) ** 0.5
+    log.info(
+        "TF in-step calibration (%s, %d rounds): latency %.3g s, send %.3g s, receive %.3g s per message; relative "
+        "RMS error %.1f%% (burst benchmark's costs: %.1f%%) over %s",
+        pair.name,
+        rounds,
+        lat,
+        send_s,
+        recv_s,
+        100.0 * rms,
+        100.0 * rms_bench,
+        ", ".join(
+            f"B={r['block']}: {r['messages']} msgs {1e3 * r['measured_s']:.3g}/{1e3 * r['predicted_s']:.3g} ms"
+            for r in rows
+        ),
+    )
+    return TFInStepCalibration(
+        lat,
+        send_s,
+        recv_s,
+        rms,
+        rows,
+        [float(g.nx.graph["profile"]["untraced_step_s"]) for g in profiles],
+        send_fixed,
+        recv_fixed,
+        rms_fixed,
+        rms_bench,
+    )
+
+
+__all__ = ["CALIBRATION_MODEL", "TFInStepCalibration", "calibrate_in_step", "tf_predictor"]
