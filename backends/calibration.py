@@ -8,11 +8,48 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 from algorithms.simulator import simulate
+
+# the calibration program of both backends: none of the evaluated models (a deep, narrow MLP training step:
+# many small ops, as the tiny models have)
+CALIBRATION_MODEL: dict[str, Any] = {
+    "name": "calibration_mlp",
+    "kind": "framework",
+    "family": "mlp",
+    "batch_size": 8,
+    "in_features": 32,
+    "hidden": [32] * 24,
+    "classes": 8,
+    "optimizer": "sgd",
+    "lr": 0.01,
+    "seed": 0,
+}
+
+
+@dataclass
+class InStepCalibration:
+    """The hop latency and per-message costs fitted in the runtime's own placed steps, how well they fit, and
+    per calibration placement what was measured and predicted."""
+
+    latency_s: float
+    send_overhead_s: float
+    recv_overhead_s: float
+    placements: list[dict[str, Any]] = field(default_factory=list)  # per block length: messages, measured, predicted
+    rel_rms: float = 0.0  # root mean square of the relative errors at the fit
+    profile_step_s: list[float] = field(default_factory=list)  # the profiled single-device step of each round
+    # the per-message times fitted with the latency kept at the cluster's (the benchmark's), and their error
+    send_fixed_latency_s: float = 0.0
+    recv_fixed_latency_s: float = 0.0
+    rel_rms_fixed_latency: float = 0.0
+    # the benchmark's own costs on the same placements (NaN where not computed)
+    rel_rms_benchmark: float = math.nan
+
 
 #: (cluster with the latency tried, placement, schedule, send s, receive s) -> predicted step seconds
 Predictor = Callable[[Cluster, Mapping[str, str], Mapping[str, list[str]], float, float], float]
@@ -141,4 +178,13 @@ def fit_message_costs(
     return lat, send_share * msg, (1.0 - send_share) * msg, math.sqrt(best[0] / len(runs))
 
 
-__all__ = ["Predictor", "block_placement", "fit_message_costs", "gloo_predictor", "topo_schedule", "two_devices"]
+__all__ = [
+    "CALIBRATION_MODEL",
+    "InStepCalibration",
+    "Predictor",
+    "block_placement",
+    "fit_message_costs",
+    "gloo_predictor",
+    "topo_schedule",
+    "two_devices",
+]

@@ -59,7 +59,8 @@ class MeasuredProfiler(Profiler):
     (`backends.torch.calibrate`, `backends.tensorflow.calibrate`; not on GPU workers): median prediction
     errors of 8-25% per model on pinned CPU workers, gnmt_tiny 11% where the benchmark's costs gave 29%
     (docs/fidelity.md, 24 November); ``"auto"`` in_step where the job measures in the workers' setting of a
-    backend that has one, else benchmark."""
+    backend that has one and prefers it (PyTorch's CPU workers; TensorFlow's in-step costs were no better, 26
+    November), else benchmark."""
 
     #: Whether this class can measure in the workers' setting (`profile_in_workers`, `comm_in_workers`).
     supports_workers: bool = False

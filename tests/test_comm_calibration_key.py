@@ -59,9 +59,9 @@ def test_tf_workers_fit_takes_the_in_step_latency_and_costs(monkeypatch):
     the fitted hop); comm.json records the benchmark's own latency for its residual."""
     pytest.importorskip("tensorflow")
     from algorithms import uniform_cluster
+    from backends.calibration import InStepCalibration
     from backends.tensorflow import TFMeasuredProfiler, dist_profile
     from backends.tensorflow import calibrate as tfcal
-    from backends.tensorflow.calibrate import TFInStepCalibration
     from orchestrator.stages.graph import comm_json
 
     bench = dist_profile.TFCommFit(
@@ -72,13 +72,15 @@ def test_tf_workers_fit_takes_the_in_step_latency_and_costs(monkeypatch):
 
     def fake_cal(cluster, **kw):
         seen.update(kw, links=dict(cluster.links), latency=cluster.latency_s)
-        return TFInStepCalibration(90e-6, 25e-6, 35e-6, 0.03)
+        return InStepCalibration(90e-6, 25e-6, 35e-6, rel_rms=0.03)
 
     monkeypatch.setattr(dist_profile, "comm_benchmark_distributed", lambda *a, **k: bench)
     monkeypatch.setattr(tfcal, "calibrate_in_step", fake_cal)
     prof = TFMeasuredProfiler(comm_calibration="auto")
     prof.use_workers({"cores": 1})
-    assert prof.calibration() == "in_step"
+    assert prof.calibration() == "benchmark"  # auto: the in-step costs were no better on TensorFlow
+    prof = TFMeasuredProfiler(comm_calibration="in_step")
+    prof.use_workers({"cores": 1})
     fit = prof.comm_in_workers(None, uniform_cluster(2))
     assert seen["links"] == {} and seen["latency"] == 40e-6 and seen["step_overhead_s"] == 1e-3
     assert seen["send_share"] == pytest.approx(0.75) and seen["benchmark_costs"] == (30e-6, 10e-6)

@@ -36,49 +36,25 @@ import logging
 import random
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 from algorithms.simulator import simulate
-from backends.calibration import Predictor, block_placement, fit_message_costs, topo_schedule, two_devices
+from backends.calibration import (
+    CALIBRATION_MODEL,
+    InStepCalibration,
+    Predictor,
+    block_placement,
+    fit_message_costs,
+    topo_schedule,
+    two_devices,
+)
 from backends.profilers import mean_profile
 
 log = logging.getLogger(__name__)
 
-# none of the evaluated models: a deep, narrow MLP (many small ops, as the tiny models have)
-CALIBRATION_MODEL: dict[str, Any] = {
-    "name": "calibration_mlp",
-    "kind": "framework",
-    "family": "mlp",
-    "batch_size": 8,
-    "in_features": 32,
-    "hidden": [32] * 24,
-    "classes": 8,
-    "optimizer": "sgd",
-    "lr": 0.01,
-    "seed": 0,
-}
 DEFAULT_BLOCKS = (2, 8, 32, 128)  # block lengths along the topological order (ops per block)
-
-
-@dataclasses.dataclass
-class TFInStepCalibration:
-    """The fitted hop latency and per-message costs, how well they fit, and per placement what was measured."""
-
-    latency_s: float
-    send_overhead_s: float
-    recv_overhead_s: float
-    rel_rms: float
-    placements: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    profile_step_s: list[float] = dataclasses.field(default_factory=list)
-    # with the benchmark's latency kept: the fitted per-message costs and their error
-    send_fixed_latency_s: float = 0.0
-    recv_fixed_latency_s: float = 0.0
-    rel_rms_fixed_latency: float = 0.0
-    # the benchmark's burst costs: the simulator's error on the same placements with them
-    rel_rms_benchmark: float = 0.0
 
 
 def tf_predictor(graph: OpGraph, step_overhead_s: Mapping[int, float]) -> Predictor:
@@ -107,7 +83,7 @@ def calibrate_in_step(
     profile_warmup: int = 5,
     profile_steps: int = 10,
     seed: int = 0,
-) -> TFInStepCalibration:
+) -> InStepCalibration:
     """Fit the hop latency and per-message costs to `TFDistributedRuntime`'s own placed steps (module docstring).
 
     `cluster` carries the benchmark's fit (latency and bandwidth, `Cluster.with_comm`); `step_overhead_s` is
@@ -179,12 +155,12 @@ def calibrate_in_step(
             for r in rows
         ),
     )
-    return TFInStepCalibration(
+    return InStepCalibration(
         lat,
         send_s,
         recv_s,
-        rms,
         rows,
+        rms,
         [float(g.nx.graph["profile"]["untraced_step_s"]) for g in profiles],
         send_fixed,
         recv_fixed,
@@ -193,4 +169,4 @@ def calibrate_in_step(
     )
 
 
-__all__ = ["CALIBRATION_MODEL", "TFInStepCalibration", "calibrate_in_step", "tf_predictor"]
+__all__ = ["CALIBRATION_MODEL", "InStepCalibration", "calibrate_in_step", "tf_predictor"]

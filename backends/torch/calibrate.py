@@ -43,49 +43,26 @@ import logging
 import random
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 from algorithms.simulator import simulate
-from backends.calibration import block_placement, fit_message_costs, gloo_predictor, topo_schedule, two_devices
+from backends.calibration import (
+    CALIBRATION_MODEL,
+    InStepCalibration,
+    block_placement,
+    fit_message_costs,
+    gloo_predictor,
+    topo_schedule,
+    two_devices,
+)
 from backends.profilers import mean_profile
 
 log = logging.getLogger(__name__)
 
-# the calibration program: none of the evaluated models (a deep, narrow MLP: many small ops, as the tiny models)
-CALIBRATION_MODEL: dict[str, Any] = {
-    "name": "calibration_mlp",
-    "kind": "framework",
-    "family": "mlp",
-    "batch_size": 8,
-    "in_features": 32,
-    "hidden": [32] * 24,
-    "classes": 8,
-    "optimizer": "sgd",
-    "lr": 0.01,
-    "seed": 0,
-}
 DEFAULT_BLOCKS = (2, 6, 24, 96)  # block lengths along the topological order (ops per block)
-
-
-@dataclass
-class InStepCalibration:
-    """The hop latency and per-message costs fitted in the worker's own step (`calibrate_in_step`) and how well
-    they fit."""
-
-    latency_s: float
-    send_overhead_s: float
-    recv_overhead_s: float
-    placements: list[dict[str, Any]] = field(default_factory=list)  # per block length: messages, measured, predicted
-    rel_rms: float = 0.0  # root mean square of the relative errors at the fit
-    profile_step_s: list[float] = field(default_factory=list)  # the profiled single-device step of each round
-    # the per-message times fitted with the latency kept at the cluster's (the ping-pong's), and their error
-    send_fixed_latency_s: float = 0.0
-    recv_fixed_latency_s: float = 0.0
-    rel_rms_fixed_latency: float = 0.0
 
 
 def predict(

@@ -151,17 +151,15 @@ def fit_linear_relative(samples: Sequence[tuple[float, float]], stat: str = "med
 DISTRIBUTED_SIZES = (1024, 16384, 262144, 1048576, 4194304, 16777216, 67108864)
 
 
-def _nccl_fit(cluster: Cluster, sizes: Sequence[int], repeats: int, timeout_s: float) -> DistributedCommFit:
-    """The NCCL branch of `comm_benchmark_distributed`: fit, residual logged, samples kept."""
-    from .distributed import nccl_pingpong
-
-    raw = nccl_pingpong(sizes, int(repeats), timeout_s)
+def _fit_and_log(raw: Sequence[tuple[float, float]], sizes: Sequence[int], what: str) -> tuple[float, float]:
+    """`fit_linear_relative` over the per-size means (a step pays the mean hop), with its relative residual
+    logged."""
     lat, bw = fit_linear_relative(raw, stat="mean")
     rel = np.array([(lat + b / bw - t) / t for b, t in raw if t > 0])
     log.info(
-        "distributed comm fit on %s (NCCL): latency %.3g s, bandwidth %.3g B/s; relative residual: median |r| "
-        "%.1f%%, RMS %.1f%% over %d samples of %d..%d bytes",
-        cluster.name,
+        "distributed comm fit on %s: latency %.3g s, bandwidth %.3g B/s; relative residual: median |r| %.1f%%, "
+        "RMS %.1f%% over %d samples of %d..%d bytes",
+        what,
         lat,
         bw,
         100.0 * float(np.median(np.abs(rel))),
@@ -170,6 +168,15 @@ def _nccl_fit(cluster: Cluster, sizes: Sequence[int], repeats: int, timeout_s: f
         min(sizes),
         max(sizes),
     )
+    return lat, bw
+
+
+def _nccl_fit(cluster: Cluster, sizes: Sequence[int], repeats: int, timeout_s: float) -> DistributedCommFit:
+    """The NCCL branch of `comm_benchmark_distributed`: fit, residual logged, samples kept."""
+    from .distributed import nccl_pingpong
+
+    raw = nccl_pingpong(sizes, int(repeats), timeout_s)
+    lat, bw = _fit_and_log(raw, sizes, f"{cluster.name} (NCCL)")
     a, c = cluster.names[0], cluster.names[1]
     return DistributedCommFit(lat, bw, {}, [(a, c, b, t) for b, t in raw], 0.0, 0.0)
 
@@ -223,21 +230,7 @@ def comm_benchmark_distributed(
     host = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
     cores = worker_cores(cluster, host)[:2]
     raw, send_s, recv_s = pingpong(cores, sizes, int(repeats), timeout_s, policy=transport_policy)
-    lat, bw = fit_linear_relative(raw, stat="mean")  # a step pays the mean hop (see fit_linear_relative)
-    rel = np.array([(lat + b / bw - t) / t for b, t in raw if t > 0])
-    log.info(
-        "distributed comm fit on %s (gloo, workers pinned to %s): latency %.3g s, bandwidth %.3g B/s; "
-        "relative residual: median |r| %.1f%%, RMS %.1f%% over %d samples of %d..%d bytes",
-        cluster.name,
-        cores,
-        lat,
-        bw,
-        100.0 * float(np.median(np.abs(rel))),
-        100.0 * float(np.sqrt(np.mean(rel**2))),
-        len(raw),
-        min(sizes),
-        max(sizes),
-    )
+    lat, bw = _fit_and_log(raw, sizes, f"{cluster.name} (gloo, workers pinned to {cores})")
     for size in sizes:
         med = float(np.median([t for b, t in raw if int(b) == size] or [0.0]))
         log.debug("  %d bytes: measured median %.4g s, fit %.4g s", size, med, lat + size / bw)
