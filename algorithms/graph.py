@@ -578,6 +578,33 @@ def atomic_write_json_list(
         atomic_write_json(path, list(make_records()), indent)
 
 
+def atomic_write_json_with_list(
+    path: str | os.PathLike,
+    key: str,
+    make_records: Callable[[], Iterable[Mapping[str, Any]]],
+    rest: Mapping[str, Any] | None = None,
+) -> None:
+    """Write the JSON object ``{key: [records...], **rest}`` atomically and compactly: the bytes of
+    ``atomic_write_json(path, {key: list(make_records()), **rest})``, the records encoded `SAVE_CHUNK` at a time
+    as in `atomic_write_json_list` (trace.json's events, issue 22).  Anything that encoding refuses sends the
+    whole object through `atomic_write_json`, with its error.  O(records)."""
+    path = os.fspath(path)
+    rest = dict(rest or {})
+    if key in rest:
+        raise ValueError(f"{path}: key {key!r} is both the list's and in the rest of the object")
+
+    def pieces() -> Iterator[bytes]:
+        tail = _plain_dumps(rest)[1:-1] if rest else b""  # the rest's members, braces stripped
+        yield b"{" + _plain_dumps(key) + b":["
+        yield from _joined_chunks(iter(make_records()))
+        yield b"]" + (b"," + tail if tail else b"") + b"}"
+
+    try:
+        _write_atomically(path, pieces())
+    except _NotPlainJSON:
+        atomic_write_json(path, {key: list(make_records()), **rest})
+
+
 def _op_record(name: str, a: Mapping[str, Any]) -> dict[str, Any]:
     """An op's record in the graph JSON: the keys of `OP_KEYS` in that order, then the extra attributes."""
     rec: dict[str, Any] = {"name": name}

@@ -25,21 +25,23 @@ time, never sampled: it holds every op, transfer, memory change and OOM of the s
 named ``predicted (simulator), first N of M ops (up to t = ... s of ... s)`` and an instant event
 ``trace cut: ...`` marks the time; it is logged too.  The measured part is never cut.
 
-Pure function of its inputs; writes through a temporary file (never a half-written trace). Cost: O(ops +
-transfers + memory changes), O(ops log ops) when cut.
+Pure function of its inputs; writes through a temporary file (never a half-written trace), the events
+encoded a chunk at a time (`iter_predicted_events`, `graph.atomic_write_json_with_list`: the bytes of the whole
+object, without its list of events in memory). Cost: O(ops + transfers + memory changes), O(ops log ops) when
+cut.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from algorithms.graph import atomic_write_json, gc_paused
+from algorithms.graph import atomic_write_json_with_list, gc_paused
 
 PREDICTED_PID = 1
 MEASURED_PID = 2
@@ -106,6 +108,13 @@ def predicted_events(
     to its args; `cluster` orders the device tracks as the cluster does (default: the result's order).  Above
     `max_ops` ops that ran, only the events before the start of the next op in start order are kept (module
     docstring)."""
+    return list(iter_predicted_events(sim, graph, cluster, max_ops))
+
+
+def iter_predicted_events(
+    sim: Any, graph: Any = None, cluster: Any = None, max_ops: int | None = MAX_OPS
+) -> Iterator[dict[str, Any]]:
+    """`predicted_events` one event at a time, in the same order (`write_trace` streams them)."""
     devices = list(cluster.names) if cluster is not None else list(sim.devices)
     devices += [d for d in sim.devices if d not in devices]
     cut = _cut_time(sim, max_ops)
@@ -122,7 +131,8 @@ def predicted_events(
         label += f", {what}"
         log.warning("trace.json: %s ops ran, more than %s: the trace holds the %s", ran, max_ops, what)
     links = sorted({(src, dst) for _, src, dst, s, *_ in sim.transfers if s < cut})
-    events, tid = _tracks(PREDICTED_PID, label, devices, links)
+    head, tid = _tracks(PREDICTED_PID, label, devices, links)
+    yield from head
     names, starts, ends, device_of, sim_devices = sim.names, sim.start, sim.end, sim.device_of, sim.devices
     attrs_of = graph.nx.nodes if graph is not None else None
     keys = ("type", "compute_s", "output_bytes", "phase")
@@ -137,7 +147,7 @@ def predicted_events(
                 v = attrs.get(k)
                 if v is not None:
                     args[k] = v
-        events.append(
+        yield (
             {
                 "ph": "X",
                 "pid": PREDICTED_PID,
@@ -152,9 +162,7 @@ def predicted_events(
     for op, src, dst, s, e, nbytes in sim.transfers:
         if s >= cut:
             continue
-        events.append(
-            _x(PREDICTED_PID, tid[(src, dst)], op, "transfer", s, e, {"bytes": nbytes, "from": src, "to": dst})
-        )
+        yield (_x(PREDICTED_PID, tid[(src, dst)], op, "transfer", s, e, {"bytes": nbytes, "from": src, "to": dst}))
     for dev, timeline in sim.memory_timeline.items():
         limit = sim.memory_limit.get(dev)
         finite_limit = limit is not None and math.isfinite(limit)
@@ -163,9 +171,9 @@ def predicted_events(
             if t >= cut:
                 break  # the timeline is in time order
             args = {"used": used, "limit": limit} if finite_limit else {"used": used}
-            events.append({"ph": "C", "pid": PREDICTED_PID, "name": counter, "ts": t * _US, "args": args})
+            yield ({"ph": "C", "pid": PREDICTED_PID, "name": counter, "ts": t * _US, "args": args})
     if cut < math.inf:
-        events.append(
+        yield (
             {
                 "ph": "i",
                 "pid": PREDICTED_PID,
@@ -177,7 +185,7 @@ def predicted_events(
         )
     if sim.oom is not None and sim.oom.device in tid and sim.oom.time_s < cut:
         o = sim.oom
-        events.append(
+        yield (
             {
                 "ph": "i",
                 "pid": PREDICTED_PID,
@@ -188,7 +196,6 @@ def predicted_events(
                 "args": o.to_dict(),
             }
         )
-    return events
 
 
 def measured_events(
@@ -250,8 +257,20 @@ def write_trace(
     """Write trace.json (see the module docstring); returns its path.  The cyclic GC is paused meanwhile
     (`algorithms.graph.gc_paused`): the events are a few hundred thousand small dicts, none in a cycle, and
     every collection their allocation triggers would walk the graph's millions of objects."""
+
+    def events() -> Iterator[dict[str, Any]]:
+        yield from iter_predicted_events(sim, graph, cluster, max_ops)
+        if measured is not None:
+            devices = list(cluster.names) if cluster is not None else list(sim.devices)
+            yield from measured_events(measured, devices, measured_transfers)
+
+    rest: dict[str, Any] = {"displayTimeUnit": "ms"}
+    if other:
+        rest["otherData"] = dict(other)
     with gc_paused():
-        atomic_write_json(path, trace(sim, graph, cluster, measured, measured_transfers, other, max_ops))
+        # the bytes of atomic_write_json(path, trace(...)), the events encoded a chunk at a time: at 3 x 10^5
+        # ops the list of 528K event dicts took 227 MB and its text 72 MB more (docs/scale.md)
+        atomic_write_json_with_list(path, "traceEvents", events, rest)
     return Path(path)
 
 

@@ -219,3 +219,26 @@ def test_json_list_writer_writes_the_bytes_of_the_whole_list(tmp_path_factory, r
     finally:
         graph_mod.SAVE_CHUNK = old_chunk
     assert (d / "new.json").read_bytes() == (d / "old.json").read_bytes()
+
+
+@settings(max_examples=200, deadline=None)
+@given(_records, st.dictionaries(st.sampled_from(["displayTimeUnit", "otherData"]), _json_like), st.integers(1, 3))
+def test_json_object_writer_writes_the_bytes_of_the_whole_object(tmp_path_factory, records, rest, chunk):
+    """`atomic_write_json_with_list` streams what `atomic_write_json` writes of the object, or raises its error."""
+    d = tmp_path_factory.mktemp("w")
+    old_chunk, graph_mod.SAVE_CHUNK = graph_mod.SAVE_CHUNK, chunk
+    try:
+        try:
+            graph_mod.atomic_write_json(d / "old.json", {"traceEvents": records, **rest})
+        except ValueError as exc:
+            with pytest.raises(ValueError) as got:
+                graph_mod.atomic_write_json_with_list(d / "new.json", "traceEvents", lambda: iter(records), rest)
+            assert str(got.value) == str(exc).replace("old.json", "new.json")
+            assert sorted(p.name for p in d.iterdir()) == []
+            return
+        graph_mod.atomic_write_json_with_list(d / "new.json", "traceEvents", lambda: iter(records), rest)
+    finally:
+        graph_mod.SAVE_CHUNK = old_chunk
+    assert (d / "new.json").read_bytes() == (d / "old.json").read_bytes()
+    with pytest.raises(ValueError, match="both the list's"):
+        graph_mod.atomic_write_json_with_list(d / "x.json", "a", lambda: iter(records), {"a": 1})

@@ -139,6 +139,22 @@ def test_any_simulated_step_gives_a_valid_trace(seed, n_devices):
     assert len(names) == n_devices + len({(s, d) for _, s, d, *_ in sim.transfers})
 
 
+def test_written_trace_is_the_bytes_of_the_trace_object(tmp_path, monkeypatch):
+    """write_trace streams the events a chunk at a time; the file is what atomic_write_json writes of trace(),
+    with the measured part, the metadata and a cut in time."""
+    from algorithms import graph as graph_mod
+    from algorithms.graph import atomic_write_json
+
+    g, cl, sim = _case(3, 3)
+    timeline = sim.timeline()
+    other = {"predicted": "the simulator", "measured": "a test"}
+    monkeypatch.setattr(graph_mod, "SAVE_CHUNK", 7)
+    for max_ops in (None, len(g) // 2):
+        trace.write_trace(tmp_path / "new.json", sim, g, cl, timeline, other=other, max_ops=max_ops)
+        atomic_write_json(tmp_path / "old.json", trace.trace(sim, g, cl, timeline, other=other, max_ops=max_ops))
+        assert (tmp_path / "new.json").read_bytes() == (tmp_path / "old.json").read_bytes()
+
+
 def test_the_measured_part_says_what_it_holds_or_why_it_is_missing(tmp_path):
     from types import SimpleNamespace
 
