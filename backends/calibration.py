@@ -6,6 +6,7 @@ measured placed steps. The backends run the steps: `backends.torch.calibrate` (g
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +16,8 @@ from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 from algorithms.simulator import simulate
+
+log = logging.getLogger(__name__)
 
 # the calibration program of both backends: none of the evaluated models (a deep, narrow MLP training step:
 # many small ops, as the tiny models have)
@@ -178,10 +181,99 @@ def fit_message_costs(
     return lat, send_share * msg, (1.0 - send_share) * msg, math.sqrt(best[0] / len(runs))
 
 
+def calibrate(
+    graph: OpGraph,
+    pair: Cluster,
+    blocks: Sequence[int],
+    profile: Callable[[], tuple[OpGraph, float]],
+    run: Callable[[OpGraph, Mapping[str, str], Mapping[str, list[str]]], list[float]],
+    make_predictor: Callable[[OpGraph], Predictor],
+    *,
+    rounds: int = 2,
+    seed: int = 0,
+    send_share: float = 0.5,
+    benchmark_costs: tuple[float, float] | None = None,
+    what: str = "",
+) -> InStepCalibration:
+    """The calibration both backends run: `graph` (the calibration program's capture) placed by each block
+    length of `blocks` over the two devices of `pair`; `rounds` rounds of one `profile()` (the profiled graph
+    and its single-device step) and one `run(profiled graph, placement, schedule)` (measured step times) per
+    placement in a new random order (`seed`); then the latency and per-message costs fitted to the median
+    steps on the mean profile with the runtime's `make_predictor(profile)`, or, where it fits better, the
+    per-message costs with `pair`'s latency kept (the error is piecewise linear and not convex in the two: the
+    refined grid may settle in a worse cell than the one-dimensional fit). `benchmark_costs`: the benchmark's
+    (send, receive) costs, whose error on the same placements is reported beside. Cost: rounds x (one profile +
+    len(blocks) runs), and the fits' simulations."""
+    import random
+    import statistics
+
+    from backends.profilers import mean_profile
+
+    if rounds < 1:
+        raise ConfigError(f"calibration rounds must be >= 1, got {rounds}")
+    names = pair.names
+    cases = []
+    for b in blocks:
+        p = block_placement(graph, names, int(b))
+        cases.append((int(b), p, topo_schedule(graph, p, names)))
+    rng = random.Random(seed)
+    profiles: list[OpGraph] = []
+    steps: list[float] = []
+    times: dict[int, list[float]] = {b: [] for b, _, _ in cases}
+    for _ in range(rounds):
+        g, step = profile()
+        profiles.append(g)
+        steps.append(step)
+        for b, p, o in rng.sample(cases, len(cases)):
+            times[b].extend(run(g, p, o))
+    prof = mean_profile(profiles)
+    pred = make_predictor(prof)
+    runs = [(p, o, statistics.median(times[b])) for b, p, o in cases]
+    lat, send_s, recv_s, rms = fit_message_costs(prof, pair, runs, send_share=send_share, predictor=pred)
+    _, send_fixed, recv_fixed, rms_fixed = fit_message_costs(
+        prof, pair, runs, send_share=send_share, latency_s=pair.latency_s, predictor=pred
+    )
+    if rms_fixed < rms:
+        lat, send_s, recv_s, rms = pair.latency_s, send_fixed, recv_fixed, rms_fixed
+    fitted = pair.with_comm(lat, pair.bytes_per_s)
+    rows, bench_err = [], []
+    for (b, p, o), (_, _, m) in zip(cases, runs):
+        row = {
+            "block": b,
+            "messages": len(simulate(prof, pair, p, dict(o), record_memory=False).transfers),
+            "measured_s": m,
+            "predicted_s": pred(fitted, p, o, send_s, recv_s),
+            "predicted_without_costs_s": pred(pair, p, o, 0.0, 0.0),
+        }
+        if benchmark_costs is not None:
+            row["predicted_benchmark_s"] = pred(pair, p, o, *benchmark_costs)
+            bench_err.append((row["predicted_benchmark_s"] - m) / m)
+        rows.append(row)
+    rms_bench = math.sqrt(sum(e * e for e in bench_err) / len(bench_err)) if bench_err else math.nan
+    log.info(
+        "in-step calibration (%s%s, %d rounds): latency %.3g s, send %.3g s, receive %.3g s per message; relative "
+        "RMS error %.1f%% (benchmark's costs: %.1f%%) over %s",
+        pair.name,
+        what,
+        rounds,
+        lat,
+        send_s,
+        recv_s,
+        100.0 * rms,
+        100.0 * rms_bench,
+        ", ".join(
+            f"B={r['block']}: {r['messages']} msgs {1e3 * r['measured_s']:.3g}/{1e3 * r['predicted_s']:.3g} ms"
+            for r in rows
+        ),
+    )
+    return InStepCalibration(lat, send_s, recv_s, rows, rms, steps, send_fixed, recv_fixed, rms_fixed, rms_bench)
+
+
 __all__ = [
     "CALIBRATION_MODEL",
     "InStepCalibration",
     "Predictor",
+    "calibrate",
     "block_placement",
     "fit_message_costs",
     "gloo_predictor",

@@ -32,27 +32,18 @@ each), and grid x placements simulations of the calibration program.
 from __future__ import annotations
 
 import dataclasses
-import logging
-import random
-import statistics
 from collections.abc import Mapping, Sequence
 
 from algorithms.cluster import Cluster
-from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 from algorithms.simulator import simulate
 from backends.calibration import (
     CALIBRATION_MODEL,
     InStepCalibration,
     Predictor,
-    block_placement,
-    fit_message_costs,
-    topo_schedule,
+    calibrate,
     two_devices,
 )
-from backends.profilers import mean_profile
-
-log = logging.getLogger(__name__)
 
 DEFAULT_BLOCKS = (2, 8, 32, 128)  # block lengths along the topological order (ops per block)
 
@@ -93,79 +84,31 @@ def calibrate_in_step(
     from .dist_profile import profile_distributed
     from .distributed import TFDistributedRuntime
 
-    if rounds < 1:
-        raise ConfigError(f"calibration rounds must be >= 1, got {rounds}")
     # one hop for the pair: per-pair links would override the latency being fitted
     pair = dataclasses.replace(two_devices(cluster), links={})
     backend = TFBackend()
     model = backend.build(CALIBRATION_MODEL)
     captured = backend.capture(model)
-    names = pair.names
-    cases = []
-    for b in blocks:
-        p = block_placement(captured, names, int(b))
-        cases.append((int(b), p, topo_schedule(captured, p, names)))
-    rng = random.Random(seed)
     runtime = TFDistributedRuntime(warmup=warmup, steps=steps, check_correctness=False)
-    profiles: list[OpGraph] = []
-    times: dict[int, list[float]] = {b: [] for b, _, _ in cases}
-    for _ in range(rounds):
-        profiles.append(profile_distributed(model, captured, pair, warmup=profile_warmup, steps=profile_steps))
-        for b, p, _ in rng.sample(cases, len(cases)):
-            times[b].extend(runtime.run(backend, model, profiles[-1], p, {}, pair).step_times_s)
-    prof = mean_profile(profiles)
-    overheads = {2: float(step_overhead_s)}
-    pred = tf_predictor(prof, overheads)
-    runs = [(p, o, statistics.median(times[b])) for b, p, o in cases]
-    lat, send_s, recv_s, rms = fit_message_costs(prof, pair, runs, send_share=send_share, predictor=pred)
-    _, send_fixed, recv_fixed, rms_fixed = fit_message_costs(
-        prof, pair, runs, send_share=send_share, latency_s=pair.latency_s, predictor=pred
-    )
-    if rms_fixed < rms:  # the error is not convex in the two (see backends.torch.calibrate)
-        lat, send_s, recv_s, rms = pair.latency_s, send_fixed, recv_fixed, rms_fixed
-    fitted = pair.with_comm(lat, pair.bytes_per_s)
-    rows = []
-    bench_err = []
-    for (b, p, o), (_, _, m) in zip(cases, runs):
-        sim0 = simulate(prof, pair, p, record_memory=False)
-        bench = pred(pair, p, o, *benchmark_costs)
-        bench_err.append((bench - m) / m)
-        rows.append(
-            {
-                "block": b,
-                "messages": len(sim0.transfers),
-                "measured_s": m,
-                "predicted_s": pred(fitted, p, o, send_s, recv_s),
-                "predicted_benchmark_s": bench,
-            }
-        )
-    rms_bench = (sum(e * e for e in bench_err) / len(bench_err)) ** 0.5
-    log.info(
-        "TF in-step calibration (%s, %d rounds): latency %.3g s, send %.3g s, receive %.3g s per message; relative "
-        "RMS error %.1f%% (burst benchmark's costs: %.1f%%) over %s",
-        pair.name,
-        rounds,
-        lat,
-        send_s,
-        recv_s,
-        100.0 * rms,
-        100.0 * rms_bench,
-        ", ".join(
-            f"B={r['block']}: {r['messages']} msgs {1e3 * r['measured_s']:.3g}/{1e3 * r['predicted_s']:.3g} ms"
-            for r in rows
-        ),
-    )
-    return InStepCalibration(
-        lat,
-        send_s,
-        recv_s,
-        rows,
-        rms,
-        [float(g.nx.graph["profile"]["untraced_step_s"]) for g in profiles],
-        send_fixed,
-        recv_fixed,
-        rms_fixed,
-        rms_bench,
+
+    def profile() -> tuple[OpGraph, float]:
+        g = profile_distributed(model, captured, pair, warmup=profile_warmup, steps=profile_steps)
+        return g, float(g.nx.graph["profile"]["untraced_step_s"])
+
+    def run(g: OpGraph, p: Mapping[str, str], _: Mapping[str, list[str]]) -> list[float]:
+        return runtime.run(backend, model, g, p, {}, pair).step_times_s
+
+    return calibrate(
+        captured,
+        pair,
+        blocks,
+        profile,
+        run,
+        lambda prof: tf_predictor(prof, {2: float(step_overhead_s)}),
+        rounds=rounds,
+        seed=seed,
+        send_share=send_share,
+        benchmark_costs=benchmark_costs,
     )
 
 

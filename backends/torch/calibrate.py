@@ -39,28 +39,20 @@ program, and grid x placements simulations of that program (a few seconds).
 
 from __future__ import annotations
 
-import logging
-import random
-import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from algorithms.cluster import Cluster
-from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
-from algorithms.simulator import simulate
 from backends.calibration import (
     CALIBRATION_MODEL,
     InStepCalibration,
     block_placement,
+    calibrate,
     fit_message_costs,
     gloo_predictor,
     topo_schedule,
     two_devices,
 )
-from backends.profilers import mean_profile
-
-log = logging.getLogger(__name__)
 
 DEFAULT_BLOCKS = (2, 6, 24, 96)  # block lengths along the topological order (ops per block)
 
@@ -105,72 +97,34 @@ def calibrate_in_step(
     from .distributed import TorchDistributedRuntime
     from .profiler import profile_in_worker, worker_setting
 
-    if rounds < 1:
-        raise ConfigError(f"calibration rounds must be >= 1, got {rounds}")
     pair = two_devices(cluster)
     if host_cores is None:
         host_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
     backend = TorchBackend(threads=1)
     model = backend.build(CALIBRATION_MODEL)
     graph = backend.capture(model)
-    names = pair.names
-    cases = []
-    for b in blocks:
-        p = block_placement(graph, names, int(b))
-        cases.append((int(b), p, topo_schedule(graph, p, names)))
-    rng = random.Random(seed)
-    profiles: list[OpGraph] = []
-    checks: list[dict[str, Any]] = []
-    times: dict[int, list[float]] = {b: [] for b, _, _ in cases}
     runtime = TorchDistributedRuntime(
         warmup=warmup, steps=steps, check_correctness=False, timeout_s=timeout_s, transport_priority=transport_policy
     )
-    for _ in range(rounds):
+
+    def profile() -> tuple[OpGraph, float]:
         g, chk = profile_in_worker(model, graph, setting=worker_setting(pair), warmup=warmup, steps=steps)
-        profiles.append(g)
-        checks.append(chk)
-        for b, p, o in rng.sample(cases, len(cases)):
-            times[b].extend(runtime.run(backend, model, graph, p, o, pair).step_times_s)
-    prof = mean_profile(profiles)
-    runs = [(p, o, statistics.median(times[b])) for b, p, o in cases]
-    lat, send_s, recv_s, rms = fit_message_costs(prof, pair, runs, host_cores=host_cores, send_share=send_share)
-    _, send_fixed, recv_fixed, rms_fixed = fit_message_costs(
-        prof, pair, runs, host_cores=host_cores, send_share=send_share, latency_s=pair.latency_s
-    )
-    if rms_fixed < rms:
-        # the error is piecewise linear and not convex in (latency, message time): the refined grid may settle
-        # in a worse cell than the one-dimensional fit at the ping-pong's latency; the fit is the better of two
-        lat, send_s, recv_s, rms = pair.latency_s, send_fixed, recv_fixed, rms_fixed
-    fitted = pair.with_comm(lat, pair.bytes_per_s)
-    rows = []
-    for (b, p, o), (_, _, m) in zip(cases, runs):
-        sim0 = simulate(prof, pair, p, o, host_cores=host_cores, record_memory=False)
-        rows.append(
-            {
-                "block": b,
-                "messages": len(sim0.transfers),
-                "measured_s": m,
-                "predicted_s": predict(prof, fitted, p, o, send_s, recv_s, host_cores),
-                "predicted_without_costs_s": sim0.makespan,
-            }
-        )
-    log.info(
-        "in-step calibration (%s, transport %s, %d rounds): latency %.3g s, send %.3g s, receive %.3g s per "
-        "message; relative RMS error %.1f%% over %s",
-        pair.name,
-        transport_policy,
-        rounds,
-        lat,
-        send_s,
-        recv_s,
-        100.0 * rms,
-        ", ".join(
-            f"B={r['block']}: {r['messages']} msgs {1e3 * r['measured_s']:.3g}/{1e3 * r['predicted_s']:.3g} ms"
-            for r in rows
-        ),
-    )
-    return InStepCalibration(
-        lat, send_s, recv_s, rows, rms, [c["step_s"] for c in checks], send_fixed, recv_fixed, rms_fixed
+        return g, float(chk["step_s"])
+
+    def run(_: OpGraph, p: Mapping[str, str], o: Mapping[str, list[str]]) -> list[float]:
+        return runtime.run(backend, model, graph, p, o, pair).step_times_s
+
+    return calibrate(
+        graph,
+        pair,
+        blocks,
+        profile,
+        run,
+        lambda prof: gloo_predictor(prof, host_cores),
+        rounds=rounds,
+        seed=seed,
+        send_share=send_share,
+        what=f", transport {transport_policy}",
     )
 
 
