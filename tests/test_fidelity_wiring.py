@@ -417,3 +417,26 @@ def test_tensorflow_fixed_step_is_the_empty_step():
     assert p.fixed_step_s({"step_overhead_s": 0.5}, {"step_overhead_s": 0.7}, 2) == 0.7
     assert p.fixed_step_s({"step_overhead_s": 0.5}, {}, 3) == 0.5
     assert p.fixed_step_s({}, {}, 1) == 0.0
+
+
+def test_gpu_cluster_profiles_in_a_gpu_worker_and_fits_over_nccl(monkeypatch):
+    """With CUDA present (faked here), a cluster of GPUs resolves to GPU workers: the profile's setting says
+    cuda (one worker, no pinning), the fit asks for NCCL and the benchmark's costs (in-step is gloo's)."""
+    torch = pytest.importorskip("torch")
+    from algorithms.cluster import uniform_cluster
+    from backends.torch import TorchBackend, TorchMeasuredProfiler
+    from backends.torch import comm as torch_comm
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    gpu = uniform_cluster(2, 1e9, type="GPU")
+    prof = TorchMeasuredProfiler(comm_calibration="auto")
+    assert prof.resolve(True, gpu)
+    setting = prof.worker_setting(TorchBackend(device="cpu"), gpu, None)
+    assert setting["device"] == "cuda" and setting["corun"] == 1 and not setting["pinned"]
+    prof.use_workers(setting)
+    assert prof.calibration() == "benchmark"
+    seen = {}
+    monkeypatch.setattr(torch_comm, "comm_benchmark_distributed", lambda cluster, *a, **k: seen.update(k) or "fit")
+    assert prof.comm_in_workers(TorchBackend(device="cpu"), gpu) == "fit"
+    assert seen["cuda"] is True and seen["in_step"] is False
