@@ -35,3 +35,19 @@ def test_script_help(script: str) -> None:
     )
     assert proc.returncode == 0, f"{script} --help exited {proc.returncode}:\n{proc.stderr[-2000:]}"
     assert "usage:" in proc.stdout, f"{script} --help printed no usage:\n{proc.stdout[-500:]}"
+
+
+SHELL_SCRIPTS = sorted(
+    p.relative_to(ROOT).as_posix() for f in ("experiments", "benchmarks") for p in (ROOT / f).glob("*.sh")
+)
+
+
+@pytest.mark.parametrize("script", SHELL_SCRIPTS)
+def test_shell_script_parses_and_names_scripts_that_exist(script: str) -> None:
+    """`bash -n` parses it, and every experiments/ or benchmarks/ Python script it runs is there."""
+    import re
+
+    proc = subprocess.run(["bash", "-n", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    named = set(re.findall(r"(?:experiments|benchmarks)/\w+\.py", (ROOT / script).read_text()))
+    assert named and all((ROOT / n).exists() for n in named), named
