@@ -20,7 +20,7 @@ import torch
 from algorithms.errors import InvalidPlacement, InvalidSchedule
 
 from .devices import PhysDevice
-from .program import Program
+from .program import Program, has_device_kwarg
 
 
 class StepAnalysis:
@@ -121,7 +121,7 @@ class StepAnalysis:
         # factory ops were traced with the trace device baked into their `device` argument: retarget them
         self.kwargs: list[dict[int, dict]] = [dict() for _ in self.devices]
         for r in nodes:
-            if r.kind == "call" and isinstance(r.kwargs, dict) and isinstance(r.kwargs.get("device"), torch.device):
+            if has_device_kwarg(r):
                 d = self.node_dev[r.nid]
                 self.kwargs[d][r.nid] = {**r.kwargs, "device": self.devices[d].torch_device}
         # persistent values (parameters, optimizer state, inputs) on their devices

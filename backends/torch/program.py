@@ -141,6 +141,17 @@ def value_nbytes(v: Any) -> float:
     return float(sum(t.numel() * t.element_size() for t in tensors_of(v)))
 
 
+def has_device_kwarg(r: Any) -> bool:
+    """Whether node `r` is a call traced with a `device` argument (a factory op, ``aten.zeros(..., device=cpu)``)."""
+    return r.kind == "call" and isinstance(r.kwargs, dict) and isinstance(r.kwargs.get("device"), torch.device)
+
+
+def device_kwargs(r: Any, device: torch.device) -> dict[str, Any] | None:
+    """Node `r`'s keyword arguments with the `device` it was traced with replaced by `device` (to run it on
+    another device), or None where it has no such argument (`has_device_kwarg`)."""
+    return {**r.kwargs, "device": device} if has_device_kwarg(r) else None
+
+
 def run_program(
     prog: Program,
     flat: Sequence[torch.Tensor],
@@ -184,11 +195,7 @@ def run_program(
             frees[k].append(i)
     # a factory op captured with a device (``aten.zeros(..., device=cpu)``) runs on the inputs' device, as
     # `analysis.PlacedExecutor` does for a placed op
-    moved = {
-        r.nid: {**r.kwargs, "device": dev}
-        for r in prog.nodes
-        if r.kind == "call" and isinstance(r.kwargs, dict) and isinstance(r.kwargs.get("device"), torch.device)
-    }
+    moved = {r.nid: kw for r in prog.nodes if (kw := device_kwargs(r, dev)) is not None}
     k = 0
     get = env.__getitem__
     for op in order:

@@ -24,7 +24,7 @@ from tqdm import tqdm
 from algorithms.errors import ConfigError, LabError, OutOfMemory
 
 from .devices import PhysDevice
-from .program import Program, resolve, tensors_of
+from .program import Program, device_kwargs, resolve, tensors_of
 from .runtime import PlacedExecutor
 
 
@@ -129,9 +129,7 @@ def value_specs(
     get = env.__getitem__
     for r in prog.nodes:
         if r.kind == "call":
-            kw = r.kwargs
-            if isinstance(kw, dict) and isinstance(kw.get("device"), torch.device):
-                kw = {**kw, "device": dev}
+            kw = device_kwargs(r, dev) or r.kwargs
             env[r.nid] = r.target(*resolve(r.args, get), **resolve(kw, get))
     return {i: value_spec(env[i]) for i in nids}
 
