@@ -434,3 +434,19 @@ def test_value_specs_run_nothing_for_a_one_device_placement():
     some = {n.nid for n in prog.nodes if n.kind == "call"}
     specs = value_specs(prog, flat, some)
     assert set(specs) == some and all(s[0] in "tluc" for s in specs.values())
+
+
+@pytest.mark.slow
+def test_a_device_the_placement_leaves_empty_gets_no_worker():
+    """cpu4 with everything on one device: one worker (an idle worker would share the busy one's cores and
+    join every barrier), the others listed as idle with no memory, and the step still correct."""
+    backend, model, graph = _setup("mlp_tiny")
+    cluster = uniform_cluster(4)
+    placement = {op: "cpu2" for op in graph.ops}
+    res = TorchDistributedRuntime(warmup=0, steps=2).run(
+        backend, model, graph, placement, topological_schedule(graph, placement, cluster.names), cluster
+    )
+    assert [w["device"] for w in res.workers] == ["cpu2"] and res.extra["correct"]
+    assert res.extra["idle_devices"] == ["cpu0", "cpu1", "cpu3"]
+    assert res.peak_memory_bytes["cpu0"] == 0.0 and res.peak_memory_bytes["cpu2"] > 0
+    assert res.traffic_bytes == 0
