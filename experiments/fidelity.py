@@ -348,6 +348,27 @@ def run(
     return rows
 
 
+def resolved(rs: list[dict[str, Any]]) -> tuple[float | None, int, int]:
+    """`orchestrator.report.fidelity.resolved_order` of one model's runs: tau over the pairs whose measured
+    medians differ by more than the larger IQR, the number of those pairs and how many the prediction reverses."""
+    from orchestrator.report.fidelity import resolved_order
+
+    as_report = [
+        {
+            "model": r["model"],
+            "cluster": r["cluster"],
+            "params": {},
+            "status": "ok",
+            "predicted_step_s": r["predicted_s"],
+            "measured_step_s": r["measured_s"],
+            "measured_step_iqr_s": r["iqr_s"],
+        }
+        for r in rs
+    ]
+    tau, pairs, _, reversed_pairs = resolved_order(as_report)
+    return tau, pairs, reversed_pairs
+
+
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     keys = sorted({(r["model"], r["cluster"]) for r in rows})
@@ -355,6 +376,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rs = [r for r in rows if r["model"] == model and r["cluster"] == cl]
         errs = [abs(r["error"]) for r in rs]
         mem = [abs(r["predicted_peak"] - r["measured_peak"]) / r["measured_peak"] for r in rs if r["measured_peak"]]
+        tau_resolved, pairs_resolved, pairs_reversed = resolved(rs)
         out.append(
             {
                 "model": model,
@@ -362,6 +384,10 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "runs": len(rs),
                 "median_abs_error": statistics.median(errs),
                 "kendall_tau": kendall_tau([r["predicted_s"] for r in rs], [r["measured_s"] for r in rs]),
+                "kendall_tau_resolved": tau_resolved,
+                "pairs": len(rs) * (len(rs) - 1) // 2,
+                "pairs_resolved": pairs_resolved,
+                "pairs_reversed": pairs_reversed,
                 "median_abs_error_benchmark": statistics.median(
                     abs(r["predicted_benchmark_s"] - r["measured_s"]) / r["measured_s"] for r in rs
                 ),
@@ -442,14 +468,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     summary = summarise(rows)
     print(
-        f"\nmodel              cluster runs  median|err|  tau    median|mem err|  "
+        f"\nmodel              cluster runs  median|err|  tau    pairs resolved (reversed), tau over them  "
+        f"median|mem err|  "
         f"(benchmark costs only: median|err|  tau)  (ping-pong latency: median|err|  tau)  "
         f"[message costs: {args.message_costs}]"
     )
     for s in summary:
         print(
             f"{s['model']:18s} {s['cluster']:7s} {s['runs']:4d}  {100 * s['median_abs_error']:9.1f}%  "
-            f"{s['kendall_tau']:+.2f}  {100 * s['median_abs_memory_error']:9.1f}%          "
+            f"{s['kendall_tau']:+.2f}  {s['pairs_resolved']:2d}/{s['pairs']:2d} ({s['pairs_reversed']}), "
+            + ("   -" if s["kendall_tau_resolved"] is None else f"{s['kendall_tau_resolved']:+.2f}")
+            + f"              {100 * s['median_abs_memory_error']:9.1f}%          "
             f"{100 * s['median_abs_error_benchmark']:9.1f}%  {s['kendall_tau_benchmark']:+.2f}          "
             f"{100 * s['median_abs_error_fixed_latency']:9.1f}%  {s['kendall_tau_fixed_latency']:+.2f}"
         )

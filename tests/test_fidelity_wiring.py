@@ -258,7 +258,7 @@ def _row(model: str, cluster: str, placer: str, pred: float, meas: float, iqr: f
 def test_fidelity_summary_from_rows(tmp_path):
     rows = [
         _row("mlp", "cpu2", "single", 1.0, 2.0),  # -50 %
-        _row("mlp", "cpu2", "m_etf", 2.0, 2.5),  # -20 %
+        _row("mlp", "cpu2", "m_etf", 2.0, 2.5, iqr=0.2),  # -20 %
         _row("mlp", "cpu2", "m_topo", 3.0, 2.4),  # +25 %
         _row("mlp", "cpu4", "single", 1.0, 1.0),
         {**_row("mlp", "cpu4", "m_etf", 1.0, 1.0), "status": "oom"},  # not compared
@@ -273,15 +273,43 @@ def test_fidelity_summary_from_rows(tmp_path):
     assert s["placers"] == ["single", "m_topo", "m_etf"]
     assert s["median_abs_memory_error"] == pytest.approx(0.25)
     assert summary[("mlp", "cpu4")]["kendall_tau"] is None  # one run: no order
+    # m_etf (2.5 s) and m_topo (2.4 s) are within m_etf's IQR (0.2 s): the one reversed pair is not resolved
+    assert (s["pairs"], s["pairs_resolved"], s["pairs_discordant"]) == (3, 2, 0)
+    assert s["kendall_tau_resolved"] == 1.0
     md = fidelity_markdown(rows)
-    assert "| mlp | cpu2 | 3 | 25 % | +0.33 | 25 % |" in md and "| mlp | cpu2 | m_topo | 3.000 s |" in md
+    assert (
+        "| mlp | cpu2 | 3 | 25 % | +0.33 | 2 of 3 (0) | +1.00 | 25 % |" in md
+        and "| mlp | cpu2 | m_topo | 3.000 s |" in md
+    )
     assert fidelity_markdown(rows[-2:]) == ""
     png = scatter(rows, tmp_path / "s.png", "fidelity")
     assert png is not None and png.stat().st_size > 1000
     assert scatter(rows[-2:], tmp_path / "none.png", "x") is None
 
 
-def test_kendall_tau_known_values():
+def test_resolved_order_counts_reversed_pairs_the_spread_separates():
+    from orchestrator.report.fidelity import resolved_order
+
+    # measured a < b < c, all separated by more than their IQRs; predicted b < a < c: one reversed pair
+    rows = [
+        _row("m", "c", "a", 2.0, 1.0, 0.05),
+        _row("m", "c", "b", 1.5, 2.0, 0.05),
+        _row("m", "c", "c", 3.0, 3.0, 0.05),
+    ]
+    tau, resolved, conc, disc = resolved_order(rows)
+    assert (resolved, conc, disc) == (3, 2, 1) and tau == pytest.approx(1 / 3)
+    # wide spreads: no pair apart by more than its larger IQR
+    rows[1]["measured_step_iqr_s"] = 1.5
+    rows[0]["measured_step_iqr_s"] = rows[2]["measured_step_iqr_s"] = 1.5
+    rows[2]["measured_step_s"] = 2.4
+    tau, resolved, conc, disc = resolved_order(rows)
+    assert (resolved, conc, disc) == (0, 0, 0) and tau is None  # every pair within the spread
+    rows[2]["measured_step_s"] = 3.2
+    tau, resolved, conc, disc = resolved_order(rows)
+    assert (resolved, conc, disc, tau) == (1, 1, 0, 1.0)  # only (a, c) is now 2.2 s apart, more than 1.5 s
+    rows[2]["predicted_step_s"] = 1.0
+    assert resolved_order(rows)[1:] == (1, 0, 1)  # predicted c < a, measured a < c: reversed
+
     assert kendall_tau([1, 2, 3], [10, 20, 30]) == 1.0
     assert kendall_tau([1, 2, 3], [3, 2, 1]) == -1.0
     assert kendall_tau([1, 1], [1, 2]) is None and kendall_tau([1], [1]) is None
