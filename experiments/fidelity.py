@@ -316,6 +316,11 @@ def run(
                         "measured_tensor_peak": max(max(res.extra["tensor_peak_bytes"].values()) for res in runs),
                         "correct": all(res.extra.get("correct") for res in runs),
                         "oversubscribed": runs[0].extra.get("oversubscribed"),
+                        # the share of the workers' cores other processes took, per round (backends.interference;
+                        # the runtime repeats a run above 5 %) and per profile round
+                        "interference": [res.extra.get("host_interference") for res in runs],
+                        "interference_attempts": [res.extra.get("interference_attempts") for res in runs],
+                        "profile_interference": [c.get("host_interference") for c in checks],
                         "profile_sum_s": [c["sum_op_s"] for c in checks],
                         "profile_step_s": [c["step_s"] for c in checks],
                         "profile_sum_median_s": [c["sum_op_median_s"] for c in checks],
@@ -333,7 +338,8 @@ def run(
                     f"err={100 * (r['predicted_benchmark_s'] / r['measured_s'] - 1):+6.1f}%]  "
                     f"[ping-pong latency: err={100 * (r['predicted_fixed_latency_s'] / r['measured_s'] - 1):+6.1f}%]  "
                     f"msgs={r['transfers']}  "
-                    f"mem pred/meas={r['predicted_peak']:.3g}/{r['measured_peak']:.3g} B  correct={r['correct']}"
+                    f"mem pred/meas={r['predicted_peak']:.3g}/{r['measured_peak']:.3g} B  correct={r['correct']}  "
+                    f"others' share of the cores {_shares(r['interference'])}"
                     + (
                         f"  [GPU: ops between syncs: pred={r['predicted_sync_s'] * 1e3:8.3f} ms "
                         f"err={100 * (r['predicted_sync_s'] / r['measured_s'] - 1):+6.1f}%; "
@@ -344,8 +350,16 @@ def run(
                     flush=True,
                 )
             steps_ms = ", ".join(f"{1e3 * c['step_s']:.3g}" for c in checks)
-            print(f"{model_name:18s} {cl_name:5s} profiled single-device step per round: {steps_ms} ms", flush=True)
+            print(
+                f"{model_name:18s} {cl_name:5s} profiled single-device step per round: {steps_ms} ms (others' share "
+                f"of the cores {_shares([c.get('host_interference') for c in checks])})",
+                flush=True,
+            )
     return rows
+
+
+def _shares(xs: list[float | None]) -> str:
+    return "/".join("-" if x is None else f"{100 * x:.0f}%" for x in xs)
 
 
 def resolved(rs: list[dict[str, Any]]) -> tuple[float | None, int, int]:

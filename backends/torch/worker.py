@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from algorithms.errors import ConfigError, LabError, OutOfMemory
 
+from .. import interference
 from .devices import PhysDevice
 from .program import Program, device_kwargs, resolve, tensors_of
 from .runtime import PlacedExecutor
@@ -621,7 +622,12 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
         bar = tqdm(
             steps, desc="run (warm-up + measured steps)", unit="step", disable=None if rank == 0 else True, leave=False
         )
+        # the cores' account around the measured steps (backends.interference): did other tasks share them?
+        mine_cores = [] if job.cuda else mine
+        before = after = None
         for k in bar:
+            if k == job.warmup:
+                before = interference.sample(mine_cores)
             o = w.step(
                 retain=(k == 0 and job.retain_first),
                 time_ops=job.time_ops and k >= job.warmup,
@@ -640,6 +646,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                     traces.append(o["trace"])
                 for op, t in o["op_times"].items():
                     op_samples.setdefault(op, []).append(t)
+        after = interference.sample(mine_cores)
         peak = float(torch.cuda.max_memory_allocated(w.dev)) if job.cuda else w.peak
         rss_growth = rss_peak - rss0  # sampled after every step
         results.put(
@@ -649,6 +656,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                     "pid": os.getpid(),
                     "times": times,
                     "wall_times": walls,  # host clock; `times` are CUDA-event times on a GPU
+                    "core_samples": (before, after),
                     "losses": losses,
                     "grads": grads,
                     "peak": peak,

@@ -129,6 +129,10 @@ def test_bad_hyper_parameters_and_devices_are_refused():
         TFDistributedRuntime(steps=0)
     with pytest.raises(ConfigError, match="warmup"):
         TFDistributedRuntime(warmup=-1)
+    with pytest.raises(ConfigError, match="max_interference"):
+        TFDistributedRuntime(max_interference=-0.1)
+    with pytest.raises(ConfigError, match="retries"):
+        TFDistributedRuntime(retries=-1)
     with pytest.raises(ConfigError, match="gpu9"):
         WorkerPool(uniform_cluster(2, 1e9), ["gpu9"])
     with pytest.raises(ConfigError, match="t0"):
@@ -189,6 +193,22 @@ def test_workers_are_pinned_and_gone_after_the_run(split_run):
     host = res.extra["host_cores"]
     assert [w["cores"] for w in res.workers] == [[host[0]], [host[1 % len(host)]]]
     assert not any(_alive(p) for p in pids)
+
+
+@pytest.mark.slow
+def test_disturbed_measured_steps_are_measured_again(mlp, monkeypatch):
+    """The first set of measured steps reads as disturbed (20 % of the cores taken), the second as clean: the
+    steps are measured twice in the same session and the clean set kept."""
+    import backends.tensorflow.distributed as tfdist
+
+    shares = iter([0.2, 0.01])
+    monkeypatch.setattr(tfdist.interference, "others_share", lambda spans: next(shares))
+    backend, m, g = mlp
+    cluster = uniform_cluster(2, 4e9)
+    placement = SinglePlacer().place(g, cluster).assignment
+    res = TFDistributedRuntime(warmup=1, steps=3, check_correctness=False).run(backend, m, g, placement, {}, cluster)
+    assert res.extra["interference_attempts"] == [0.2, 0.01] and res.extra["host_interference"] == 0.01
+    assert len(res.step_times_s) == 3 and len(res.extra["losses"]) == 4  # warm-up + the first measured set
 
 
 @pytest.mark.slow

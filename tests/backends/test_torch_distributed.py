@@ -5,6 +5,7 @@ communication fit recovers a known model, and the fidelity protocol runs end to 
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import random
 
@@ -450,3 +451,40 @@ def test_a_device_the_placement_leaves_empty_gets_no_worker():
     assert res.extra["idle_devices"] == ["cpu0", "cpu1", "cpu3"]
     assert res.peak_memory_bytes["cpu0"] == 0.0 and res.peak_memory_bytes["cpu2"] > 0
     assert res.traffic_bytes == 0
+
+
+def test_a_run_other_tasks_disturbed_is_run_again_and_the_cleaner_one_kept(monkeypatch):
+    """runtime.max_interference: the first launch reads as 30 % of the core taken by other tasks, the second as
+    none; the run is repeated once and the second kept, with both shares reported."""
+    import backends.torch.distributed as dist_mod
+    from backends.interference import CoreSample
+
+    real_launch = dist_mod.launch
+    shares = iter([0.3, 0.0])
+
+    def launch(job, timeout_s=600.0):
+        reports = real_launch(job, timeout_s)
+        other = next(shares)
+        for r in reports:  # one second on core 0, the worker busy 0.2 s of it, others `other`
+            r["core_samples"] = (CoreSample({0: 0.0}, 0.0, 0.0), CoreSample({0: 0.2 + other}, 0.2, 1.0))
+        return reports
+
+    monkeypatch.setattr(dist_mod, "launch", launch)
+    backend, model, graph = _setup("mlp_tiny")
+    cluster = uniform_cluster(2)
+    placement = {op: "cpu0" for op in graph.ops}
+    order = topological_schedule(graph, placement, cluster.names)
+    res = TorchDistributedRuntime(warmup=0, steps=2).run(backend, model, graph, placement, order, cluster)
+    disturbed = 0.3 - 2 / os.sysconf("SC_CLK_TCK")  # less a tick for the core and one for the worker
+    assert res.extra["interference_attempts"] == [pytest.approx(disturbed), 0.0]
+    assert res.extra["host_interference"] == pytest.approx(0.0) and res.extra["correct"]
+    # max_interference None: measured and reported, never repeated
+    shares = iter([0.3, 0.0])
+    res = TorchDistributedRuntime(warmup=0, steps=2, max_interference=None).run(
+        backend, model, graph, placement, order, cluster
+    )
+    assert res.extra["interference_attempts"] == [pytest.approx(disturbed)]
+    with pytest.raises(Exception, match="max_interference"):
+        TorchDistributedRuntime(max_interference=1.5)
+    with pytest.raises(Exception, match="retries"):
+        TorchDistributedRuntime(retries=-1)

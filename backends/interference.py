@@ -1,0 +1,96 @@
+"""How much of a worker's cores other tasks took while it measured steps.
+
+A pinned worker's step is only a measurement of its placement while its cores are its own. On a shared host
+another process that runs on a worker's core delays it in two ways: it preempts the compute thread, and, while
+the compute thread waits for a message, it takes the core that the worker's idle-class transport thread needs to
+read that message (`backends.torch.worker.lower_transport_threads`). The second does not show as the compute
+thread's run delay: it waits voluntarily. So the measure here is the core's own account: the time the kernel
+charged to any task on the worker's cores (user, nice, system and steal ticks of /proc/stat's per-CPU lines; irq
+and softirq ticks are left out, since loopback TCP's receive processing runs there on the worker's behalf), less
+the time charged to the worker's process (utime and stime of /proc/self/stat, every thread), over the wall time
+times the cores. 0 on a quiet host; a share of 0.05 means other tasks held a twentieth of the worker's cores.
+
+Both counts come in the kernel's ticks (USER_HZ, 10 ms on Linux): over a second of measured steps the share is
+good to a few percent, which is what it is for (telling a clean run from a disturbed one), not a per-step
+correction. Linux only; elsewhere `sample` returns None. O(cores) per sample.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+
+
+@dataclass(frozen=True)
+class CoreSample:
+    """One reading: seconds the kernel charged to any task on each of the cores, to the measurement's own
+    processes (all their threads), and the monotonic clock."""
+
+    busy_s: dict[int, float]
+    own_s: float
+    at_s: float
+
+
+def _cpu_s(pid: int | str) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * _TICK_S  # utime, stime (fields 14 and 15 of proc(5))
+
+
+def sample(cores: Sequence[int], pids: Sequence[int] = ()) -> CoreSample | None:
+    """Read the cores' busy time and the CPU time of this process and of `pids` (the measurement's own
+    processes: a TensorFlow client counts its workers) now; None without /proc, with no cores, or when a process
+    has gone."""
+    if not cores:
+        return None
+    want = {f"cpu{c}": c for c in cores}
+    busy: dict[int, float] = {}
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                name, _, rest = line.partition(" ")
+                if name in want:
+                    v = [int(x) for x in rest.split()]
+                    # user nice system steal
+                    busy[want[name]] = (v[0] + v[1] + v[2] + (v[7] if len(v) > 7 else 0)) * _TICK_S
+        own = _cpu_s("self") + sum(_cpu_s(p) for p in pids)
+    except (OSError, ValueError, IndexError):
+        return None
+    if len(busy) != len(want):
+        return None
+    return CoreSample(busy, own, time.monotonic())
+
+
+def others_share(spans: Sequence[tuple[CoreSample | None, CoreSample | None]]) -> float | None:
+    """The share of the workers' cores that other tasks used over the measured steps: `spans` holds each
+    worker's (before, after) samples, taken around the same steps (the workers run them in lock step). Each core
+    counts once, whichever worker read it, and every worker's own time is subtracted, so workers that share a
+    core (a cluster with more devices than host cores) or a transport thread that runs on another worker's core
+    are not counted as interference. The counts are whole ticks, so one tick per core and per process is
+    forgiven (over a short measurement, 20 ms on two cores, that hides up to 40 ms of other tasks: the share is
+    for runs of some hundreds of milliseconds and more). Returns 0 to 1, clamped; None when a sample is missing
+    or no time passed. O(workers x cores)."""
+    if not spans or any(a is None or b is None for a, b in spans):
+        return None
+    busy: dict[int, float] = {}
+    own = 0.0
+    windows = []
+    for a, b in spans:
+        assert a is not None and b is not None
+        for c, v in b.busy_s.items():
+            busy.setdefault(c, v - a.busy_s.get(c, v))
+        own += b.own_s - a.own_s
+        windows.append(b.at_s - a.at_s)
+    window = max(windows)
+    if window <= 0 or not busy:
+        return None
+    # each reading is a whole number of ticks: allow one tick per core and per process before blaming others
+    slack = _TICK_S * (len(busy) + len(spans))
+    return min(1.0, max(0.0, (sum(busy.values()) - own - slack) / (window * len(busy))))
+
+
+__all__ = ["CoreSample", "others_share", "sample"]
