@@ -525,7 +525,7 @@ def test_sequential_model_times_equal_the_simulators(graph, cluster, memory_awar
         if which == "m_etf":
             PairQueue(model).run()
         else:
-            x, _ = sct_lp(graph, cluster, [sum(row) / model.D for row in model.dur])
+            x, _ = sct_lp(graph, cluster, model.mean_durations())
             SCTQueue(model, favorite_children(graph, x), exclude_full=memory_aware).run()
     except InfeasiblePlacement:
         return

@@ -1100,7 +1100,7 @@ def _run(
     ia = index_arrays(model.idx)  # model.pred and model.succ are the index's lists
     pred_ptr, pred_j, pred_b, succ_ptr, succ_k = (ia[k] for k in ("pred_ptr", "pred_j", "pred_b", "succ_ptr", "succ_k"))
     f8 = np.float64
-    dur = np.array(model.dur, f8).reshape(n, D)
+    dur = np.ascontiguousarray(model.dur, f8).reshape(n, D)  # the model's own array, not a copy
     lens = np.fromiter(map(len, model.allowed), np.int64, n)
     if (lens == D).all():
         allowed = np.ones((n, D), np.bool_)
@@ -1227,12 +1227,17 @@ def _run(
         log.debug("etf_kernel: a table was full; running again with more room (%d, %d)", hcap, pcap)
     if status != OK:
         _raise(model, status, res, tried, dev)
+    # issue 22: the tables only the list scheduling needed go before the Python lists below are built (at
+    # 300,000 ops they are most of the placement's peak memory)
+    del graph_args, sct_args, no_sct, allowed, lens, gid, tried, ce_t, ce_k, hd, ho, hg
     # the predicted peaks: `DeviceMemory.exact_peak` (events sorted per device) and `DeviceMemory.bound`
     k = int(ev[5][0])
     ev_t, ev_k, ev_s, ev_b, ev_d = (a[:k] for a in ev[:5])
     srt = np.lexsort((ev_b, ev_s, ev_k, ev_t, ev_d))
+    del ev_t, ev_k, ev_s
     db = ev_b[srt]
     cuts = np.searchsorted(ev_d[srt], np.arange(D + 1))
+    del ev, ev_b, ev_d, srt
     val, mn, level, mpers = mem[1], mem[5], mem[6], mem[7]
     peaks = []
     for p in range(D):
@@ -1242,6 +1247,7 @@ def _run(
         top = float(val[p, : mn[p]].max())
         bound = float(mpers[p]) + (top if not float(level[p]) > top else float(level[p]))
         peaks.append(min(exact_peak, bound))
+    del mem, db
     # the model's placement state
     model.dev[:] = dev.tolist()
     model.start[:] = start.tolist()

@@ -76,6 +76,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ...cluster import Cluster
 from ...comm_queue import KeyedLinks, TransferKey, replay, transfer_key
 from ...errors import ConfigError, InfeasiblePlacement
@@ -156,12 +158,17 @@ class ExecModel:
         self.bw = cluster.bandwidth_table
         self.pred = idx.pred
         self.succ = idx.succ
-        # execution time per op and device
+        #: execution time per op and device, an ops x devices float64 array (issue 22: a list of D Python floats
+        #: per op took 1.8 M objects, 55 MB, at 300,000 ops on four devices; the array takes 9.6 MB).  Each value
+        #: is the float the simulator computes, compute / speed; Python code reads them back as Python floats
+        #: (``dur.item(o, p)``, `mean_durations`), so every sum and comparison is the one of the list-based model.
+        self.dur: np.ndarray
         if any(idx.compute_by_type):
-            self.dur = [[idx.exec_time(i, d.type, d.speed) for d in devs] for i in range(n)]
+            per_op = (idx.exec_time(i, d.type, d.speed) for i in range(n) for d in devs)
+            self.dur = np.fromiter(per_op, np.float64, n * D).reshape(n, D)
         else:
-            speeds = [d.speed for d in devs]  # compute / speed, exactly as the simulator computes it
-            self.dur = [[c / v for v in speeds] for c in idx.compute_s]
+            speeds = np.array([d.speed for d in devs], np.float64)
+            self.dur = np.divide.outer(np.array(idx.compute_s, np.float64).reshape(n), speeds)
         self.persist = idx.persistent
         self.temp = idx.temporary
         self.out = idx.output
@@ -280,6 +287,15 @@ class ExecModel:
         #: sequential mode: the planned transfers in request order, and (producer, device) -> its key and bytes
         self.links = KeyedLinks(D)
         self.xfer: dict[tuple[int, int], tuple[tuple[float, int, int], float]] = {}
+
+    def mean_durations(self) -> list[float]:
+        """Each op's mean execution time over the devices, ``sum(row) / D`` of the op's durations as Python
+        floats (what m-SCT's LP takes as the op's compute time; the same floats as when `dur` was a list of
+        lists).  Converted 65,536 ops at a time, so that no list of every duration is built.  O(n D)."""
+        D, out = self.D, []
+        for k in range(0, self.n, 65536):
+            out.extend([sum(row) / D for row in self.dur[k : k + 65536].tolist()])
+        return out
 
     # ----------------------------------------------------------------- estimates
     def estimate(self, o: int, p: int) -> Estimate:
@@ -485,7 +501,7 @@ class ExecModel:
         """Place op o on device p at its estimated start; update clocks, transfers, queues and memory."""
         persist, at_start, copies, release = self._mem_request(o, p, est)
         s = est.start
-        e = s + self.dur[o][p]
+        e = s + self.dur.item(o, p)
         self.dev[o] = p
         self.start[o] = s
         self.end[o] = e
@@ -570,8 +586,8 @@ class ExecModel:
     # ----------------------------------------------------------------- sequential re-timing
     def _replay(self) -> tuple[list[float], dict[tuple[int, int], tuple[TransferKey, float, float, float]]]:
         """`comm_queue.replay` of the ops placed so far in their per-device order."""
-        dev = self.dev
-        durs = [self.dur[o][dev[o]] if dev[o] >= 0 else 0.0 for o in range(self.n)]
+        dev, dur = self.dev, self.dur
+        durs = [dur.item(o, dev[o]) if dev[o] >= 0 else 0.0 for o in range(self.n)]
         return replay(self.order, dev, durs, self.succ, self.pred, self.cluster.transfer_time, self.ntens)
 
     def _retime(self) -> None:

@@ -153,8 +153,7 @@ class MSCTPlacer(Placer):
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         t0 = time.perf_counter()
         model = ExecModel(graph, cluster, memory_aware=self.memory_aware, group_reserve=self.group_reserve)
-        D = model.D
-        compute = [sum(row) / D for row in model.dur]
+        compute = model.mean_durations()
         windowed = self.lp_formulation == "windowed" or (
             self.lp_formulation == "auto" and model.n > self.lp_window_above
         )
@@ -215,7 +214,7 @@ class MSCTPlacer(Placer):
             "LP %.3f s, total %.3f s",
             model.n,
             info["n_favorite_children"],
-            D,
+            model.D,
             pl.info["predicted_makespan_s"],
             info.get("lp_time_s", 0.0),
             info["algorithm_time_s"],
