@@ -281,7 +281,11 @@ def test_fidelity_summary_from_rows(tmp_path):
         "| mlp | cpu2 | 3 | 25 % | +0.33 | 2 of 3 (0) | +1.00 | 25 % |" in md
         and "| mlp | cpu2 | m_topo | 3.000 s |" in md
     )
-    assert fidelity_markdown(rows[-2:]) == ""
+    assert fidelity_markdown(rows[-2:]) == "" and "shared their workers' cores" not in md
+    rows[1]["host_interference"] = 0.2  # m_etf measured while another process held a fifth of the cores
+    md = fidelity_markdown(rows)
+    assert "| mlp | cpu2 | m_etf | 2.000 s | 2.500 s (200.00 ms) | -20 % | 20 % |" in md
+    assert "1 measured run(s) shared their workers' cores" in md
     png = scatter(rows, tmp_path / "s.png", "fidelity")
     assert png is not None and png.stat().st_size > 1000
     assert scatter(rows[-2:], tmp_path / "none.png", "x") is None

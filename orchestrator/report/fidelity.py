@@ -120,6 +120,9 @@ def fidelity_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+DISTURBED = 0.05  # others' share of the workers' cores above which a measured run is called disturbed
+
+
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.0f} %"
 
@@ -154,16 +157,26 @@ def fidelity_markdown(rows: list[dict[str, Any]]) -> str:
         )
     lines += [
         "",
-        "| model | cluster | placer | predicted step | measured step (IQR) | error |",
-        "|---|---|---|---|---|---|",
+        "| model | cluster | placer | predicted step | measured step (IQR) | error | others' share of the cores |",
+        "|---|---|---|---|---|---|---|",
     ]
+    disturbed = 0
     for r in rows:
         if _compared(r):
             iqr = "" if r.get("measured_step_iqr_s") is None else f" ({_fmt(r['measured_step_iqr_s'], 's')})"
+            share = r.get("host_interference")
+            disturbed += share is not None and share > DISTURBED
             lines.append(
                 f"| {r['model']} | {r['cluster']}{_where(r)} | {r['placer']} | {_fmt(r['predicted_step_s'], 's')} | "
-                f"{_fmt(r['measured_step_s'], 's')}{iqr} | {100 * step_error(r):+.0f} % |"
+                f"{_fmt(r['measured_step_s'], 's')}{iqr} | {100 * step_error(r):+.0f} % | {_pct(share)} |"
             )
+    if disturbed:
+        lines += [
+            "",
+            f"{disturbed} measured run(s) shared their workers' cores with other processes for more than "
+            f"{100 * DISTURBED:.0f} % of the measured steps, after their retries (runtime.max_interference): their "
+            "measured steps say as much about the host's load as about the placement.",
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -29,6 +29,7 @@ _RESERVED = frozenset(KEY) | {
     "step_s",
     "measured_step_s",
     "measured_step_iqr_s",
+    "host_interference",
     "predicted_step_s",
     "speedup_vs_single",
     "speedup_vs_expert",
@@ -201,6 +202,8 @@ def _row(run: Any, key: tuple, vary: list[str], values: tuple, prm: dict[str, st
         "status": _status(run),
         "measured_step_s": measured,
         "measured_step_iqr_s": _num(m.get("measured_step_iqr_s")),
+        # the share of the workers' cores other processes used while it measured (backends/interference.py)
+        "host_interference": _num(m.get("run.host_interference")),
         "predicted_step_s": predicted,
         "step_s": predicted if predicted is not None else measured,
         "placement_time_s": _num(m.get("placement_time_s")),
