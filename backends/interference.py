@@ -17,10 +17,17 @@ correction. Linux only; elsewhere `sample` returns None. O(cores) per sample.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
+
+from algorithms.errors import ConfigError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
@@ -93,4 +100,37 @@ def others_share(spans: Sequence[tuple[CoreSample | None, CoreSample | None]]) -
     return min(1.0, max(0.0, (sum(busy.values()) - own - slack) / (window * len(busy))))
 
 
-__all__ = ["CoreSample", "others_share", "sample"]
+def check_policy(max_interference: float | None, retries: int) -> tuple[float | None, int]:
+    """A runtime's `max_interference` (0 to 1, or None: never repeat) and `retries` (>= 0), checked."""
+    if max_interference is not None and not 0 <= float(max_interference) <= 1:
+        raise ConfigError(f"runtime.max_interference must be in [0, 1] or null, got {max_interference}")
+    if int(retries) < 0:
+        raise ConfigError(f"runtime.retries must be >= 0, got {retries}")
+    return (None if max_interference is None else float(max_interference)), int(retries)
+
+
+def least_disturbed(
+    measure: Callable[[], tuple[float | None, T]], max_interference: float | None, retries: int, what: str
+) -> tuple[float | None, T, list[float | None]]:
+    """Call `measure` (which returns others' share of the cores over its measurement, and its result) until a
+    share is at most `max_interference`, a share cannot be read, or `retries` repeats are spent; returns the
+    least disturbed attempt's share and result, and every attempt's share. Each repeat and a result still
+    disturbed at the end are logged, naming `what` was measured."""
+    attempts: list[tuple[float | None, T]] = []
+    for attempt in range(1 + retries):
+        share, result = measure()
+        attempts.append((share, result))
+        if share is None or max_interference is None or share <= max_interference:
+            break
+        log.warning(
+            "other processes used %.0f %% of the cores during the measured steps of %s (more than %.0f %%)%s",
+            100 * share,
+            what,
+            100 * max_interference,
+            f": measuring again ({attempt + 1} of {retries})" if attempt < retries else ", after every retry",
+        )
+    share, result = min(attempts, key=lambda a: -1.0 if a[0] is None else a[0])
+    return share, result, [a[0] for a in attempts]
+
+
+__all__ = ["CoreSample", "check_policy", "least_disturbed", "others_share", "sample"]

@@ -249,12 +249,7 @@ class TFDistributedRuntime(Runtime):
         self.graph_rewrites = bool(graph_rewrites)
         self.host_cores = list(host_cores) if host_cores is not None else None
         self.start_timeout_s = float(start_timeout_s)
-        if max_interference is not None and not 0 <= float(max_interference) <= 1:
-            raise ConfigError(f"runtime.max_interference must be in [0, 1] or null, got {max_interference}")
-        if int(retries) < 0:
-            raise ConfigError(f"runtime.retries must be >= 0, got {retries}")
-        self.max_interference = None if max_interference is None else float(max_interference)
-        self.retries = int(retries)
+        self.max_interference, self.retries = interference.check_policy(max_interference, retries)
 
     def run(
         self,
@@ -298,7 +293,6 @@ class TFDistributedRuntime(Runtime):
         grads = gradient_tensors(placed) if self.check_correctness else []
         config = session_config(graph_rewrites=self.graph_rewrites)
         trace = v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE)
-        times: list[float] = []
         losses: list[float] = []
         with v1.Session(pool.target, graph=placed.graph, config=config) as sess:
             md_init = v1.RunMetadata()
@@ -307,38 +301,31 @@ class TFDistributedRuntime(Runtime):
             grad_values = sess.run([placed.loss] + grads) if grads else []
             cores = sorted({c for w in pool.workers for c in w.cores})
             pids = [w.pid for w in pool.workers]
-            attempts: list[tuple[float | None, list[float]]] = []
             bar = tqdm(total=self.warmup + self.steps, desc="run (warm-up + measured steps)", unit="step",
                        disable=None, leave=False)  # fmt: skip
             for _ in range(self.warmup):
                 _, loss = sess.run(fetches)
                 losses.append(float(loss))
                 bar.update()
-            for attempt in range(1 + self.retries):
+            first = [True]
+
+            def measure() -> tuple[float | None, list[float]]:
                 before = interference.sample(cores, pids)
                 times = []
                 for _ in range(self.steps):
                     t0 = time.perf_counter()
                     _, loss = sess.run(fetches)
                     times.append(time.perf_counter() - t0)
-                    if attempt == 0:
+                    if first[0]:  # the losses of the first measured set follow the warm-up's
                         losses.append(float(loss))
                         bar.update()
-                share = interference.others_share([(before, interference.sample(cores, pids))])
-                attempts.append((share, times))
-                if share is None or self.max_interference is None or share <= self.max_interference:
-                    break
-                if attempt < self.retries:
-                    log.warning(
-                        "other tasks used %.0f %% of the TensorFlow workers' cores during the measured steps "
-                        "(more than runtime.max_interference %.0f %%): measuring them again (%d of %d)",
-                        100 * share,
-                        100 * self.max_interference,
-                        attempt + 1,
-                        self.retries,
-                    )
+                first[0] = False
+                return interference.others_share([(before, interference.sample(cores, pids))]), times
+
+            kept_share, measured, shares = interference.least_disturbed(
+                measure, self.max_interference, self.retries, f"{model.name} on the TensorFlow workers"
+            )
             bar.close()
-            kept_share, measured = min(attempts, key=lambda a: -1.0 if a[0] is None else a[0])
             md = v1.RunMetadata()
             sess.run(fetches, options=trace, run_metadata=md)
         stats = pool.stats()
@@ -397,7 +384,7 @@ class TFDistributedRuntime(Runtime):
             "devices": devmap,
             "runtime": "tf.distribute.Server per device",
             "host_interference": kept_share,
-            "interference_attempts": [a[0] for a in attempts],
+            "interference_attempts": shares,
         }
         loss = losses[1] if len(losses) > 1 else losses[0]
         if self.check_correctness:

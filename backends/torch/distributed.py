@@ -300,9 +300,6 @@ def nccl_pingpong(sizes: Sequence[int], repeats: int, timeout_s: float = 600.0) 
     return spawn_and_collect(_nccl_pingpong_main, args, 2, "NCCL comm benchmark workers", timeout_s)[0]["samples"]
 
 
-INTERFERENCE_WARN = 0.05  # a run whose workers' cores other tasks used more than this is logged as disturbed
-
-
 def iqr(xs: Sequence[float]) -> float:
     """Inter-quartile range (0 for fewer than two samples)."""
     if len(xs) < 2:
@@ -443,12 +440,7 @@ class TorchDistributedRuntime(Runtime):
                 f"runtime.transport_priority {transport_priority!r} is not one of {list(TRANSPORT_POLICIES)}"
             )
         self.transport_priority = transport_priority
-        if max_interference is not None and not 0 <= float(max_interference) <= 1:
-            raise ConfigError(f"runtime.max_interference must be in [0, 1] or null, got {max_interference}")
-        if int(retries) < 0:
-            raise ConfigError(f"runtime.retries must be >= 0, got {retries}")
-        self.max_interference = None if max_interference is None else float(max_interference)
-        self.retries = int(retries)
+        self.max_interference, self.retries = interference.check_policy(max_interference, retries)
 
     def use_cuda(self, cluster: Cluster) -> bool:
         return uses_cuda(cluster, self.device)
@@ -467,27 +459,16 @@ class TorchDistributedRuntime(Runtime):
         """Prepare the job, run it on one spawned process per device, and collect the result. `plan` is not
         used: each worker follows its device's order and receives as soon as a value is needed."""
         prepared = self.prepare(backend, model, graph, placement, schedule, cluster)
-        attempts: list[tuple[float | None, list[dict[str, Any]]]] = []
-        for attempt in range(1 + self.retries):
+
+        def measure() -> tuple[float | None, list[dict[str, Any]]]:
             reports = launch(prepared.job, self.timeout_s)
-            share = interference.others_share([r.get("core_samples") or (None, None) for r in reports])
-            attempts.append((share, reports))
-            if share is None or self.max_interference is None or share <= self.max_interference:
-                break
-            if attempt < self.retries:
-                log.warning(
-                    "other tasks used %.0f %% of the workers' cores during the measured steps of %s on %s "
-                    "(more than runtime.max_interference %.0f %%): running it again (%d of %d)",
-                    100 * share,
-                    prepared.model_name,
-                    prepared.cluster_name,
-                    100 * self.max_interference,
-                    attempt + 1,
-                    self.retries,
-                )
-        kept = min(attempts, key=lambda a: -1.0 if a[0] is None else a[0])
-        res = self.finish(prepared, kept[1])
-        res.extra["interference_attempts"] = [a[0] for a in attempts]
+            return interference.others_share([r.get("core_samples") or (None, None) for r in reports]), reports
+
+        _, reports, shares = interference.least_disturbed(
+            measure, self.max_interference, self.retries, f"{prepared.model_name} on {prepared.cluster_name}"
+        )
+        res = self.finish(prepared, reports)
+        res.extra["interference_attempts"] = shares
         return res
 
     def prepare(
@@ -618,16 +599,7 @@ class TorchDistributedRuntime(Runtime):
             }
         )
         # the share of the workers' cores other tasks took during the measured steps (None: not measured)
-        share = interference.others_share([r.get("core_samples") or (None, None) for r in reports])
-        extra["host_interference"] = share
-        if share is not None and share > INTERFERENCE_WARN:
-            log.warning(
-                "other tasks used %.0f %% of the workers' cores during the measured steps of %s on %s: the step "
-                "time measures the host's load as well as the placement (extra['host_interference'])",
-                100 * share,
-                prepared.model_name,
-                prepared.cluster_name,
-            )
+        extra["host_interference"] = interference.others_share([r.get("core_samples") or (None, None) for r in reports])
         if self.trace:
             extra["trace"] = {names[k]: trace_summary(r.get("traces", [])) for k, r in enumerate(reports)}
         timeline = median_step_timeline(reports, times, names)

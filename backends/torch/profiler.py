@@ -313,20 +313,14 @@ def profile_in_worker(
         )
         for k in range(corun)
     ]
-    attempts: list[tuple[float | None, list[dict[str, Any]]]] = []
-    for attempt in range(1 + int(retries)):
+
+    def measure() -> tuple[float | None, list[dict[str, Any]]]:
         reports = [r[0] for r in _launch_together(jobs, launch, timeout_s)]
-        share = interference.others_share([r.get("core_samples") or (None, None) for r in reports])
-        attempts.append((share, reports))
-        if share is None or max_interference is None or share <= max_interference:
-            break
-        log.warning(
-            "other tasks used %.0f %% of the profiling workers' cores during the measured steps of %s%s",
-            100 * share,
-            model.name,
-            ": profiling again" if attempt < int(retries) else "",
-        )
-    kept_share, kept = min(attempts, key=lambda a: -1.0 if a[0] is None else a[0])
+        return interference.others_share([r.get("core_samples") or (None, None) for r in reports]), reports
+
+    kept_share, kept, shares = interference.least_disturbed(
+        measure, *interference.check_policy(max_interference, retries), f"the profile of {model.name}"
+    )
     rep = _pooled(kept)
     stat: Any = statistics.fmean if statistic == "mean" else statistics.median
     sum_median = sum(statistics.median(v) for v in rep["op_times"].values())
@@ -352,7 +346,7 @@ def profile_in_worker(
         "setting": setting,
         "steps_measured": len(rep["times"]),  # over every co-running worker
         "host_interference": kept_share,
-        "interference_attempts": [a[0] for a in attempts],
+        "interference_attempts": shares,
     }
     log.info(
         "profiled %s at batch %d in a worker (%s): %d ops; sum of op %ss %.4g s against the %s single-device step "
