@@ -358,7 +358,7 @@ def simulate_static(
     """`simulate(graph, cluster, placement, schedule)` through `sim_run` (module docstring): the same
     `SimResult`, or the same `InvalidSchedule` / `SimulationError`."""
     from .errors import SimulationError
-    from .sim_result import OOMEvent, SimResult
+    from .sim_result import MemoryTimeline, OOMEvent, SimResult
     from .simulator import _raise_deadlock
 
     n = idx.n
@@ -423,29 +423,34 @@ def simulate_static(
         raise SimulationError(
             f"simulator: event time {res[6]!r} after {res[7]!r}; is a cost, latency or bandwidth NaN?"
         )
-    start_l = start.tolist()
     if status == DEADLOCK:
         missing = [0] * n  # _raise_deadlock only reads which inputs never started
         ptr = [int(x) for x in res[8 : 8 + nd]]
-        _raise_deadlock(names, devs, dev_of, idx.pred, missing, start_l, True, seq_of, ptr)
+        _raise_deadlock(names, devs, dev_of, idx.pred, missing, start.tolist(), True, seq_of, ptr)
+    # issue 22: each table is turned into the result's form and freed before the next one is built, and the
+    # memory timelines stay arrays (`MemoryTimeline`: a point takes 16 bytes instead of about 112 as a tuple)
+    mtl: list[MemoryTimeline] = []
+    k = int(res[5]) if record_memory else 0
+    mt_t, mt_v, mt_d = mt_t[:k], mt_v[:k], mt_d[:k]
+    for d in range(nd):
+        sel = mt_d == d
+        mtl.append(MemoryTimeline(np.concatenate(([0.0], mt_t[sel])), np.concatenate(([0.0], mt_v[sel]))))
+    del mt_t, mt_v, mt_d
     ntr = int(res[4])
     dname = [d.name for d in devs]
     transfers = [
         (names[i], dname[a], dname[b], s0, s1, nb)
         for (i, a, b), (s0, s1, nb) in zip(tr[:ntr].tolist(), tr_t[:ntr].tolist())
     ]
-    mtl: list[list[tuple[float, float]]] = [[(0.0, 0.0)] for _ in range(nd)]
-    if record_memory:
-        k = int(res[5])
-        for d in range(nd):
-            sel = mt_d[:k] == d
-            mtl[d].extend(zip(mt_t[:k][sel].tolist(), mt_v[:k][sel].tolist()))
+    tr_end = float(tr_t[:ntr, 1].max()) if ntr else 0.0
+    del tr, tr_t
+    start_l = start.tolist()
     started = order[: int(res[1])]
     order_out = [[names[i] for i in started[dev_arr[started] == d].tolist()] for d in range(nd)]
     end_l = end.tolist()
     makespan = max(end_l, default=0.0)
     if ntr:
-        makespan = max(makespan, float(tr_t[:ntr, 1].max()))
+        makespan = max(makespan, tr_end)
     oom_ev = None
     if oom[0] >= 0:
         d = int(oom[1])
