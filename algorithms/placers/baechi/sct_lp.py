@@ -9,8 +9,6 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.optimize import linprog
 from tqdm import tqdm
 
 from ...cluster import Cluster
@@ -217,7 +215,7 @@ def _solve(obj, A, b, bounds, method: str, options: dict[str, Any]):
     with a warning, silenced here); without them if this SciPy refuses them."""
     import warnings
 
-    from scipy.optimize import OptimizeWarning
+    from scipy.optimize import OptimizeWarning, linprog  # SciPy is imported when an LP is solved (`_solve_sct`)
 
     extra = dict(options) if method == "highs-ipm" else {k: v for k, v in options.items() if not k.startswith("ipx")}
     if extra:
@@ -446,6 +444,8 @@ def _solve_sct(
             vals.append(-np.ones(int(sel.sum())))
             rhs.append(-need[many].astype(float))
             r += len(many)
+    import scipy.sparse as sp  # here, not at import: a run without m-SCT needs no SciPy (27 MB, issue 22)
+
     A = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r, nv))
     b = np.concatenate(rhs)
     obj = np.zeros(nv)
