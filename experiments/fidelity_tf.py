@@ -112,6 +112,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         "program (backends.tensorflow.calibrate; the burst benchmark's prediction is printed beside it); "
         "benchmark: the burst benchmark's only",
     )
+    ap.add_argument(
+        "--model-calibration",
+        action="store_true",
+        help="also fit the latency and per-message costs to block placements of each evaluated model itself "
+        "(backends.tensorflow.calibrate.calibrate_in_step(model_cfg=...); none of them a placement under "
+        "evaluation) and print that prediction too (mcal_ms)",
+    )
     ap.add_argument("--json", default=None, help="write the rows to this JSON file")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
@@ -211,6 +218,32 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 runs.setdefault(label, []).append(runtime.run(backend, model, g, assigns[label], {}, cluster))
         graph = mean_profile(profiles)
         info = infos[0]
+        mcal_cluster, mcal_costs = None, {}
+        if args.model_calibration:
+            from backends.tensorflow.calibrate import calibrate_in_step as calibrate_model
+
+            t0 = time.perf_counter()
+            total = fit.send_overhead_s + fit.recv_overhead_s
+            mcal = calibrate_model(
+                base.with_comm(fit.latency_s, fit.bytes_per_s),
+                step_overhead_s=fit.step_overhead_s,
+                send_share=fit.send_overhead_s / total if total > 0 else 0.5,
+                benchmark_costs=(fit.send_overhead_s, fit.recv_overhead_s),
+                rounds=min(2, args.rounds),
+                seed=args.seed,
+                model_cfg=cfg,
+            )
+            mcal_cluster = base.with_comm(mcal.latency_s, fit.bytes_per_s)
+            mcal_costs = {"send_overhead_s": mcal.send_overhead_s, "recv_overhead_s": mcal.recv_overhead_s}
+            print(
+                f"{name}: calibration on its own block placements ({time.perf_counter() - t0:.0f} s): latency "
+                f"{mcal.latency_s * 1e6:.1f} us, per message send {mcal.send_overhead_s * 1e6:.1f} us, receive "
+                f"{mcal.recv_overhead_s * 1e6:.1f} us; relative RMS {100 * mcal.rel_rms:.1f}%: "
+                + ", ".join(
+                    f"{r['messages']} msgs {1e3 * r['measured_s']:.3g}/{1e3 * r['predicted_s']:.3g} ms"
+                    for r in mcal.placements
+                )
+            )
         steps_ms = ", ".join(f"{1e3 * i['untraced_step_s']:.3g}" for i in infos)
         print(
             f"\n{name}: {len(graph)} ops; profiled in a pinned worker ({info['setting']}), {args.rounds} round(s): "
@@ -233,6 +266,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             sim_cal = simulate(graph, cal_cluster, assign, record_memory=False, **cal_costs)
             pred_cal = predicted_step(sim_cal.makespan, graph, {2: fit.step_overhead_s}, used)
             err_cal = (pred_cal - res.measured_step_s) / res.measured_step_s
+            pred_mcal = None
+            if mcal_cluster is not None:
+                sim_mcal = simulate(graph, mcal_cluster, assign, record_memory=False, **mcal_costs)
+                pred_mcal = predicted_step(sim_mcal.makespan, graph, {2: fit.step_overhead_s}, used)
             err = (pred - res.measured_step_s) / res.measured_step_s
             err_seq = (pred_seq - res.measured_step_s) / res.measured_step_s
             dev_peak = max(sim.peak_memory, key=lambda d: sim.peak_memory[d])
@@ -254,6 +291,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 "predicted_step_calibrated_s": pred_cal,
                 "rel_error_calibrated": err_cal,
                 "message_costs": args.message_costs,
+                # --model-calibration: the costs fitted to this model's own block placements
+                "predicted_step_model_calibrated_s": pred_mcal,
+                "rel_error_model_calibrated": None
+                if pred_mcal is None
+                else (pred_mcal - res.measured_step_s) / res.measured_step_s,
+                "host_interference": ex.get("host_interference"),
                 "predicted_peak_bytes": sim.peak_memory,
                 "measured_peak_bytes": res.peak_memory_bytes,
                 "measured_rss_growth_bytes": ex["rss_growth_bytes"],
@@ -273,6 +316,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 f"{sim.peak_memory[dev_peak] / 1e6:>9.3f}"
                 f"{res.peak_memory_bytes.get(dev_peak, 0) / 1e6:>9.3f}{sim.traffic_bytes:>11.0f}"
                 f"{res.traffic_bytes:>9.0f}  {'ok' if ok else 'MISMATCH'}"
+                + (
+                    ""
+                    if pred_mcal is None
+                    else f"  mcal_ms {pred_mcal * 1e3:.3f} ({row['rel_error_model_calibrated']:+.1%})"
+                )
             )
         mine = [r for r in rows if r["model"] == name]
         if mine:
@@ -285,6 +333,15 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 f"{name} ({args.message_costs} message costs, cal_ms): median |error| {med:.1%}, Kendall tau "
                 f"{tau if tau is None else round(tau, 2)}"
             )
+            if args.model_calibration:
+                med = statistics.median(abs(r["rel_error_model_calibrated"]) for r in mine)
+                tau = kendall_tau(
+                    [r["predicted_step_model_calibrated_s"] for r in mine], [r["measured_step_s"] for r in mine]
+                )
+                print(
+                    f"{name} (costs calibrated on its own block placements, mcal_ms): median |error| {med:.1%}, "
+                    f"Kendall tau {tau if tau is None else round(tau, 2)}"
+                )
             med = statistics.median(abs(r["rel_error_sequential"]) for r in mine)
             tau = kendall_tau([r["predicted_step_sequential_s"] for r in mine], [r["measured_step_s"] for r in mine])
             print(

@@ -74,12 +74,18 @@ def calibrate_in_step(
     profile_warmup: int = 5,
     profile_steps: int = 10,
     seed: int = 0,
+    model_cfg: Mapping[str, object] | None = None,
 ) -> InStepCalibration:
     """Fit the hop latency and per-message costs to `TFDistributedRuntime`'s own placed steps (module docstring).
 
     `cluster` carries the benchmark's fit (latency and bandwidth, `Cluster.with_comm`); `step_overhead_s` is
     the benchmark's empty step of two workers; `send_share` the sender's share of a message's processor time
-    (the burst benchmark's ratio); `benchmark_costs` its (send, receive) costs, for the comparison logged."""
+    (the burst benchmark's ratio); `benchmark_costs` its (send, receive) costs, for the comparison logged.
+    `model_cfg`: calibrate on block placements of this model instead of `CALIBRATION_MODEL`. What a transfer
+    costs on TensorFlow's runtime depends on the model (block placements, 26 Nov 2026: inception_v3_tiny 85-93 µs
+    per transfer at 467-1786 transfers per step, gnmt_tiny 67-75 µs at 398-1627, each flat in the count), so the
+    costs of the model being evaluated come from its own block placements, none of them a placement under
+    evaluation."""
     from . import TFBackend
     from .dist_profile import profile_distributed
     from .distributed import TFDistributedRuntime
@@ -87,7 +93,7 @@ def calibrate_in_step(
     # one hop for the pair: per-pair links would override the latency being fitted
     pair = dataclasses.replace(two_devices(cluster), links={})
     backend = TFBackend()
-    model = backend.build(CALIBRATION_MODEL)
+    model = backend.build(dict(model_cfg) if model_cfg is not None else CALIBRATION_MODEL)
     captured = backend.capture(model)
     runtime = TFDistributedRuntime(warmup=warmup, steps=steps, check_correctness=False)
 
