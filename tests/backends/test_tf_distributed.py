@@ -342,3 +342,29 @@ def test_in_step_calibration_fits_the_runtimes_own_placed_steps():
     assert all(r["measured_s"] > 0 and r["predicted_s"] > 0 for r in cal.placements)
     assert cal.rel_rms < 0.5, cal
     assert len(cal.profile_step_s) == 1
+
+
+@pytest.mark.slow
+def test_in_step_calibration_on_an_evaluated_models_own_block_placements():
+    """`model_cfg`: the same fit on block placements of the model under evaluation (mlp_tiny here): its own
+    op count sets how many tensors the blocks exchange, and the costs come out non-negative."""
+    from backends.tensorflow.calibrate import calibrate_in_step
+
+    cluster = uniform_cluster(2, latency_s=50e-6, bytes_per_s=1e9)
+    cfg = load_model_cfg("mlp_tiny", {"optimizer": "rmsprop"})
+    cal = calibrate_in_step(
+        cluster,
+        step_overhead_s=5e-4,
+        blocks=(2, 64),
+        rounds=1,
+        warmup=1,
+        steps=3,
+        profile_warmup=1,
+        profile_steps=2,
+        model_cfg=cfg,
+    )
+    few, many = sorted(cal.placements, key=lambda r: r["messages"])
+    assert many["block"] == 2 and few["block"] == 64 and many["messages"] > few["messages"]
+    # fewer tensors than the 24-layer calibration program's shortest blocks exchange (308 at block 2)
+    assert many["messages"] < 200
+    assert cal.latency_s >= 0 and cal.send_overhead_s >= 0 and cal.recv_overhead_s >= 0
