@@ -89,6 +89,26 @@ def pooled(results: list[Any]) -> Any:
     )
 
 
+def in_step(base: Any, fit: Any, args: Any, model_cfg: Any = None) -> tuple[Any, Any, dict[str, float]]:
+    """The in-step calibration (`backends.tensorflow.calibrate.calibrate_in_step`) on the calibration program,
+    or on block placements of `model_cfg`'s model: the fit, the cluster with its latency and the burst
+    benchmark's bandwidth, and the per-message costs."""
+    from backends.tensorflow.calibrate import calibrate_in_step
+
+    total = fit.send_overhead_s + fit.recv_overhead_s
+    cal = calibrate_in_step(
+        base.with_comm(fit.latency_s, fit.bytes_per_s),
+        step_overhead_s=fit.step_overhead_s,
+        send_share=fit.send_overhead_s / total if total > 0 else 0.5,
+        benchmark_costs=(fit.send_overhead_s, fit.recv_overhead_s),
+        rounds=min(2, args.rounds),
+        seed=args.seed,
+        model_cfg=model_cfg,
+    )
+    costs = {"send_overhead_s": cal.send_overhead_s, "recv_overhead_s": cal.recv_overhead_s}
+    return cal, base.with_comm(cal.latency_s, fit.bytes_per_s), costs
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", nargs="+", default=["mlp_tiny", "gnmt_tiny"])
@@ -156,20 +176,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     cal = None
     cal_cluster, cal_costs = cluster, {"send_overhead_s": fit.send_overhead_s, "recv_overhead_s": fit.recv_overhead_s}
     if args.message_costs == "in_step":
-        from backends.tensorflow.calibrate import calibrate_in_step
-
         t0 = time.perf_counter()
-        total = fit.send_overhead_s + fit.recv_overhead_s
-        cal = calibrate_in_step(
-            base.with_comm(fit.latency_s, fit.bytes_per_s),
-            step_overhead_s=fit.step_overhead_s,
-            send_share=fit.send_overhead_s / total if total > 0 else 0.5,
-            benchmark_costs=(fit.send_overhead_s, fit.recv_overhead_s),
-            rounds=min(2, args.rounds),
-            seed=args.seed,
-        )
-        cal_cluster = base.with_comm(cal.latency_s, fit.bytes_per_s)
-        cal_costs = {"send_overhead_s": cal.send_overhead_s, "recv_overhead_s": cal.recv_overhead_s}
+        cal, cal_cluster, cal_costs = in_step(base, fit, args)
         print(
             f"in-step calibration ({time.perf_counter() - t0:.0f} s): latency {cal.latency_s * 1e6:.1f} us, per "
             f"message send {cal.send_overhead_s * 1e6:.1f} us, receive {cal.recv_overhead_s * 1e6:.1f} us; relative "
@@ -220,21 +228,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         info = infos[0]
         mcal_cluster, mcal_costs = None, {}
         if args.model_calibration:
-            from backends.tensorflow.calibrate import calibrate_in_step as calibrate_model
-
             t0 = time.perf_counter()
-            total = fit.send_overhead_s + fit.recv_overhead_s
-            mcal = calibrate_model(
-                base.with_comm(fit.latency_s, fit.bytes_per_s),
-                step_overhead_s=fit.step_overhead_s,
-                send_share=fit.send_overhead_s / total if total > 0 else 0.5,
-                benchmark_costs=(fit.send_overhead_s, fit.recv_overhead_s),
-                rounds=min(2, args.rounds),
-                seed=args.seed,
-                model_cfg=cfg,
-            )
-            mcal_cluster = base.with_comm(mcal.latency_s, fit.bytes_per_s)
-            mcal_costs = {"send_overhead_s": mcal.send_overhead_s, "recv_overhead_s": mcal.recv_overhead_s}
+            mcal, mcal_cluster, mcal_costs = in_step(base, fit, args, model_cfg=cfg)
             print(
                 f"{name}: calibration on its own block placements ({time.perf_counter() - t0:.0f} s): latency "
                 f"{mcal.latency_s * 1e6:.1f} us, per message send {mcal.send_overhead_s * 1e6:.1f} us, receive "
