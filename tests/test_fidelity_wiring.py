@@ -404,9 +404,12 @@ def test_fidelity_sweep_end_to_end(lab, tmp_path):
     assert json.loads(report.read_text())["setting"]["cores"] == 1
     (comm,) = list((lab.cwd / "cache").rglob("comm.json"))
     fit = json.loads(comm.read_text())
-    assert fit["setting"] == "worker" and fit["send_overhead_s"] > 0 and fit["recv_overhead_s"] > 0
-    # the experiment's comm_calibration=auto is PyTorch's in-step calibration in the workers' setting
-    assert fit["calibration"] == "in_step" and fit["pingpong_latency_s"] > 0 and fit["latency_s"] > 0
+    # the experiment's comm_calibration=auto is PyTorch's in-step calibration in the workers' setting: the
+    # latency and the per-message times are fitted on a grid that starts at 0, and a noisy tiny calibration can
+    # land there (latency 0.0 in one CI run), so the fitted values are only checked to be in the grid's domain;
+    # the ping-pong's latency is measured and positive
+    assert fit["setting"] == "worker" and fit["calibration"] == "in_step" and fit["pingpong_latency_s"] > 0
+    assert all(0 <= fit[k] < 1 for k in ("latency_s", "send_overhead_s", "recv_overhead_s"))
 
     from orchestrator.report import main
 
