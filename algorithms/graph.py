@@ -700,9 +700,14 @@ def _clear_nx_cache(g: nx.DiGraph) -> None:
 
 def _read_json(path: str | os.PathLike) -> Any:
     """Parse a UTF-8 JSON file with orjson, and with the standard library what orjson refuses (the NaN and
-    Infinity literals Python's json accepts, invalid JSON) so that errors and results stay `json.load`'s."""
+    Infinity literals Python's json accepts, invalid JSON) so that errors and results stay `json.load`'s.
+    A gzip file (its magic bytes, whatever its name) is decompressed first."""
     with open(path, "rb") as f:
         raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        import gzip
+
+        raw = gzip.decompress(raw)
     text = raw.decode("utf-8")  # a UnicodeDecodeError names the byte, as json.load's would
     try:
         return orjson.loads(text)

@@ -4,6 +4,7 @@ machine, result.json and MLflow report `ccr`, `regime=here` keeps the measured s
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +49,33 @@ def test_regime_hits_the_target_ccr_end_to_end(lab):
     assert "regime" not in here and here["devices"] == ["cpu0", "cpu1", "cpu2", "cpu3"]
     # the synthetic graph is not profiled: its CCR here is the one the regime started from
     assert here["ccr"] == pytest.approx(reg["ccr_here"])
+
+
+def test_a_fixed_compute_scale_needs_no_target_and_reads_a_gzipped_graph(lab):
+    """`regime.compute_scale=1` keeps the profile's compute (a GPU's, say) on the paper's machine: no target CCR
+    is looked up (a graph file has none), and the graph may be gzipped JSON."""
+    import gzip
+
+    from algorithms.ccr import graph_ccr
+    from algorithms.graph import OpGraph
+    from algorithms.workloads.synthetic import linreg_graph
+    from orchestrator.context import build_cluster
+
+    plain = lab.cwd / "lr.graph.json"
+    linreg_graph().save(plain)
+    packed = lab.cwd / "lr.graph.json.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert OpGraph.load(packed).to_dict() == OpGraph.load(plain).to_dict()
+
+    lab.run("+regime=celeritas", "regime.compute_scale=1", "model=graph_file", f"model.path={packed}", "placer=m_etf")
+    (out,) = lab.outputs()
+    res = json.loads((out / "result.json").read_text())
+    assert res["status"] == "ok" and res["regime"]["target_ccr"] is None and res["regime"]["compute_scale"] == 1.0
+    import yaml
+
+    conf = Path(__file__).resolve().parents[1] / "conf" / "regime" / "celeritas.yaml"
+    spec = yaml.safe_load(conf.read_text())["cluster"]
+    assert res["ccr"] == pytest.approx(graph_ccr(linreg_graph(), build_cluster(spec, "paper")), rel=1e-9)
+
+    p = lab.run("+regime=celeritas", "model=graph_file", f"model.path={packed}", "placer=m_etf", check=False)
+    assert p.returncode != 0 and "no target_ccr for model 'graph_file'" in p.stdout + p.stderr

@@ -11,7 +11,9 @@ the paper's machine as a model:
   profiling and the communication fit;
 * ``target_ccr``: the paper's CCR of each model ({model choice or model name: CCR}; Celeritas Table 2), and
   ``compute_scale``: ``auto`` (the factor s that gives the graph the target CCR on the regime's cluster:
-  s = CCR(graph, regime cluster) / target, `algorithms.ccr.compute_scale_for_ccr`) or a number;
+  s = CCR(graph, regime cluster) / target, `algorithms.ccr.compute_scale_for_ccr`) or a number (then no
+  target is looked up and result.json's ``target_ccr`` is null: ``compute_scale=1`` keeps a profile measured on
+  the paper's kind of device, e.g. experiments/data/h100/'s GPU profiles, as it is);
 * every op's measured compute time is multiplied by s (memory and tensor bytes stay as measured);
 * ``run_model: false``: the placed model is not run here (the measured step would be this machine's, not the
   paper machine's); the step is the simulator's prediction.
@@ -94,10 +96,11 @@ def apply_regime(
     if r is None:
         return graph, pkey, cluster
     paper = regime_cluster(r, ctx.cfg.cluster)
-    target = target_for(r, ctx.choices.get("model"), ctx.cfg.model.get("name"))
     scale_cfg = r.get("compute_scale", "auto")
+    # a fixed factor needs no target (e.g. 1: compute as profiled, a GPU's profile on the paper's links)
+    target = target_for(r, ctx.choices.get("model"), ctx.cfg.model.get("name")) if scale_cfg == "auto" else None
     ccr_here = graph_ccr(graph, cluster)
-    if scale_cfg == "auto":
+    if target is not None:
         scale = compute_scale_for_ccr(graph, paper, target)
     else:
         try:
@@ -128,12 +131,12 @@ def apply_regime(
     metrics["regime.compute_scale"] = scale
     metrics["regime.ccr_here"] = ccr_here
     log.info(
-        "regime %s: CCR here %.4g on %s; compute x %.4g gives CCR %.4g on the paper's machine (target %.4g)",
+        "regime %s: CCR here %.4g on %s; compute x %.4g gives CCR %.4g on the paper's machine (target %s)",
         info["name"],
         ccr_here,
         cluster.name,
         scale,
         info["ccr"],
-        target,
+        "none: a fixed factor" if target is None else f"{target:.4g}",
     )
     return scaled, res.key, paper
