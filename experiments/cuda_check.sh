@@ -3,6 +3,9 @@
 # one GPU, the CUDA-marked tests, whether NCCL takes two ranks on one GPU, and the sweep on two GPUs where there
 # are two (or where NCCL takes two ranks on one). Writes its logs and the sweeps' JSON under $1 (default
 # ./cuda_check). Needs the project's Python dependencies importable (hydra-core, omegaconf, orjson, scipy, ...).
+# First, Celeritas' Table 2 / Table 5 / Figure 5 at the paper's sizes with GPU op times
+# (experiments/celeritas_gpu.py; its profiled graphs land in $1/celeritas_graphs.tar).
+# TWO_RANKS_ON_ONE_GPU=skip leaves out the NCCL two-ranks-on-one-GPU probe (NCCL 2.28 refused it).
 #     bash experiments/cuda_check.sh /tmp/cuda_check
 set -u
 out=${1:-cuda_check}
@@ -11,14 +14,18 @@ export PYTHONUNBUFFERED=1
 models="mlp_tiny gnmt_tiny transformer_tiny inception_v3_tiny"
 nvidia-smi -L | tee "$out/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version(), torch.cuda.get_device_name(), torch.cuda.device_count(), 'GPUs')" | tee -a "$out/gpu.txt"
+graphs=$(mktemp -d)
+timeout "${CELERITAS_TIMEOUT:-300}" python3 experiments/celeritas_gpu.py --json "$out/celeritas_gpu.json" \
+    --graphs "$graphs" --budget-s "${CELERITAS_BUDGET:-200}" 2>&1 | grep -v "it/s\]" | tee "$out/celeritas_gpu.txt"
+tar -cf "$out/celeritas_graphs.tar" -C "$graphs" .
 timeout "${FIDELITY_TIMEOUT:-280}" python3 experiments/fidelity.py --models $models --placers single --clusters gpu1 \
     --warmup 5 --steps 30 --rounds 2 --json "$out/fidelity_gpu1.json" 2>&1 | grep -v "it/s\]" | tee "$out/fidelity_gpu1.txt"
-timeout 150 python3 -m pytest -q -p no:cacheprovider -m cuda tests/backends/test_torch_distributed.py \
+timeout "${PYTEST_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider -m cuda tests/backends/test_torch_distributed.py \
     tests/backends/test_torch_runtime.py 2>&1 | tee "$out/pytest_cuda.txt"
 two=0
 if [ "$(python3 -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
     two=1
-else
+elif [ "${TWO_RANKS_ON_ONE_GPU:-try}" != skip ]; then
     timeout 60 python3 -c "
 from backends.torch.distributed import nccl_pingpong
 print('two NCCL ranks on one GPU:', nccl_pingpong([1024, 1 << 20], 2, 50))" > "$out/nccl_one_gpu.txt" 2>&1 && two=1
