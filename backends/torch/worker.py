@@ -10,6 +10,7 @@ import io
 import os
 import pickle
 import socket
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -174,7 +175,9 @@ def spawn_and_collect(
     exits with an error or without reporting, or when `timeout_s` passes; terminates what is left running."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    pc = mp.start_processes(main, args=(*args, results), nprocs=n, join=False, start_method="spawn")
+    pc = mp.start_processes(
+        _child, args=(main, os.getpid(), *args, results), nprocs=n, join=False, start_method="spawn"
+    )
     reports: dict[int, dict[str, Any]] = {}
     deadline = time.monotonic() + timeout_s
     try:
@@ -205,6 +208,31 @@ def spawn_and_collect(
         for p in pc.processes:
             p.join(timeout=10)
     return reports
+
+
+def _child(rank: int, main: Any, parent_pid: int, *args: Any) -> None:
+    """Entry of every process `spawn_and_collect` starts: tied to the parent's life, then ``main(rank, *args)``."""
+    die_with_parent(parent_pid)
+    main(rank, *args)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Linux: have the kernel SIGKILL this process when its parent dies (``prctl(PR_SET_PDEATHSIG)``), and exit
+    now if the parent is already gone. torch's spawn wrapper asks for SIGINT, which a process started in a
+    shell's background (``nohup ... &``) ignores, and so do its children: a parent killed by a signal (no
+    ``finally`` runs) left its workers running, holding cores and ports. Elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:
+        os._exit(1)
 
 
 def free_port() -> int:
