@@ -315,3 +315,38 @@ def test_placement_time_is_the_cpu_time_where_the_run_recorded_it():
     old = _rows({"celeritas": 5.0}).assign(**{"metrics.placement_time_s": 5.0, "metrics.placement_cpu_s": math.nan})
     both = pd.concat([new, old])
     assert newest(both, ("placer",), PLACEMENT_TIME) == {"m_sct": 2.0, "celeritas": 5.0}
+
+
+def test_h100_entries_read_their_own_graphs_runs():
+    """The H100 entries (celeritas_large_h100) read the runs of their model's graph file only; an entry's own id
+    selects it alone."""
+    assert [e.id for e in select("celeritas-t2")] == ["celeritas-t2"]
+    (t3,) = select("celeritas-t3-nmt-h100")
+    (t2,) = select("celeritas-t2-h100")
+    path = {m: f"experiments/data/h100/{g}.json.gz" for m, g in
+            {"transformer": "transformer_b128", "gnmt": "gnmt_b512", "inception_v3": "inception_v3_b128"}.items()}  # fmt: skip
+    rows = [("gnmt", "metis", 0.38, 75.7), ("gnmt", "celeritas", None, 75.7), ("transformer", "metis", 0.98, 46.0),
+            ("inception_v3", "metis", 0.2, 78.4)]  # fmt: skip
+    df = pd.DataFrame(
+        [
+            {
+                "params.model": "graph_file",
+                "params.model.path": path[m],
+                "params.placer": pl,
+                "params.regime": "celeritas",
+                "metrics.predicted_step_s": step,
+                "metrics.ccr": ccr,
+                "tags.status": "ok" if step is not None else "oom",
+                "start_time": 10 - i,
+                "experiment_name": "celeritas_large_h100",
+            }
+            for i, (m, pl, step, ccr) in enumerate(rows)
+        ]
+    )
+    s = score_entry(t3, df)
+    # NMT's METIS (0.38 s), not the Transformer's (0.98 s); Celeritas ran out of memory there
+    assert s.lab["metis"] == pytest.approx(0.38) and set(s.lab) <= {"metis", "celeritas"}
+    assert s.lab.get("celeritas") is None
+    s2 = score_entry(t2, df)
+    assert s2.lab == pytest.approx({"gnmt": 75.7, "transformer": 46.0, "inception_v3": 78.4})
+    assert s2.verdict == "partly"  # every CCR >= 10, the order against the paper's

@@ -43,6 +43,7 @@ class Entry:
     script: str | None = None  # --run runs this script (repo-relative) instead of the presets' sweeps
     seed: str | None = None  # param naming the run's seed: lab values are the mean over seeds (spread reported)
     derive_reason: Callable[[Values, Any], str] | None = None  # reason text computed from the lab's figures
+    rows: Callable[[Any], Any] | None = None  # the preset's runs this entry reads (default: all of them)
 
 
 def _newest(

@@ -48,8 +48,27 @@ from .papers_thesis import thesis_entries
 from .reasons import REASONS
 
 B, C = "baechi", "celeritas"  # the regimes of the Baechi and Celeritas presets (conf/regime/)
+#: the paper-size models profiled on an H100 (experiments/celeritas_gpu.py; celeritas_large_h100 in PRESET_RUNS)
+H100 = "experiments/data/h100"
+H100_GRAPHS = {"transformer": "transformer_b128", "gnmt": "gnmt_b512", "inception_v3": "inception_v3_b128"}
 PL = ("placer",)
 T2_LIMITS = {"inception_v3": 10.0, "gnmt": 48.0}  # Baechi Table 2: m-SCT's worst placement times
+
+
+def _h100(model: str) -> dict[str, str]:
+    """The run condition of the H100-profiled graph of `model` (its file, as the preset names it)."""
+    return {"model.path": f"{H100}/{H100_GRAPHS[model]}.json.gz"}
+
+
+def _ccr_h100(df: Any) -> dict[str, float | None]:
+    """Table 2 with the H100's compute: each graph's CCR on the paper's links, compute as profiled (scale 1)."""
+    out: dict[str, float | None] = {}
+    for model in H100_GRAPHS:
+        rows = where(df, _h100(model))
+        vals = [float(x) for x in rows.get("metrics.ccr", []) if x == x] if len(rows) else []
+        if vals:
+            out[model] = vals[0]
+    return out
 
 
 def _baechi_t3_gnmt_values(df: Any) -> dict[str, float | None]:
@@ -197,6 +216,42 @@ def _entries() -> list[Entry]:
             check=_ccr_check,
             derive_reason=lambda v, df: ccr_here_reason(v, where(df, {"regime": C})),
             higher_is_better=True,
+        ),
+        Entry(
+            "celeritas-t2-h100",
+            "Celeritas",
+            "Table 2 (5.1.1): CCR of the original graphs, paper-size models profiled on an H100",
+            "CCR (eq. 1) on the paper's PCIe links with the op times measured on one H100 (no scaling)",
+            "the original graphs have CCR 18.6-112 (>= 10, well above classic scheduling's)",
+            {"transformer": 111.957, "inception_v3": 33.118, "gnmt": 18.630},
+            experiments=("celeritas_large_h100",),
+            lab_values=_ccr_h100,
+            check=_ccr_check,
+            higher_is_better=True,
+        ),
+        Entry(
+            "celeritas-t3-transformer-h100",
+            "Celeritas",
+            "Table 3 (6.4.1): Transformer step time, 4 GPUs, the paper-size Transformer profiled on an H100",
+            "step time (s), OOM",
+            "Celeritas the fastest placement (22% ahead of m-SCT, 6% of Order-Place)",
+            {"metis": None, "m_topo": None, "m_etf": 8.613, "m_sct": 8.411, "order_place": 6.935, "celeritas": 6.536},
+            experiments=("celeritas_large_h100",),
+            rows=lambda df: where(df, _h100("transformer")),
+            lab_values=_newest(PL, "predicted_step_s"),
+            check=_celeritas_best,
+        ),
+        Entry(
+            "celeritas-t3-nmt-h100",
+            "Celeritas",
+            "Table 3 (6.4.1): NMT step time, 4 GPUs, the paper-size NMT profiled on an H100",
+            "step time (s), OOM",
+            "Metis and Baechi OOM; Celeritas the fastest of those that fit",
+            {"metis": None, "m_topo": None, "m_etf": None, "m_sct": None, "order_place": 9.117, "celeritas": 9.099},
+            experiments=("celeritas_large_h100",),
+            rows=lambda df: where(df, _h100("gnmt")),
+            lab_values=_newest(PL, "predicted_step_s"),
+            check=_celeritas_best,
         ),
         Entry(
             "celeritas-t3-transformer",
