@@ -323,8 +323,9 @@ def test_h100_entries_read_their_own_graphs_runs():
     assert [e.id for e in select("celeritas-t2")] == ["celeritas-t2"]
     (t3,) = select("celeritas-t3-nmt-h100")
     (t2,) = select("celeritas-t2-h100")
-    path = {m: f"experiments/data/h100/{g}.json.gz" for m, g in
-            {"transformer": "transformer_b128", "gnmt": "gnmt_b512", "inception_v3": "inception_v3_b128"}.items()}  # fmt: skip
+    from orchestrator.reproduce.papers import H100, H100_GRAPHS
+
+    path = {m: f"{H100}/{g}.json.gz" for m, g in H100_GRAPHS.items()}
     rows = [("gnmt", "metis", 0.38, 75.7), ("gnmt", "celeritas", None, 75.7), ("transformer", "metis", 0.98, 46.0),
             ("inception_v3", "metis", 0.2, 78.4)]  # fmt: skip
     df = pd.DataFrame(
