@@ -51,6 +51,7 @@ def test_regime_hits_the_target_ccr_end_to_end(lab):
     assert here["ccr"] == pytest.approx(reg["ccr_here"])
 
 
+@pytest.mark.slow
 def test_a_fixed_compute_scale_needs_no_target_and_reads_a_gzipped_graph(lab):
     """`regime.compute_scale=1` keeps the profile's compute (a GPU's, say) on the paper's machine: no target CCR
     is looked up (a graph file has none), and the graph may be gzipped JSON."""
