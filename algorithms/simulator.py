@@ -22,6 +22,13 @@ Model
   (the operating system time-slices the workers; at the granularity of ops, turn-taking gives each the same
   share). When cores free up, the device that took its turn least recently goes first (round robin).
   Without oversubscription (or without ``host_cores``) nothing changes.
+  A message to a device whose core is shared is *read* only when that core idles (``shared_core_reads=
+  "when_idle"``, the default): the process-per-device runtime's transport threads run at the idle scheduling
+  class (`backends.torch.worker.lower_transport_threads`), so while the worker that shares the core has ops to
+  run, the arrived bytes wait in the socket and the receiver's consumer is not ready. The read happens at the
+  first moment no op runs on the core (the end of an op after which no device of that core can start one).
+  ``"at_arrival"`` reads at arrival (transport threads at a normal priority). On an unshared core the two are
+  the same: a device that waits for an input leaves its core idle.
 * Per-message processor time (issue 16, optional, 0 by default): a real runtime spends processor time on
   each send and each receive (the process-per-device runtime: an ``isend`` right after the producing op; every
   ``irecv`` posted once per step, and the arrival read by gloo's transport thread while the worker waits for
@@ -74,6 +81,8 @@ from .placement import Placement, Schedule, check_schedule
 from .sim_result import OOMEvent, SimResult
 
 _FINISH, _ARRIVE = 0, 1
+#: when a message to a device on a shared host core is read (`simulate(shared_core_reads=...)`)
+SHARED_CORE_READS = ("when_idle", "at_arrival")
 
 #: A static order of at least this many ops is simulated by the compiled loop (`algorithms.sim_kernel`; numba
 #: installed, no shared host cores, message overheads or recorded decisions): the same result, several times
@@ -105,6 +114,7 @@ def simulate(
     send_overhead_s: float = 0.0,
     recv_overhead_s: float = 0.0,
     recv_buffers: str = "arrival",
+    shared_core_reads: str = "when_idle",
 ) -> SimResult:
     """Simulate one training step of `graph` placed by `placement` on `cluster`.
 
@@ -115,10 +125,13 @@ def simulate(
     `send_overhead_s` / `recv_overhead_s`: processor time a device spends per message it sends / receives
     (see the module docstring; 0 by default). `recv_buffers`: when a received copy's memory is taken,
     ``"arrival"`` (the default, the placers' model) or ``"step_start"`` (a runtime that posts every receive, with
-    its buffer, before the step starts, as the process-per-device runtime does on gloo).
+    its buffer, before the step starts, as the process-per-device runtime does on gloo). `shared_core_reads`:
+    when a message to a device on a shared core is read, ``"when_idle"`` or ``"at_arrival"`` (module docstring).
     """
     if recv_buffers not in ("arrival", "step_start"):
         raise InvalidCluster(f"recv_buffers must be 'arrival' or 'step_start', got {recv_buffers!r}")
+    if shared_core_reads not in SHARED_CORE_READS:
+        raise InvalidCluster(f"shared_core_reads must be one of {list(SHARED_CORE_READS)}, got {shared_core_reads!r}")
     if send_overhead_s < 0 or recv_overhead_s < 0:
         raise InvalidCluster(f"message overheads must be >= 0, got {send_overhead_s!r}, {recv_overhead_s!r}")
     assign = placement.assignment if isinstance(placement, Placement) else placement
@@ -151,6 +164,13 @@ def simulate(
         if oversubscription(cluster, int(host_cores)) > 1:
             core_sets = worker_cores(cluster, range(int(host_cores)))
     core_free = [0.0] * (int(host_cores) if host_cores is not None and core_sets is not None else 0)
+    # devices whose worker shares a core with another device's: their messages wait for an idle core
+    deferred_reads = [False] * nd
+    if core_sets is not None and shared_core_reads == "when_idle":
+        for d in range(nd):
+            deferred_reads[d] = any(set(core_sets[d]) & set(core_sets[e]) for e in range(nd) if e != d)
+    pending: list[list[int]] = [[] for _ in range(nd)]  # arrived, unread messages (producers) per device
+    n_pending = 0
     last_turn = [-math.inf] * nd  # when each device last took its cores: the longest-waiting device goes first
 
     # static order or policy
@@ -338,6 +358,15 @@ def simulate(
                 alloc(d, temp[i] + outb[i], t, i)
             heapq.heappush(events, (e, _FINISH, i, 0))
 
+    def read(i: int, dj: int, t: float) -> None:
+        """Op i's value is read on device dj at t: its buffer and its consumers there."""
+        recv_ref[(i, dj)] = len(remote[i][dj][1])
+        if not buffers_up_front:
+            alloc(dj, copyb[i], t, i)
+        release_home(i, t)
+        for j in remote[i][dj][1]:
+            input_arrived(j, t)
+
     def release_home(i: int, t: float) -> None:
         home_ref[i] -= 1
         if home_ref[i] == 0:
@@ -390,13 +419,26 @@ def simulate(
                     heapq.heappush(events, (s0 + dt, _ARRIVE, i, dj))
             else:
                 i, dj = a, b
-                recv_ref[(i, dj)] = len(remote[i][dj][1])
-                if not buffers_up_front:
-                    alloc(dj, copyb[i], t, i)
-                release_home(i, t)
-                for j in remote[i][dj][1]:
-                    input_arrived(j, t)
+                if deferred_reads[dj] and any(core_free[c] > t for c in core_sets[dj]):  # type: ignore[index]
+                    pending[dj].append(i)  # the core is busy: the idle-class transport thread waits
+                    n_pending += 1
+                    continue
+                read(i, dj, t)
         dispatch(t)
+        while n_pending:  # cores left idle after the dispatch read their waiting messages, then dispatch again
+            idle = [
+                d
+                for d in range(nd)
+                if pending[d] and all(core_free[c] <= t for c in core_sets[d])  # type: ignore[index]
+            ]
+            if not idle:
+                break
+            for d in idle:
+                for i in pending[d]:
+                    read(i, d, t)
+                n_pending -= len(pending[d])
+                pending[d] = []
+            dispatch(t)
 
     if done[0] < n:
         _raise_deadlock(

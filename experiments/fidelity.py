@@ -42,6 +42,51 @@ MODELS = ["mlp_tiny", "gnmt_tiny", "transformer_tiny", "inception_v3_tiny"]
 PLACERS = ["single", "expert", "m_topo", "m_etf", "m_sct", "celeritas", "heft"]
 
 
+def predict(
+    graph: Any,
+    assignment: dict[str, str],
+    sched: Any,
+    host_cores: int | None,
+    buffers: str,
+    cluster: Any,
+    costs: tuple[float, float],
+    reads: str,
+    **kw: Any,
+) -> Any:
+    """The simulator's step of the workers: per-message `costs` (send, receive), `reads` on shared cores."""
+    from algorithms.simulator import simulate
+
+    return simulate(
+        graph,
+        cluster,
+        assignment,
+        sched,
+        host_cores=host_cores,
+        shared_core_reads=reads,
+        send_overhead_s=costs[0],
+        recv_overhead_s=costs[1],
+        recv_buffers=buffers,
+        **kw,
+    )
+
+
+def core_switches(sim: Any, cluster: Any, host_cores: int | None) -> int:
+    """How often a shared host core passes from one device's worker to another's in the simulated step: per core,
+    the ops of the devices pinned to it in start order, counting changes of device (0 when no core is shared).
+    What a per-switch cost would multiply; for the cpu4 analysis in docs/fidelity.md."""
+    from algorithms.cluster import oversubscription, worker_cores
+
+    if host_cores is None or oversubscription(cluster, host_cores) <= 1:
+        return 0
+    cores = worker_cores(cluster, range(host_cores))
+    n = 0
+    for c in range(host_cores):
+        devs = {k for k, cs in enumerate(cores) if c in cs}
+        seq = sorted((sim.start[i], sim.device_of[i]) for i in range(len(sim.names)) if sim.device_of[i] in devs)
+        n += sum(1 for (_, a), (_, b) in zip(seq, seq[1:]) if a != b)
+    return n
+
+
 def compose_cfg(model: str, cluster: str, placer: str) -> Any:
     from hydra import compose, initialize_config_dir
 
@@ -247,40 +292,17 @@ def run(
             mean_graph = mean_profile(profiled)
             # the gloo workers post every receive before the step; NCCL workers when a value is first needed
             buffers = "arrival" if cuda else "step_start"
+            # idle-class transport threads read a message on a shared core only when it idles (simulator)
+            reads = "when_idle" if transport_priority == "idle" else "at_arrival"
             for placer_name, placement in placements.items():
                 sched = order_for(mean_graph, cluster, placement)
-                sim = simulate(
-                    mean_graph,
-                    cluster,
-                    placement.assignment,
-                    sched,
-                    host_cores=None if cuda else host,
-                    send_overhead_s=send_s,
-                    recv_overhead_s=recv_s,
-                    recv_buffers=buffers,
-                )
-                sim_bench = simulate(
-                    mean_graph,
-                    bench_cluster,
-                    placement.assignment,
-                    sched,
-                    host_cores=None if cuda else host,
-                    send_overhead_s=bench_costs[0],
-                    recv_overhead_s=bench_costs[1],
-                    recv_buffers=buffers,
-                    record_memory=False,
-                )
-                sim_fixed = simulate(
-                    mean_graph,
-                    bench_cluster,
-                    placement.assignment,
-                    sched,
-                    host_cores=None if cuda else host,
-                    send_overhead_s=fixed_costs[0],
-                    recv_overhead_s=fixed_costs[1],
-                    recv_buffers=buffers,
-                    record_memory=False,
-                )
+                at = (mean_graph, placement.assignment, sched, None if cuda else host, buffers)
+                sim = predict(*at, cluster, (send_s, recv_s), reads)
+                sim_bench = predict(*at, bench_cluster, bench_costs, reads, record_memory=False)
+                sim_fixed = predict(*at, bench_cluster, fixed_costs, reads, record_memory=False)
+                # shared cores: the other reading rule, for comparison (the same as `sim` when no core is shared)
+                other = "at_arrival" if reads == "when_idle" else "when_idle"
+                sim_other_reads = predict(*at, cluster, (send_s, recv_s), other, record_memory=False)
                 sim_sync = (
                     simulate(sync_graph, cluster, placement.assignment, sched, record_memory=False)
                     if sync_graph is not None
@@ -299,6 +321,9 @@ def run(
                         "predicted_s": sim.makespan,
                         "predicted_benchmark_s": sim_bench.makespan,
                         "predicted_fixed_latency_s": sim_fixed.makespan,
+                        "shared_core_reads": reads,
+                        "core_switches": core_switches(sim, cluster, None if cuda else host),
+                        "predicted_other_reads_s": sim_other_reads.makespan,
                         "device": "cuda" if cuda else "cpu",
                         # GPU: the ops timed between synchronisations (`profile_graph`), for comparison
                         "predicted_sync_s": sim_sync.makespan if sim_sync is not None else None,
@@ -337,6 +362,8 @@ def run(
                     f"[benchmark costs: pred={r['predicted_benchmark_s'] * 1e3:8.3f} ms "
                     f"err={100 * (r['predicted_benchmark_s'] / r['measured_s'] - 1):+6.1f}%]  "
                     f"[ping-pong latency: err={100 * (r['predicted_fixed_latency_s'] / r['measured_s'] - 1):+6.1f}%]  "
+                    f"[reads {'at arrival' if reads == 'when_idle' else 'when idle'}: "
+                    f"err={100 * (r['predicted_other_reads_s'] / r['measured_s'] - 1):+6.1f}%]  "
                     f"msgs={r['transfers']}  "
                     f"mem pred/meas={r['predicted_peak']:.3g}/{r['measured_peak']:.3g} B  correct={r['correct']}  "
                     f"others' share of the cores {_shares(r['interference'])}"
