@@ -141,3 +141,33 @@ def test_small_graphs_run_in_python(monkeypatch):
     monkeypatch.setattr(icp, "COMPILED_MIN_OPS", None)
     g = level_dag(levels=200, min_nodes_per_level=4, max_nodes_per_level=12, training=True, seed=1)
     IteratedCriticalPathPlacer().place(g, cl)
+
+
+def test_recompute_set_pops_in_increasing_order():
+    """The three-level bitset of the ops to recompute, over 2,000,000 positions (all three levels and the
+    top-level cursor in use): pushes only after the last pop, as the kernel makes them, pop in sorted order."""
+    import numpy as np
+
+    n = 2_000_000
+    w0 = (n + 63) >> 6
+    w1 = (w0 + 63) >> 6
+    b0, b1, b2 = np.zeros(w0, np.uint64), np.zeros(w1, np.uint64), np.zeros((w1 + 63) >> 6, np.uint64)
+    rng = random.Random(5)
+    for _ in range(3):
+        want = set(rng.sample(range(n), 300)) | {0, 63, 64, 4095, 4096, 262143, 262144, n - 1}
+        for i in want:
+            icp_kernel._set_add(b0, b1, b2, i)
+            assert icp_kernel._set_has(b0, i)
+        got, k2 = [], 0
+        while len(got) < len(want):
+            x = icp_kernel._set_pop_min(b0, b1, b2, k2)
+            assert not icp_kernel._set_has(b0, x)
+            k2 = x >> 18
+            got.append(x)
+            if rng.random() < 0.3 and x + 1 < n:  # a successor pushed during the recomputations
+                y = rng.randrange(x + 1, n)
+                if y not in want:
+                    want.add(y)
+                    icp_kernel._set_add(b0, b1, b2, y)
+        assert got == sorted(want)
+        assert not b0.any() and not b1.any() and not b2.any()

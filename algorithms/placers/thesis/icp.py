@@ -8,7 +8,7 @@ from types import ModuleType
 
 from ...base import Placer
 from ...cluster import Cluster
-from ...graph import OpGraph
+from ...graph import OpGraph, gc_paused
 from ...placement import Placement
 from .common import AssignState, Unit, build_units, operations_source_rank
 
@@ -75,6 +75,7 @@ class IteratedCriticalPathPlacer(Placer):
 
     name = "icp"
 
+    @gc_paused()  # units, sets and lists by the million, no cycles; the collector would walk the graph each time
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         kernel = _kernel(graph)
         if kernel is None:
