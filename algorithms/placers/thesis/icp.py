@@ -15,9 +15,9 @@ from .common import AssignState, Unit, build_units, operations_source_rank
 log = logging.getLogger(__name__)
 
 #: Graphs of at least this many ops are placed by the compiled loop (`icp_kernel`, numba installed): the same
-#: placement, the loop about 13 times faster (the whole placer 7 times at 100K ops: building the units and the
-#: placement stay in Python); smaller ones by `_place_python`, which needs no compiled code loaded.  Set to None
-#: to always use the Python code.
+#: placement, the whole placer 9-10 times faster at 10^5-10^6 ops (building the units and the placement stay in
+#: Python; docs/scale.md, "ICP compiled"); smaller ones by `_place_python`, which needs no compiled code loaded.
+#: Set to None to always use the Python code.
 COMPILED_MIN_OPS: int | None = 2000
 
 
@@ -68,8 +68,8 @@ class IteratedCriticalPathPlacer(Placer):
     dropped rank saves only ~4% of them), so ICP is linear. Memory O(V + E).
 
     Implementation (issue 22): graphs of `COMPILED_MIN_OPS` ops or more run the same loop compiled with numba
-    (`icp_kernel`, over arrays: about 0.2 us per rank recomputation, heap operations included, against 2.5 us
-    in Python, on the 100K-op benchmark graph), smaller ones `_place_python`; both give the same placement
+    (`icp_kernel`, over arrays: about 0.2 us per rank recomputation, its queueing included, against 2.5 us in
+    Python, on the 100K-op benchmark graph), smaller ones `_place_python`; both give the same placement
     (tests/test_icp_kernel.py compares them).
     """
 
