@@ -102,3 +102,17 @@ def test_in_step_calibration_explains_its_own_placed_steps():
     worst_without = max(abs(r["predicted_without_costs_s"] - r["measured_s"]) / r["measured_s"] for r in cal.placements)
     worst_with = max(abs(r["predicted_s"] - r["measured_s"]) / r["measured_s"] for r in cal.placements)
     assert worst_with <= worst_without
+
+
+def test_workers_that_share_cores_calibrate_together():
+    """On a cluster whose workers share host cores (cpu4 on two cores) the calibration runs every device, so
+    that a message's cost on a shared core is in the fit; elsewhere one pair of workers, as the benchmark."""
+    from backends.torch.calibrate import calibration_cluster
+
+    cpu4 = uniform_cluster(4)
+    assert calibration_cluster(cpu4, 2).names == cpu4.names  # 4 one-core devices on 2 cores
+    assert calibration_cluster(cpu4, 4).names == cpu4.names[:2]  # a core each
+    assert calibration_cluster(cpu4, 2, "pair").names == cpu4.names[:2]
+    assert calibration_cluster(cpu4, 4, "all").names == cpu4.names
+    with pytest.raises(ConfigError, match="'auto', 'pair' or 'all'"):
+        calibration_cluster(cpu4, 2, "some")

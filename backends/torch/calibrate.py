@@ -26,6 +26,14 @@ is piecewise linear in the two, so a grid search is robust where a gradient meth
 better, the one-dimensional fit with the ping-pong's latency kept (the error is not convex in the two). The
 fit and its residual are logged and returned.
 
+Which workers: the first two devices, one pair of workers on cores of their own, as the benchmark runs, or,
+where the cluster's workers share host cores (`algorithms.cluster.oversubscription` > 1, cpu4 on two cores),
+every device of the cluster (``devices="all"``, the default ``"auto"`` chooses it there): op k then goes on
+device ``(k // B) % n``, the workers share their cores as a placed run's do, and the fitted per-message time
+includes what a message costs on a shared core (the wake-ups and switches between two busy workers, which the
+simulator's turn-taking does not charge). Measured on cpu4 (docs/fidelity.md, session 14): the pair's fit gave
+8-18 us per message and under-predicted the multi-device placements by 25-40 %.
+
 A choice: a single (send, receive) pair for every message, whatever its size (the bytes are in the hop's
 ``bytes / bandwidth``), as the simulator models it; what this pair absorbs beyond gloo's own work (the
 blocking that a receive forces on a busy worker, the pair-lock contention between ``isend`` and the transport
@@ -41,7 +49,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from algorithms.cluster import Cluster
+from algorithms.cluster import Cluster, oversubscription
+from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 from backends.calibration import (
     CALIBRATION_MODEL,
@@ -71,6 +80,16 @@ def predict(
     return gloo_predictor(graph, host_cores)(cluster, placement, schedule, send_s, recv_s)
 
 
+def calibration_cluster(cluster: Cluster, host_cores: int, devices: str = "auto") -> Cluster:
+    """The devices the calibration runs on: the first two (``"pair"``), all of them (``"all"``), or ``"auto"``:
+    all where the cluster's workers share the `host_cores` (module docstring), else the pair."""
+    if devices not in ("auto", "pair", "all"):
+        raise ConfigError(f"calibration devices must be 'auto', 'pair' or 'all', got {devices!r}")
+    if devices == "auto":
+        devices = "all" if oversubscription(cluster, host_cores) > 1 else "pair"
+    return two_devices(cluster) if devices == "pair" else cluster
+
+
 def calibrate_in_step(
     cluster: Cluster,
     *,
@@ -83,23 +102,25 @@ def calibrate_in_step(
     timeout_s: float = 600.0,
     host_cores: int | None = None,
     send_share: float = 0.5,
+    devices: str = "auto",
 ) -> InStepCalibration:
     """Fit the per-message send / receive processor time from the runtime's own placed steps (module docstring).
 
     `cluster` must carry the communication fit's bandwidth already (`Cluster.with_comm`); the latency and the
     per-message processor time are fitted here (`fit_message_costs`), the latter split between sender and
     receiver by `send_share` (the busy benchmark's ratio, see `fit_message_costs`). `transport_policy`: the
-    runtime's ``transport_priority``. Only the first two devices are used (one pair of workers, as in the benchmark);
-    `host_cores` as for `simulate` (default: the host's)."""
+    runtime's ``transport_priority``. `devices`: ``"pair"`` (the first two devices, one pair of workers, as in the
+    benchmark), ``"all"`` (every device of the cluster) or ``"auto"`` (all where the workers share host cores,
+    else the pair; module docstring); `host_cores` as for `simulate` (default: the host's)."""
     import os
 
     from . import TorchBackend
     from .distributed import TorchDistributedRuntime
     from .profiler import profile_in_worker, worker_setting
 
-    pair = two_devices(cluster)
     if host_cores is None:
         host_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    pair = calibration_cluster(cluster, host_cores, devices)
     backend = TorchBackend(threads=1)
     model = backend.build(CALIBRATION_MODEL)
     graph = backend.capture(model)
@@ -133,6 +154,7 @@ __all__ = [
     "InStepCalibration",
     "block_placement",
     "calibrate_in_step",
+    "calibration_cluster",
     "fit_message_costs",
     "topo_schedule",
 ]
