@@ -292,8 +292,8 @@ def run(
             mean_graph = mean_profile(profiled)
             # the gloo workers post every receive before the step; NCCL workers when a value is first needed
             buffers = "arrival" if cuda else "step_start"
-            # idle-class transport threads read a message on a shared core only when it idles (simulator)
-            reads = "when_idle" if transport_priority == "idle" else "at_arrival"
+            # messages read on arrival; the other rule (read when a shared core idles) printed beside it
+            reads = "at_arrival"
             for placer_name, placement in placements.items():
                 sched = order_for(mean_graph, cluster, placement)
                 at = (mean_graph, placement.assignment, sched, None if cuda else host, buffers)

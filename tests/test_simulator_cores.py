@@ -146,14 +146,14 @@ def _message_into_a_busy_core() -> tuple[OpGraph, Any, dict[str, str]]:
 
 
 def test_a_message_to_a_shared_core_is_read_when_the_core_idles():
-    """Idle-class transport threads (the PyTorch workers' default): the bytes arrive at 0.6 s, but cpu2 keeps
-    the shared core busy until 3 s, so r is ready, and starts, only then."""
+    """Read when the core idles: the bytes arrive at 0.6 s, but cpu2 keeps the shared core busy until 3 s, so r
+    is ready, and starts, only then; read on arrival (the default), r takes its turn when m0 ends."""
     g, c, pl = _message_into_a_busy_core()
-    idle = simulate(g, c, pl, host_cores=2)
+    idle = simulate(g, c, pl, host_cores=2, shared_core_reads="when_idle")
     assert idle.start[idle.names.index("r")] == pytest.approx(3.0)
     assert idle.transfers[0][4] == pytest.approx(0.6)  # the transfer itself ends on arrival
     # read at arrival: r is ready at 0.6 and takes its turn when m0 ends (round robin)
-    now = simulate(g, c, pl, host_cores=2, shared_core_reads="at_arrival")
+    now = simulate(g, c, pl, host_cores=2)  # the default
     assert now.start[now.names.index("r")] == pytest.approx(1.0)
     # unshared cores (one per device): both rules read at arrival
     for rule in ("when_idle", "at_arrival"):

@@ -75,16 +75,6 @@ def fixed_step_s(ctx: JobContext, cluster: Cluster, assignment: dict[str, str]) 
     return profiler.fixed_step_s(ctx.profile, ctx.comm, len(set(assignment.values())))
 
 
-def shared_core_reads(ctx: JobContext) -> str:
-    """When the workers read a message on a shared core (`algorithms.simulator`): ``"when_idle"`` for PyTorch's
-    workers, whose gloo transport threads run at the idle class by default (`runtime.transport_priority`,
-    `backends.torch.worker.lower_transport_threads`), ``"at_arrival"`` otherwise (TensorFlow's gRPC threads,
-    or transport threads at a normal or nice priority)."""
-    backend = str(ctx.cfg.get("backend", {}).get("name", ""))
-    policy = str(ctx.cfg.get("runtime", {}).get("transport_priority", "idle"))
-    return "when_idle" if backend == "torch" and policy == "idle" else "at_arrival"
-
-
 def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | None = None) -> dict[str, Any]:
     """`simulate()` options for a job that predicts the process-per-device runtime's step (issue 16;
     `graph.predicts_workers`): `host_cores` (this host's cores, `n_host_cores` to override) when the cluster's
@@ -99,7 +89,6 @@ def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | No
     opts: dict[str, Any] = {}
     if oversubscription(cluster, n) > 1:
         opts["host_cores"] = int(n)
-        opts["shared_core_reads"] = shared_core_reads(ctx)
         log.info(
             "cluster %r asks for %d cores, the host has %d: the simulator lets devices that share a core take turns",
             cluster.name,
