@@ -145,8 +145,9 @@ REASONS: dict[str, str] = {
         "CPU op times at batch 16 are not linear in the profiled batch sizes 2-8 (cache and threading effects), "
         "where the paper's GPU times are closer to linear, so the deviations exceed the paper's 8-14%."
         " On an H100 at the paper's sizes (session 14, docs/experiments.md) the time deviations are 22-29% (62% "
-        "where a fresh process's first profile ran slow): half the CPU's, but small batches leave a GPU's kernels "
-        "partly idle, so GPU op times are not linear from 1/8 of the batch up either."
+        "where a fresh process's first profile ran slow), about what this CPU host gives (24-40% on 26 Nov, 52-55% "
+        "on 24 Nov): small batches leave a GPU's kernels partly idle, so GPU op times are not linear from 1/8 of "
+        "the batch up either."
     ),
     "celeritas-t5-memory": (
         "Memory estimates are exact here, since the captured tensor sizes are linear in the batch size by "
