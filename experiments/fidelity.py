@@ -70,6 +70,43 @@ def predict(
     )
 
 
+def save_case(
+    folder: Path,
+    model: str,
+    cluster_name: str,
+    placer: str,
+    at: tuple[Any, ...],
+    cluster: Any,
+    costs: tuple[float, float],
+) -> None:
+    """Write what `predict` was given for one run: the mean profile (``<model>_<cluster>.graph.json``, once per
+    model and cluster) and ``<model>_<cluster>_<placer>.case.json`` with the placement, the schedule, the
+    cluster with its fitted links, the per-message costs, the host cores and the receive buffers. The rows of
+    ``--json`` hold the measured steps to compare with."""
+    from algorithms.graph import atomic_write_json
+
+    graph, assignment, sched, host_cores, buffers = at
+    folder.mkdir(parents=True, exist_ok=True)
+    gpath = folder / f"{model}_{cluster_name}.graph.json"
+    if not gpath.exists():
+        graph.save(gpath)
+    order = sched if isinstance(sched, dict) else getattr(sched, "order", None)
+    case = {
+        "model": model,
+        "cluster_name": cluster_name,
+        "placer": placer,
+        "graph": gpath.name,
+        "placement": dict(assignment),
+        "schedule": {d: list(ops) for d, ops in order.items()} if order is not None else None,
+        "cluster": cluster.to_dict(),
+        "send_overhead_s": costs[0],
+        "recv_overhead_s": costs[1],
+        "host_cores": host_cores,
+        "recv_buffers": buffers,
+    }
+    atomic_write_json(folder / f"{model}_{cluster_name}_{placer}.case.json", case)
+
+
 def core_switches(sim: Any, cluster: Any, host_cores: int | None) -> int:
     """How often a shared host core passes from one device's worker to another's in the simulated step: per core,
     the ops of the devices pinned to it in start order, counting changes of device (0 when no core is shared).
@@ -150,6 +187,7 @@ def run(
     seed: int = 0,
     message_costs: str = "in_step",
     transport_priority: str = "idle",
+    save_cases: Path | None = None,
 ) -> list:
     """The sweep (see the module docstring). With ``rounds`` > 1 the model is profiled again in every round and
     every placement runs once per round, in a new random order each round: this machine's speed drifts by tens
@@ -157,6 +195,8 @@ def run(
     profile and one run per placement, taken minutes apart, compare two different machines. The prediction uses
     the mean of the rounds' profiles (placements are made on the first), the measured step is the median of
     every round's measured steps, and `profile_step_s` lists each round's single-device step (the drift).
+    `save_cases`: a folder that gets what the prediction of every run used (`save_case`), so that another model
+    of the runtime can be tried on the same measurements later without measuring again.
 
     `message_costs`: where the per-message send / receive processor time comes from: ``"in_step"`` (the
     default) fits it to the runtime's own placed steps of a synthetic calibration program
@@ -297,6 +337,8 @@ def run(
             for placer_name, placement in placements.items():
                 sched = order_for(mean_graph, cluster, placement)
                 at = (mean_graph, placement.assignment, sched, None if cuda else host, buffers)
+                if save_cases is not None:
+                    save_case(save_cases, model_name, cl_name, placer_name, at, cluster, (send_s, recv_s))
                 sim = predict(*at, cluster, (send_s, recv_s), reads)
                 sim_bench = predict(*at, bench_cluster, bench_costs, reads, record_memory=False)
                 sim_fixed = predict(*at, bench_cluster, fixed_costs, reads, record_memory=False)
@@ -460,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one placed run may take")
     ap.add_argument("--json", type=Path, default=None, help="write rows and summary here")
+    ap.add_argument("--save-cases", type=Path, default=None, help="write each run's prediction inputs here")
     ap.add_argument(
         "--autogroup-nice",
         type=int,
@@ -506,6 +549,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         message_costs=args.message_costs,
         transport_priority=args.transport_priority,
+        save_cases=args.save_cases,
     )
     summary = summarise(rows)
     print(

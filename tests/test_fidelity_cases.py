@@ -1,0 +1,44 @@
+"""experiments/fidelity.py --save-cases: what a run's prediction used, written so that it can be simulated again
+later with the same result (another model of the runtime tried on the same measurements)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from algorithms import simulate, uniform_cluster
+from algorithms.cluster import Cluster
+from algorithms.graph import OpGraph
+from algorithms.placement import topological_schedule
+
+
+def test_a_saved_case_simulates_to_the_same_step(tmp_path):
+    from experiments.fidelity import predict, save_case
+
+    g = OpGraph("g")
+    for k in range(6):
+        g.add_op(f"o{k}", compute_s=1e-3 * (k + 1), output_bytes=1e4)
+    for k in range(5):
+        g.add_edge(f"o{k}", f"o{k + 1}", bytes=1e4)
+    g.add_edge("o0", "o3", bytes=2e4)
+    cl = uniform_cluster(4, 8e9, latency_s=5e-5, bytes_per_s=3e9)
+    assign = {f"o{k}": f"cpu{k % 4}" for k in range(6)}
+    sched = topological_schedule(g, assign, cl.names)
+    at = (g, assign, sched, 2, "step_start")
+    want = predict(*at, cl, (1e-5, 2e-5), "at_arrival").makespan
+    save_case(tmp_path, "m", "cpu4", "p", at, cl, (1e-5, 2e-5))
+    case = json.loads((tmp_path / "m_cpu4_p.case.json").read_text())
+    g2 = OpGraph.load(tmp_path / case["graph"])
+    cl2 = Cluster.from_dict(case["cluster"], case["cluster_name"])
+    got = simulate(
+        g2,
+        cl2,
+        case["placement"],
+        case["schedule"],
+        host_cores=case["host_cores"],
+        send_overhead_s=case["send_overhead_s"],
+        recv_overhead_s=case["recv_overhead_s"],
+        recv_buffers=case["recv_buffers"],
+    ).makespan
+    assert got == pytest.approx(want, rel=1e-12)
