@@ -103,6 +103,7 @@ def place_graph(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any]
     cluster = stage_comm(ctx, cluster)
     graph, pkey, cluster = apply_regime(ctx, graph, pkey, cluster, result, metrics)
     graph.validate(cluster)
+    ctx.freeze_graph()  # the graph and its index live until the job ends: no collection walks them again
     need_fraction = cfg.cluster.get("need_fraction")
     if need_fraction is not None:
         cluster = memory_from_need(graph, cluster, float(need_fraction), result)
