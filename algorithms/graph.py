@@ -18,7 +18,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import networkx as nx
 import orjson  # a faster JSON codec for graphs and artifacts of 10^5-10^6 ops (issue 22); the formats are the same
@@ -175,19 +175,16 @@ class OpGraph:
         _clear_nx_cache(g)
         self._index = None
         for src, dst, b, control in edges:
-            try:
-                su = succ.get(src)
-                known_dst = dst in succ
-            except TypeError:  # an unhashable name (a list, an object) names no op
-                su, known_dst = (None, False) if not isinstance(src, str) else (succ.get(src), False)
-            if su is None or not known_dst:
-                end, role = (src, "source") if su is None else (dst, "destination")
-                raise InvalidGraph(f"edge {src!r} -> {dst!r}: unknown {role} op {end!r}")
+            try:  # both ends known: the usual case, two subscripts (issue 22: 3.4 x 10^6 edges at 10^6 ops)
+                su = succ[src]
+                pd = pred[dst]
+            except (KeyError, TypeError):
+                _raise_unknown_end(succ, src, dst)
             data = su.get(dst)
             if data is None:
-                data = {"bytes": b if not control else 0, "control": bool(control)}
+                data = {"bytes": 0 if control else b, "control": True if control else False}
                 su[dst] = data
-                pred[dst][src] = data
+                pd[src] = data
             elif not control:
                 data["bytes"] = data["bytes"] + b if not data["control"] else b
                 data["control"] = False
@@ -688,6 +685,19 @@ def _float_interner() -> Callable[[Any], float]:
         return float(x)
 
     return num
+
+
+def _raise_unknown_end(succ: Mapping[Any, Any], src: Any, dst: Any) -> NoReturn:
+    """`OpGraph.add_edges`' error for an edge with an end that names no op: the source when it is unknown
+    (an unhashable name, a list or an object, names no op), else the destination."""
+    try:
+        su = succ.get(src)
+        known_dst = dst in succ
+    except TypeError:
+        su, known_dst = (None, False) if not isinstance(src, str) else (succ.get(src), False)
+    end, role = (src, "source") if su is None else (dst, "destination")
+    assert su is None or not known_dst, "both ends are known"
+    raise InvalidGraph(f"edge {src!r} -> {dst!r}: unknown {role} op {end!r}")
 
 
 def _clear_nx_cache(g: nx.DiGraph) -> None:
