@@ -463,8 +463,11 @@ class OpGraph:
                 rec.pop("compute_s_by_type", None)
             records[name] = rec
         g.add_ops(records.items())
+        # each edge end becomes the op's own name object (issue 22: the JSON's strings, one per edge end, were
+        # kept as the adjacency dicts' keys: about 120 bytes per edge, 400 MB at 10^6 ops)
+        own_name = {name: name for name in records}
         del records
-        g.add_edges(_edge_tuples(data["edges"]))  # checked one by one, in the file's order, as add_edge did
+        g.add_edges(_edge_tuples(data["edges"], own_name))  # checked one by one, in the file's order, as add_edge did
         if validate:
             g.validate()
         return g
@@ -618,10 +621,12 @@ def _op_record(name: str, a: Mapping[str, Any]) -> dict[str, Any]:
     return rec
 
 
-def _edge_tuples(edges: list[Any]) -> Iterator[tuple[str, str, float, bool]]:
+def _edge_tuples(edges: list[Any], own_name: Mapping[str, str] | None = None) -> Iterator[tuple[str, str, float, bool]]:
     """The (src, dst, bytes, control) tuples of the graph JSON's edge records, each checked as `from_dict`
-    documents (the ends are checked by `OpGraph.add_edges`).  O(edges)."""
+    documents (the ends are checked by `OpGraph.add_edges`).  An end that `own_name` holds is replaced by its
+    value, the graph's own string for that name (the same name).  O(edges)."""
     inf = math.inf
+    canonical = own_name.get if own_name is not None else None
     for k, e in enumerate(edges):
         if not isinstance(e, Mapping) or "src" not in e or "dst" not in e:
             raise InvalidGraph(f"graph JSON: edges[{k}] needs 'src' and 'dst'")
@@ -630,7 +635,10 @@ def _edge_tuples(edges: list[Any]) -> Iterator[tuple[str, str, float, bool]]:
         b = e.get("bytes", 0)
         if not ((type(b) is float or type(b) is int) and 0 <= b < inf):
             _check_number(b, f"edge {e['src']!r} -> {e['dst']!r}: bytes")
-        yield e["src"], e["dst"], b, bool(e.get("control", False))
+        src, dst = e["src"], e["dst"]
+        if canonical is not None and type(src) is str and type(dst) is str:
+            src, dst = canonical(src, src), canonical(dst, dst)
+        yield src, dst, b, bool(e.get("control", False))
 
 
 def op_attrs(

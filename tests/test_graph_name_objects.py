@@ -1,7 +1,9 @@
-"""Issue 22: `level_dag` names each backward and update op with one string object, used as the graph's key
-and in every adjacency dict of its edges.  The graph is the one the code before (ee8676e) generated: its
+"""Issue 22: an op's name is one string object, the graph's key and the key of every adjacency dict of its
+edges, in graphs that `level_dag` generates and that `OpGraph.load` reads (before, each edge end could hold
+its own copy: about 120 bytes per edge).  The graphs are those of the code before (ee8676e): `level_dag`'s
 graph JSON has the SHA-256 recorded from that code for generator settings that cover training graphs with
-float and integer byte counts, edge decay, device types, streams and forward-only graphs."""
+float and integer byte counts, edge decay, device types, streams and forward-only graphs, and a loaded graph
+saves to the bytes it was read from."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import hashlib
 
 import pytest
 
+from algorithms.graph import OpGraph
 from algorithms.workloads.synthetic import level_dag
 
 CASES = {
@@ -49,8 +52,7 @@ def test_level_dag_generates_the_graph_of_the_code_before(tmp_path, case):
     assert hashlib.sha256((tmp_path / "g.json").read_bytes()).hexdigest() == digest
 
 
-def test_an_op_name_is_one_object_in_the_graph_and_its_adjacency():
-    g = level_dag(levels=20, min_nodes_per_level=2, max_nodes_per_level=4, edge_probability=0.5, training=True)
+def _assert_one_object_per_name(g: OpGraph) -> None:
     key = {name: name for name in g.nx._node}  # the graph's own key objects
     for u, nbrs in g.nx._succ.items():
         assert u is key[u]
@@ -58,3 +60,18 @@ def test_an_op_name_is_one_object_in_the_graph_and_its_adjacency():
             assert v is key[v]
     for v, nbrs in g.nx._pred.items():
         assert v is key[v] and all(u is key[u] for u in nbrs)
+
+
+def test_an_op_name_is_one_object_in_a_generated_graph():
+    _assert_one_object_per_name(
+        level_dag(levels=20, min_nodes_per_level=2, max_nodes_per_level=4, edge_probability=0.5, training=True)
+    )
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_an_op_name_is_one_object_in_a_loaded_graph_which_saves_to_its_bytes(tmp_path, case):
+    level_dag(**CASES[case][0]).save(tmp_path / "g.json")
+    g = OpGraph.load(tmp_path / "g.json")
+    _assert_one_object_per_name(g)
+    g.save(tmp_path / "again.json")
+    assert (tmp_path / "again.json").read_bytes() == (tmp_path / "g.json").read_bytes()
