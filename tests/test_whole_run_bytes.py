@@ -64,3 +64,41 @@ def test_freeze_graph_freezes_once_and_leaves_a_frozen_process_alone():
         assert not other.froze_gc  # the process froze objects itself: not this job's to give back
     finally:
         gc.unfreeze()
+
+
+def test_a_job_freezes_its_graph_and_gives_it_back_at_the_end(tmp_path, monkeypatch):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from orchestrator import app
+    from orchestrator.context import JobContext
+
+    frozen = []
+    freeze = JobContext.freeze_graph
+
+    def spy(self):
+        freeze(self)
+        frozen.append(gc.get_freeze_count())
+
+    monkeypatch.setattr(JobContext, "freeze_graph", spy)
+    conf = Path(__file__).resolve().parent.parent / "conf"
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+            cfg = compose(
+                "config",
+                overrides=[f"cache.dir={tmp_path / 'cache'}", "cache.enabled=false", "tracking.enabled=false"],
+                return_hydra_config=True,
+            )
+    finally:
+        GlobalHydra.instance().clear()
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    HydraConfig.instance().set_config(cfg)
+    cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])  # the job's config, as @hydra.main gives it
+    assert gc.get_freeze_count() == 0
+    res = app.run_job(cfg, tmp_path / "out", {"placer": "m_etf", "scheduler": "placer_order", "cluster": "cpu4"})
+    assert res["status"] == "ok"
+    assert frozen and frozen[0] > 0  # the graph was frozen during the job
+    assert gc.get_freeze_count() == 0  # and given back to the collector at its end
