@@ -129,13 +129,9 @@ class SimResult:
             rank = {d: r for r, d in enumerate(sorted(self.devices))}
             dev_rank = np.fromiter((rank[self.devices[k]] for k in self.device_of), np.int64, len(self.names))
             order = np.lexsort((dev_rank, np.asarray(self.start, dtype=np.float64)))  # stable: ties by index
-            for i in order.tolist():
-                yield {
-                    "op": self.names[i],
-                    "device": self.devices[self.device_of[i]],
-                    "start_s": self.start[i],
-                    "end_s": self.end[i],
-                }
+            names, devices, device_of, start, end = self.names, self.devices, self.device_of, self.start, self.end
+            for i in order.tolist():  # (issue 22: 10^6 records; the lists bound once, not looked up per record)
+                yield {"op": names[i], "device": devices[device_of[i]], "start_s": start[i], "end_s": end[i]}
             return
         out = []
         for i, name in enumerate(self.names):

@@ -4,6 +4,7 @@ and placer, the fitted log-log exponent of each, and a log-log plot.
     PYTHONPATH=. python benchmarks/bench_scale.py [--sizes 10000,30000,100000,300000,1000000] [--graph random|chain]
                                      [--placers m_etf,m_sct,m_topo,hashing,heft,...] [--plot scale.png]
                                      [--timeout 600] [--sct-max 300000] [--whole-run]
+                                     [--whole-run-placers m_etf,m_topo]
     PYTHONPATH=. python benchmarks/bench_scale.py --from-log run1.txt run2.txt [--graph random] [--plot scale.png]
 
 Graphs: ``random`` is the thesis' level-based training graph (`algorithms.workloads.synthetic.level_dag`,
@@ -17,8 +18,9 @@ Stages: ``graph`` generates the graph and builds its index (in this process); ea
 forked child process: ``place:<placer>`` its placement, ``simulate:<placer>`` the simulator's replay of it
 (in the placer's order; first-in first-out when the placer gives none or its order deadlocks), and, for
 m-ETF, ``write`` the run's artifacts (timeline.json, trace.json, sim.json, the two plots) into a temporary
-folder.  ``--whole-run`` also times ``python -m orchestrator`` on the chain (m-ETF, cluster cpu4, tracking and
-cache off).
+folder.  ``--whole-run`` also times ``python -m orchestrator`` on the same graph (`WHOLE_RUN_GRAPH`: the
+generator's arguments as overrides; cluster cpu4, with 100 times its memory for the random graph's larger
+tensors; tracking and cache off), once per placer of ``--whole-run-placers`` (m-ETF by default).
 Peak memory is the peak resident set of the process that ran the stage (a forked child starts with the
 graph already in memory, so its peak includes the graph).  A stage that exceeds ``--timeout`` seconds or
 fails is reported as such, and larger sizes skip that placer.
@@ -180,9 +182,42 @@ def run_forked(target: Any, args: tuple[Any, ...], timeout: float) -> dict[str, 
     return res
 
 
-def whole_run(n_ops: int, timeout: float) -> tuple[float, float, float] | str:
-    """Wall time, CPU time and peak RSS (MB) of ``python -m orchestrator`` on the chain of `n_ops` ops (m-ETF)."""
+#: ``python -m orchestrator`` overrides that generate `make_graph`'s graphs of about N ops (`{levels}`: per kind)
+WHOLE_RUN_GRAPH = {
+    "chain": [
+        "model.generator.levels={chain_levels}",
+        "model.generator.min_nodes_per_level=1",
+        "model.generator.max_nodes_per_level=1",
+        "model.generator.edge_probability=1.0",
+        "model.generator.edge_level_limit=1",
+        "model.generator.random_edges=0",
+        "model.generator.colocated_fraction=0",
+        "model.generator.memory_unit_bytes=100",
+        "model.generator.tensor_unit_bytes=100",  # cluster cpu4's 4 GB per device hold the chain
+    ],
+    # make_graph("random", n): the same generator arguments (its tensors of up to 1 MB: cpu4's memory x 100)
+    "random": [
+        "model.generator.levels={random_levels}",
+        "model.generator.min_nodes_per_level=4",
+        "model.generator.max_nodes_per_level=12",
+        "model.generator.edge_probability=0.10",
+        "model.generator.edge_level_limit=5",
+        "model.generator.random_edges=200",
+        "model.generator.memory_unit_bytes=100",
+        "model.generator.colocated_fraction=0.15",
+        "model.generator.max_group_size=6",
+        "cluster.memory_fraction=100",
+    ],
+}
+
+
+def whole_run(
+    n_ops: int, timeout: float, kind: str = "chain", placer: str = "m_etf"
+) -> tuple[float, float, float] | str:
+    """Wall time, CPU time and peak RSS (MB) of ``python -m orchestrator`` on `make_graph(kind, n_ops)`'s graph
+    (cluster cpu4, cache and tracking off) placed by `placer`."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    levels = {"chain_levels": max(1, n_ops // 4), "random_levels": max(1, round(n_ops / 31))}
     with tempfile.TemporaryDirectory() as d:
         cmd = [
             sys.executable,
@@ -190,15 +225,8 @@ def whole_run(n_ops: int, timeout: float) -> tuple[float, float, float] | str:
             "orchestrator",
             "cache.enabled=false",
             "tracking.enabled=false",
-            f"model.generator.levels={max(1, n_ops // 4)}",
-            "model.generator.min_nodes_per_level=1",
-            "model.generator.max_nodes_per_level=1",
-            "model.generator.edge_probability=1.0",
-            "model.generator.edge_level_limit=1",
-            "model.generator.random_edges=0",
-            "model.generator.colocated_fraction=0",
-            "model.generator.memory_unit_bytes=100",
-            "model.generator.tensor_unit_bytes=100",  # cluster cpu4's 4 GB per device hold the chain
+            f"placer={placer}",
+            *(o.format(**levels) for o in WHOLE_RUN_GRAPH[kind]),
             f"hydra.run.dir={d}/run",
         ]
         env = dict(os.environ, LAB_CACHE_DIR=f"{d}/cache", MLFLOW_TRACKING_URI=f"sqlite:///{d}/mlflow.db")
@@ -298,7 +326,8 @@ def main() -> None:
     ap.add_argument("--plot", default=None, help="where to write the log-log plot (PNG)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per placer and size")
     ap.add_argument("--sct-max", type=int, default=10**9, help="largest size m-SCT is run at")
-    ap.add_argument("--whole-run", action="store_true", help="also time python -m orchestrator on the chain")
+    ap.add_argument("--whole-run", action="store_true", help="also time python -m orchestrator on the graph")
+    ap.add_argument("--whole-run-placers", default="m_etf", help="the placers of --whole-run (one run each)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--from-log",
@@ -363,11 +392,12 @@ def main() -> None:
                 row(n, e, f"place:{name}", None, None, None, res["error"])
                 failed.add(name)
         if args.whole_run:
-            wr = whole_run(size, args.timeout)
-            if isinstance(wr, str):
-                row(n, e, "whole_run(chain,m_etf)", None, None, None, wr)
-            else:
-                row(n, e, "whole_run(chain,m_etf)", *wr)
+            for name in args.whole_run_placers.split(","):
+                wr = whole_run(size, args.timeout, args.graph, name)
+                if isinstance(wr, str):
+                    row(n, e, f"whole_run({args.graph},{name})", None, None, None, wr)
+                else:
+                    row(n, e, f"whole_run({args.graph},{name})", *wr)
         del g
 
     print_exponents(results)

@@ -14,6 +14,7 @@ can hold an op or group) is a legitimate result: status "oom", exit code 0. Any 
 
 from __future__ import annotations
 
+import gc
 import logging
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,9 @@ def run_job(cfg: DictConfig, out: Path, choices: dict[str, str], sweep_dir: str 
         log.exception("job failed")
         result["status"], result["error"] = "error", f"{type(exc).__name__}: {exc}"
     finally:
+        if ctx.froze_gc:  # JobContext.freeze_graph: the job's objects go back to the collector
+            gc.unfreeze()
+            ctx.froze_gc = False
         result["cache_hits"] = dict(ctx.hits)
         metrics.update(ctx.metrics)
         artifacts.extend(ctx.artifacts)

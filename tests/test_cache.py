@@ -41,6 +41,21 @@ def test_hit_after_miss_and_disabled(tmp_path):
     assert not (tmp_path / "off").exists()
 
 
+def test_a_disabled_cache_does_not_hash_the_sources(tmp_path, monkeypatch):
+    """Without a cache the key only chains the stages: no `code_version` (an AST walk of the project, ~1 s a
+    run); keys still differ by stage, config and upstream."""
+    from orchestrator import cache
+
+    def refuse(*a, **k):
+        raise AssertionError("code_version called with the cache disabled")
+
+    monkeypatch.setattr(cache, "code_version", refuse)
+    off = StageCache(tmp_path / "off", enabled=False)
+    a = off.run("s", {"x": 1}, [], lambda: 1, _save, _load)
+    b = off.run("s", {"x": 2}, [a.key], lambda: 2, _save, _load)
+    assert (a.value, b.value, a.hit, b.hit) == (1, 2, False, False) and a.key != b.key
+
+
 def test_failed_compute_or_save_leaves_no_entry(tmp_path):
     c = StageCache(tmp_path)
 

@@ -67,6 +67,20 @@ def test_graph_ccr_equals_the_placers_ccr_bit_for_bit(g: OpGraph, cl: Cluster) -
     assert got == want or (math.isnan(got) and math.isnan(want)), (got, want)
 
 
+@settings(max_examples=150, deadline=None)
+@given(g=graphs(), cl=clusters())
+def test_graph_ccr_over_the_kernels_cached_arrays_is_the_same(g: OpGraph, cl: Cluster) -> None:
+    """After a compiled placer or simulation, `graph_ccr` reads the edges' bytes from `sim_kernel.index_arrays`'
+    cached arrays (issue 22) and gives the same bits."""
+    from algorithms import ccr
+    from algorithms.sim_kernel import index_arrays
+
+    index_arrays(g.index())
+    assert ccr._cached_index_arrays(g.index()) is not None
+    got, want = graph_ccr(g, cl), reference_ccr(g, cl)
+    assert got == want or (math.isnan(got) and math.isnan(want)), (got, want)
+
+
 def test_a_long_fan_out_sums_left_to_right() -> None:
     # 0.1 + 0.2 + 0.3 ... in order: a pairwise or reordered sum would differ in the last bits
     g = OpGraph("fan")

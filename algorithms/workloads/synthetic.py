@@ -93,6 +93,7 @@ def level_dag(
     if isinstance(stream, bool) or not isinstance(stream, int) or stream < 0:
         raise ValueError(f"stream must be an integer >= 0, got {stream!r}")
     rng = random.Random(seed) if stream == 0 else random.Random(f"level_dag/{seed}/{stream}")
+    draw = rng.random  # the edge trials' draws (10^7 of them for 10^6 ops), without the attribute lookup
     g = OpGraph(name or f"synthetic-l{levels}-s{seed}")
     level_nodes: list[list[str]] = []
     level_of: dict[str, int] = {}
@@ -146,7 +147,7 @@ def level_dag(
             for u_ in level_nodes[plv]:
                 size = out_size[u_]
                 for v_ in cur:
-                    if rng.random() < p:
+                    if draw() < p:
                         edges.append((u_, v_, size, False))
         level_nodes.append(cur)
         if len(records) >= _BATCH_OPS or lv == levels - 1:
@@ -229,13 +230,17 @@ def _add_backward(g: OpGraph, fwd: list[str], factor: float) -> None:
     were added forward edges first, then to its grad, its wgrad and its update.  O(V + E)."""
     attrs_of = g.nx.nodes
     edges_fwd = [(u, v) for u, nbrs in g.nx.succ.items() for v in nbrs]
+    # each new op's name is made once and that string object names it everywhere: as the graph's key and in
+    # every adjacency dict of its edges (issue 22: a name made again per edge was a second string per edge
+    # end, kept by the adjacency dicts: about 100 bytes per edge, and a hash and comparison per lookup)
+    grad_of = {f: f"{f}/grad" for f in fwd}
 
     def grads() -> Iterator[tuple[str, dict]]:
         for f in fwd:
             a = attrs_of[f]
             share = factor - 1.0 if a["persistent_bytes"] > 0 and factor > 1 else factor
             yield (
-                f"{f}/grad",
+                grad_of[f],
                 op_attrs(
                     type="SyntheticGrad",
                     phase="backward",
@@ -251,18 +256,20 @@ def _add_backward(g: OpGraph, fwd: list[str], factor: float) -> None:
 
     def grad_edges() -> Iterator[tuple[str, str, float, bool]]:
         for f in fwd:
-            yield f, f"{f}/grad", attrs_of[f]["output_bytes"], False
+            yield f, grad_of[f], attrs_of[f]["output_bytes"], False
         for u, v in edges_fwd:  # the grad of v outputs v's output size
-            yield f"{v}/grad", f"{u}/grad", attrs_of[v]["output_bytes"], False
+            yield grad_of[v], grad_of[u], attrs_of[v]["output_bytes"], False
 
     params = [f for f in fwd if attrs_of[f]["persistent_bytes"] > 0]
+    wgrad_of = {f: f"{f}/wgrad" for f in params}
+    update_of = {f: f"{f}/update" for f in params}
 
     def updates() -> Iterator[tuple[str, dict]]:
         for f in params:
             a = attrs_of[f]
             # the weight gradient is its own op and tensor (as TensorFlow's gradient of a MatMul is two MatMuls)
             yield (
-                f"{f}/wgrad",
+                wgrad_of[f],
                 op_attrs(
                     type="SyntheticWeightGrad",
                     phase="backward",
@@ -278,7 +285,7 @@ def _add_backward(g: OpGraph, fwd: list[str], factor: float) -> None:
             if a["colocation"] is None:
                 a["colocation"] = f"var:{f}"
             yield (
-                f"{f}/update",
+                update_of[f],
                 op_attrs(
                     type="ApplyGradient",
                     phase="update",
@@ -295,10 +302,11 @@ def _add_backward(g: OpGraph, fwd: list[str], factor: float) -> None:
     def update_edges() -> Iterator[tuple[str, str, float, bool]]:
         for f in params:
             a = attrs_of[f]
-            yield f"{f}/grad", f"{f}/wgrad", a["output_bytes"], False
-            yield f, f"{f}/wgrad", a["output_bytes"], False
-            yield f"{f}/wgrad", f"{f}/update", a["persistent_bytes"], False
-            yield f, f"{f}/update", 0, True
+            wgrad, update = wgrad_of[f], update_of[f]
+            yield grad_of[f], wgrad, a["output_bytes"], False
+            yield f, wgrad, a["output_bytes"], False
+            yield wgrad, update, a["persistent_bytes"], False
+            yield f, update, 0, True
 
     g.add_ops(grads())
     g.add_edges(grad_edges())

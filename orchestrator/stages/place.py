@@ -12,7 +12,7 @@ from typing import Any
 from algorithms import compiled
 from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
-from algorithms.graph import OpGraph, atomic_write_json
+from algorithms.graph import OpGraph, atomic_write_json, gc_paused
 from algorithms.placement import CoarseMap, Placement, check_placement
 
 from ..context import JobContext, build_cluster, load_json, save_json
@@ -102,7 +102,9 @@ def place_graph(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any]
     graph, pkey = stage_profile(ctx, graph, gkey, cluster)
     cluster = stage_comm(ctx, cluster)
     graph, pkey, cluster = apply_regime(ctx, graph, pkey, cluster, result, metrics)
-    graph.validate(cluster)
+    with gc_paused():  # the index validate builds is frozen before any collection walks its objects
+        graph.validate(cluster)
+        ctx.freeze_graph()  # the graph and its index live until the job ends: no collection walks them again
     need_fraction = cfg.cluster.get("need_fraction")
     if need_fraction is not None:
         cluster = memory_from_need(graph, cluster, float(need_fraction), result)
