@@ -30,10 +30,20 @@ from pathlib import Path
 from typing import Any
 
 from .checks import Entry
-from .papers import ENTRIES, ILLUSTRATIONS
+from .papers import ENTRIES, H100, ILLUSTRATIONS
 from .score import NOT_RUN, kendall_tau_b, median, ranks, verdict
 
 log = logging.getLogger(__name__)
+
+#: the H100-profiled graphs (papers.H100, relative to the repository's root) on the paper's machine, unscaled
+_H100_RUN = [
+    "+experiment=celeritas_large",
+    "experiment_name=celeritas_large_h100",
+    "model=graph_file",
+    "backend=none",
+    "profiler=file",
+    "regime.compute_scale=1",
+]
 
 #: presets the scoreboard runs with overrides (--run): an experiment name that is a variant of a preset, or a
 #: preset run as several sweeps (one argument list each)
@@ -48,25 +58,8 @@ PRESET_RUNS = {
     # repository's root): the compute as measured (regime.compute_scale=1) on the paper's machine as a model;
     # Inception-V3 with METIS only, for Table 2's CCR
     "celeritas_large_h100": [
-        [
-            "+experiment=celeritas_large",
-            "experiment_name=celeritas_large_h100",
-            "model=graph_file",
-            "backend=none",
-            "profiler=file",
-            "regime.compute_scale=1",
-            "model.path=experiments/data/h100/transformer_b128.json.gz,experiments/data/h100/gnmt_b512.json.gz",
-        ],
-        [
-            "+experiment=celeritas_large",
-            "experiment_name=celeritas_large_h100",
-            "model=graph_file",
-            "backend=none",
-            "profiler=file",
-            "regime.compute_scale=1",
-            "model.path=experiments/data/h100/inception_v3_b128.json.gz",
-            "placer=metis",
-        ],
+        [*_H100_RUN, f"model.path={H100}/transformer_b128.json.gz,{H100}/gnmt_b512.json.gz"],
+        [*_H100_RUN, f"model.path={H100}/inception_v3_b128.json.gz", "placer=metis"],
     ],
     # Baechi Table 3, GNMT: Baechi's placers with Baechi's optimizer (5.5: the paper's placers see 542 fused ops),
     # the single device and the expert on gnmt_sufficient's un-optimized graph (the expert's name rules)
