@@ -90,14 +90,13 @@ def save_case(
     gpath = folder / f"{model}_{cluster_name}.graph.json"
     if not gpath.exists():
         graph.save(gpath)
-    order = sched if isinstance(sched, dict) else getattr(sched, "order", None)
     case = {
         "model": model,
         "cluster_name": cluster_name,
         "placer": placer,
         "graph": gpath.name,
         "placement": dict(assignment),
-        "schedule": {d: list(ops) for d, ops in order.items()} if order is not None else None,
+        "schedule": {d: list(ops) for d, ops in sched.items()},
         "cluster": cluster.to_dict(),
         "send_overhead_s": costs[0],
         "recv_overhead_s": costs[1],
