@@ -29,6 +29,15 @@ Model
   On an unshared core the two are the same. Measured on cpu4 (docs/fidelity.md, session 14) the two rules'
   predictions were equally far from the measured steps (median 38.2 % against 37.5 %, 23.4 % against 23.6 %
   on two sweeps), so the simpler one is the default.
+  Time-sharing costs (``shared_core_slowdown`` = s, 0 by default): an op that starts on a shared core while a
+  device that shares the core has an executable op waiting runs (1 + s) times its cost. Turn-taking alone
+  charges nothing for the sharing itself, while the real workers pay for it: each turn is a context switch, a
+  wake-up of a blocked worker and a cache refilled after the other worker's ops. The charge falls where the
+  workers actually alternate (both have work), not on a device that has its core to itself for a while (a
+  pipeline-like placement). A choice: one factor per host, fitted to placed steps (docs/fidelity.md, session
+  15: s = 0.35 on the lab's VM, from cpu4 sweeps of four models; fitted on three models it predicts the fourth
+  within 2-14 %, median 6 %, against 12-17 % without it); where the waiting op becomes executable during the
+  op, the op is not charged (the check is made when it starts).
 * Per-message processor time (issue 16, optional, 0 by default): a real runtime spends processor time on
   each send and each receive (the process-per-device runtime: an ``isend`` right after the producing op; every
   ``irecv`` posted once per step, and the arrival read by gloo's transport thread while the worker waits for
@@ -115,6 +124,7 @@ def simulate(
     recv_overhead_s: float = 0.0,
     recv_buffers: str = "arrival",
     shared_core_reads: str = "at_arrival",
+    shared_core_slowdown: float = 0.0,
 ) -> SimResult:
     """Simulate one training step of `graph` placed by `placement` on `cluster`.
 
@@ -127,11 +137,15 @@ def simulate(
     ``"arrival"`` (the default, the placers' model) or ``"step_start"`` (a runtime that posts every receive, with
     its buffer, before the step starts, as the process-per-device runtime does on gloo). `shared_core_reads`:
     when a message to a device on a shared core is read, ``"when_idle"`` or ``"at_arrival"`` (module docstring).
+    `shared_core_slowdown`: the factor by which an op on a shared core runs longer while another device on that
+    core has an executable op waiting (module docstring; 0 by default).
     """
     if recv_buffers not in ("arrival", "step_start"):
         raise InvalidCluster(f"recv_buffers must be 'arrival' or 'step_start', got {recv_buffers!r}")
     if shared_core_reads not in SHARED_CORE_READS:
         raise InvalidCluster(f"shared_core_reads must be one of {list(SHARED_CORE_READS)}, got {shared_core_reads!r}")
+    if not shared_core_slowdown >= 0:  # NaN too
+        raise InvalidCluster(f"shared_core_slowdown must be >= 0, got {shared_core_slowdown!r}")
     if send_overhead_s < 0 or recv_overhead_s < 0:
         raise InvalidCluster(f"message overheads must be >= 0, got {send_overhead_s!r}, {recv_overhead_s!r}")
     assign = placement.assignment if isinstance(placement, Placement) else placement
@@ -169,6 +183,11 @@ def simulate(
     if core_sets is not None and shared_core_reads == "when_idle":
         for d in range(nd):
             deferred_reads[d] = any(set(core_sets[d]) & set(core_sets[e]) for e in range(nd) if e != d)
+    # devices whose worker shares a core with this device's (who can make its ops pay `shared_core_slowdown`)
+    sharers: list[list[int]] = [[] for _ in range(nd)]
+    if core_sets is not None and shared_core_slowdown:
+        for d in range(nd):
+            sharers[d] = [e for e in range(nd) if e != d and set(core_sets[d]) & set(core_sets[e])]
     pending: list[list[int]] = [[] for _ in range(nd)]  # arrived, unread messages (producers) per device
     n_pending = 0
     last_turn = [-math.inf] * nd  # when each device last took its cores: the longest-waiting device goes first
@@ -314,6 +333,13 @@ def simulate(
         if missing[i] == 0:
             make_ready(i, 0.0)
 
+    def waiting(f: int) -> bool:
+        """Whether device f has an executable op it has not started (its worker is runnable)."""
+        if static:
+            p = ptr[f]
+            return p < len(seq_of[f]) and is_ready[seq_of[f][p]]
+        return bool(ready[f])
+
     def dispatch(t: float) -> None:
         for d in range(nd) if core_sets is None else sorted(range(nd), key=last_turn.__getitem__):
             if running[d] or busy_until[d] > t:
@@ -344,14 +370,17 @@ def simulate(
                 else:
                     i = heapq.heappop(r)[2]
             start[i] = t
-            e = t + dur[i]
+            di = dur[i]
+            if sharers[d] and any(waiting(f) for f in sharers[d]):
+                di *= 1.0 + shared_core_slowdown
+            e = t + di
             end[i] = e
             busy_until[d] = e
             if core_sets is not None:
                 last_turn[d] = t
                 for c in core_sets[d]:
                     core_free[c] = e
-            busy_s[d] += dur[i]
+            busy_s[d] += di
             running[d] = True
             order_out[d].append(names[i])
             if temp[i] or outb[i]:

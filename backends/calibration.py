@@ -97,9 +97,9 @@ def two_devices(cluster: Cluster) -> Cluster:
     return Cluster.from_dict(data, f"{cluster.name}[:2]")
 
 
-def gloo_predictor(graph: OpGraph, host_cores: int | None) -> Predictor:
+def gloo_predictor(graph: OpGraph, host_cores: int | None, shared_core_slowdown: float = 0.0) -> Predictor:
     """The simulator's step in the PyTorch workers' setting: every receive posted at the step's start (gloo),
-    devices sharing `host_cores` cores."""
+    devices sharing `host_cores` cores (at `shared_core_slowdown`, `algorithms.simulator`)."""
 
     def pred(cl: Cluster, p: Mapping[str, str], o: Mapping[str, list[str]], s: float, r: float) -> float:
         return simulate(
@@ -112,6 +112,7 @@ def gloo_predictor(graph: OpGraph, host_cores: int | None) -> Predictor:
             recv_overhead_s=r,
             recv_buffers="step_start",
             record_memory=False,
+            shared_core_slowdown=shared_core_slowdown,
         ).makespan
 
     return pred

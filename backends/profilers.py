@@ -60,7 +60,11 @@ class MeasuredProfiler(Profiler):
     errors of 8-25% per model on pinned CPU workers, gnmt_tiny 11% where the benchmark's costs gave 29%
     (docs/fidelity.md, 24 November); ``"auto"`` in_step where the job measures in the workers' setting of a
     backend that has one and prefers it (PyTorch's CPU workers; TensorFlow's in-step costs were no better, 26
-    November), else benchmark."""
+    November), else benchmark.
+
+    `comm_shared_core_slowdown`: where the workers share host cores (cpu4 on two cores), the simulator's charge
+    for time-sharing a core (`algorithms.simulator`, ``shared_core_slowdown``), which the workers' fit is made
+    with and carries to the predictions (PyTorch's workers; 0: none)."""
 
     #: Whether this class can measure in the workers' setting (`profile_in_workers`, `comm_in_workers`).
     supports_workers: bool = False
@@ -79,6 +83,7 @@ class MeasuredProfiler(Profiler):
         comm_repeats: int = 5,
         setting: str = "auto",
         comm_calibration: str = "benchmark",
+        comm_shared_core_slowdown: float = 0.0,
     ):
         if int(steps) < 1 or int(warmup) < 0:
             raise ConfigError(f"profiler.steps must be >= 1 and profiler.warmup >= 0, got {steps} and {warmup}")
@@ -93,6 +98,9 @@ class MeasuredProfiler(Profiler):
             raise ConfigError(f"profiler.comm_calibration {comm_calibration!r} is not one of {list(self.CALIBRATIONS)}")
         self.setting = setting
         self.comm_calibration = comm_calibration
+        if not float(comm_shared_core_slowdown) >= 0:
+            raise ConfigError(f"profiler.comm_shared_core_slowdown must be >= 0, got {comm_shared_core_slowdown!r}")
+        self.comm_shared_core_slowdown = float(comm_shared_core_slowdown)
         #: The runtime's transport-thread policy (`runtime.transport_priority`, PyTorch's process-per-device
         #: runtime), which the workers' fit measures under; set by the job.
         self.transport_policy = "idle"

@@ -78,6 +78,7 @@ def save_case(
     at: tuple[Any, ...],
     cluster: Any,
     costs: tuple[float, float],
+    shared_core_slowdown: float = 0.0,
 ) -> None:
     """Write what `predict` was given for one run: the mean profile (``<model>_<cluster>.graph.json``, once per
     model and cluster) and ``<model>_<cluster>_<placer>.case.json`` with the placement, the schedule, the
@@ -102,6 +103,7 @@ def save_case(
         "recv_overhead_s": costs[1],
         "host_cores": host_cores,
         "recv_buffers": buffers,
+        "shared_core_slowdown": shared_core_slowdown,
     }
     atomic_write_json(folder / f"{model}_{cluster_name}_{placer}.case.json", case)
 
@@ -187,6 +189,7 @@ def run(
     message_costs: str = "in_step",
     transport_priority: str = "idle",
     save_cases: Path | None = None,
+    shared_core_slowdown: float = 0.0,
 ) -> list:
     """The sweep (see the module docstring). With ``rounds`` > 1 the model is profiled again in every round and
     every placement runs once per round, in a new random order each round: this machine's speed drifts by tens
@@ -201,7 +204,10 @@ def run(
     default) fits it to the runtime's own placed steps of a synthetic calibration program
     (`backends.torch.calibrate.calibrate_in_step`, after the hop's fit); ``"benchmark"`` takes the busy-worker
     benchmark's (`comm.comm_benchmark_distributed`). `transport_priority`: the runtime's (and the
-    benchmarks') gloo transport-thread policy (`backends.torch.worker.lower_transport_threads`)."""
+    benchmarks') gloo transport-thread policy (`backends.torch.worker.lower_transport_threads`).
+    `shared_core_slowdown`: the simulator's charge for time-sharing a core (`algorithms.simulator`), used by the
+    in-step calibration's fit and by the predictions; each row also has the prediction without it
+    (``predicted_no_slowdown_s``, the same message costs)."""
     import random
 
     import hydra.utils
@@ -242,6 +248,7 @@ def run(
                 steps=steps,
                 seed=seed,
                 send_share=fit.send_overhead_s / total if total > 0 else 0.5,
+                shared_core_slowdown=shared_core_slowdown,
             )
             send_s, recv_s = cal.send_overhead_s, cal.recv_overhead_s
             calibration = {
@@ -337,13 +344,16 @@ def run(
                 sched = order_for(mean_graph, cluster, placement)
                 at = (mean_graph, placement.assignment, sched, None if cuda else host, buffers)
                 if save_cases is not None:
-                    save_case(save_cases, model_name, cl_name, placer_name, at, cluster, (send_s, recv_s))
-                sim = predict(*at, cluster, (send_s, recv_s), reads)
-                sim_bench = predict(*at, bench_cluster, bench_costs, reads, record_memory=False)
-                sim_fixed = predict(*at, bench_cluster, fixed_costs, reads, record_memory=False)
+                    costs = (send_s, recv_s)
+                    save_case(save_cases, model_name, cl_name, placer_name, at, cluster, costs, shared_core_slowdown)
+                slow = {"shared_core_slowdown": shared_core_slowdown}
+                sim = predict(*at, cluster, (send_s, recv_s), reads, **slow)
+                sim_plain = predict(*at, cluster, (send_s, recv_s), reads, record_memory=False)
+                sim_bench = predict(*at, bench_cluster, bench_costs, reads, record_memory=False, **slow)
+                sim_fixed = predict(*at, bench_cluster, fixed_costs, reads, record_memory=False, **slow)
                 # shared cores: the other reading rule, for comparison (the same as `sim` when no core is shared)
                 other = "at_arrival" if reads == "when_idle" else "when_idle"
-                sim_other_reads = predict(*at, cluster, (send_s, recv_s), other, record_memory=False)
+                sim_other_reads = predict(*at, cluster, (send_s, recv_s), other, record_memory=False, **slow)
                 sim_sync = (
                     simulate(sync_graph, cluster, placement.assignment, sched, record_memory=False)
                     if sync_graph is not None
@@ -365,6 +375,8 @@ def run(
                         "shared_core_reads": reads,
                         "core_switches": core_switches(sim, cluster, None if cuda else host),
                         "predicted_other_reads_s": sim_other_reads.makespan,
+                        "shared_core_slowdown": shared_core_slowdown,
+                        "predicted_no_slowdown_s": sim_plain.makespan,
                         "device": "cuda" if cuda else "cpu",
                         # GPU: the ops timed between synchronisations (`profile_graph`), for comparison
                         "predicted_sync_s": sim_sync.makespan if sim_sync is not None else None,
@@ -405,6 +417,8 @@ def run(
                     f"[ping-pong latency: err={100 * (r['predicted_fixed_latency_s'] / r['measured_s'] - 1):+6.1f}%]  "
                     f"[reads {'at arrival' if reads == 'when_idle' else 'when idle'}: "
                     f"err={100 * (r['predicted_other_reads_s'] / r['measured_s'] - 1):+6.1f}%]  "
+                    f"[no shared-core slowdown: "
+                    f"err={100 * (r['predicted_no_slowdown_s'] / r['measured_s'] - 1):+6.1f}%]  "
                     f"msgs={r['transfers']}  "
                     f"mem pred/meas={r['predicted_peak']:.3g}/{r['measured_peak']:.3g} B  correct={r['correct']}  "
                     f"others' share of the cores {_shares(r['interference'])}"
@@ -483,6 +497,13 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     [r["predicted_benchmark_s"] for r in rs], [r["measured_s"] for r in rs]
                 ),
                 "median_abs_memory_error": statistics.median(mem) if mem else float("nan"),
+                "median_abs_error_no_slowdown": statistics.median(
+                    abs(r.get("predicted_no_slowdown_s", r["predicted_s"]) - r["measured_s"]) / r["measured_s"]
+                    for r in rs
+                ),
+                "kendall_tau_no_slowdown": kendall_tau(
+                    [r.get("predicted_no_slowdown_s", r["predicted_s"]) for r in rs], [r["measured_s"] for r in rs]
+                ),
             }
         )
     return out
@@ -521,6 +542,13 @@ def main(argv: list[str] | None = None) -> int:
         help="gloo transport threads of the runtime and the benchmarks (worker.lower_transport_threads)",
     )
     ap.add_argument("--seed", type=int, default=0, help="seed of the rounds' random run order")
+    ap.add_argument(
+        "--shared-core-slowdown",
+        type=float,
+        default=None,
+        help="the simulator's charge for time-sharing a core (algorithms.simulator), in calibration and predictions "
+        "(default: the measured profiler's comm_shared_core_slowdown, conf/profiler/measured.yaml)",
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     if args.autogroup_nice is not None:
@@ -536,6 +564,12 @@ def main(argv: list[str] | None = None) -> int:
         f"load average {load:.2f}, {where}; {' '.join(sys.argv[1:] if argv is None else argv)}",
         flush=True,
     )
+    slowdown = args.shared_core_slowdown
+    if slowdown is None:
+        from omegaconf import OmegaConf
+
+        prof = OmegaConf.load(Path(__file__).resolve().parents[1] / "conf" / "profiler" / "measured.yaml")
+        slowdown = float(prof.get("comm_shared_core_slowdown", 0.0))
     rows = run(
         args.models,
         args.placers,
@@ -547,6 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         rounds=args.rounds,
         seed=args.seed,
         message_costs=args.message_costs,
+        shared_core_slowdown=slowdown,
         transport_priority=args.transport_priority,
         save_cases=args.save_cases,
     )
@@ -565,6 +600,12 @@ def main(argv: list[str] | None = None) -> int:
             + f"              {100 * s['median_abs_memory_error']:9.1f}%          "
             f"{100 * s['median_abs_error_benchmark']:9.1f}%  {s['kendall_tau_benchmark']:+.2f}          "
             f"{100 * s['median_abs_error_fixed_latency']:9.1f}%  {s['kendall_tau_fixed_latency']:+.2f}"
+            + (
+                f"  (no shared-core slowdown: {100 * s['median_abs_error_no_slowdown']:.1f}% "
+                f"{s['kendall_tau_no_slowdown']:+.2f})"
+                if slowdown
+                else ""
+            )
         )
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     if args.json:

@@ -228,7 +228,14 @@ def test_simulate_gets_host_cores_and_overheads_on_an_oversubscribed_host(tmp_pa
 
     assert "predicted_fixed_step_s" not in result  # PyTorch's op costs add up to the step
 
+    # the fit's charge for time-sharing a core goes to the simulator where cores are shared
+    ctx.comm = {"send_overhead_s": 1e-4, "recv_overhead_s": 2e-4, "shared_core_slowdown": 0.35}
+    slowed = simulate_stage.stage_simulate(ctx, g, cpu4, assign, None, "skey2", {})
+    assert got[-1] == {**want, "shared_core_slowdown": 0.35}
+    assert slowed.makespan > sim.makespan  # b or c ran while the other waited for the core
+
     ctx, cpu2 = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2")
+    ctx.comm = {"shared_core_slowdown": 0.35}  # no core shared: the charge does not apply
     result = {}
     simulate_stage.stage_simulate(ctx, g, cpu2, {"a": "cpu0", "b": "cpu1", "c": "cpu1"}, None, "skey", result)
     assert got[-1] == {"recv_buffers": "step_start"} and result == {}  # two one-core workers on two cores

@@ -180,3 +180,60 @@ def test_deferred_reads_run_every_op_and_change_nothing_on_unshared_cores(g, see
     a = simulate(g, c, pl, host_cores=4, shared_core_reads="when_idle")
     b = simulate(g, c, pl, host_cores=4, shared_core_reads="at_arrival")
     assert a.start == b.start and a.makespan == b.makespan
+
+
+# ------------------------------------------------------------------ the charge for time-sharing a core
+def test_an_op_pays_the_shared_core_slowdown_while_another_worker_waits_for_its_core():
+    """Two chains on devices sharing one core alternate: every op but the last starts while the other device has
+    an executable op waiting and runs 1.35 times longer; the last runs alone at its cost."""
+    g = two_chains()
+    c = uniform_cluster(2)
+    pl = {op: ("cpu0" if op[0] == "a" else "cpu1") for op in g.ops}
+    for sched in (None, {"cpu0": ["a0", "a1", "a2"], "cpu1": ["b0", "b1", "b2"]}):
+        r = simulate(g, c, pl, sched, host_cores=1, shared_core_slowdown=0.35)
+        assert r.makespan == pytest.approx(5 * 1.35 + 1.0)
+        durations = sorted(r.end[i] - r.start[i] for i in range(len(r.names)))
+        assert durations == pytest.approx([1.0] + [1.35] * 5)
+        assert sum(r.busy_s.values()) == pytest.approx(5 * 1.35 + 1.0)  # the charge is busy time
+        # one core each: nothing is shared, nothing is charged
+        assert simulate(g, c, pl, sched, host_cores=2, shared_core_slowdown=0.35).makespan == pytest.approx(3.0)
+        assert simulate(g, c, pl, sched, shared_core_slowdown=0.35).makespan == pytest.approx(3.0)
+
+
+def test_a_chain_across_devices_sharing_a_core_pays_no_slowdown():
+    """A chain alternating between two devices on one core: when an op starts the other device waits for its
+    input, not for the core, so the workers never contend and no op is charged."""
+    g = OpGraph("chain")
+    for k in range(4):
+        g.add_op(f"o{k}", compute_s=1.0)
+    for k in range(3):
+        g.add_edge(f"o{k}", f"o{k + 1}")
+    c = uniform_cluster(2, latency_s=0.0)
+    pl = {f"o{k}": f"cpu{k % 2}" for k in range(4)}
+    assert simulate(g, c, pl, host_cores=1, shared_core_slowdown=0.35).makespan == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("bad", [-0.1, float("nan")])
+def test_bad_shared_core_slowdown(bad):
+    g = two_chains()
+    with pytest.raises(InvalidCluster, match="shared_core_slowdown"):
+        simulate(g, uniform_cluster(2), {op: "cpu0" for op in g.ops}, shared_core_slowdown=bad)
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_dags(max_ops=16), st.integers(0, 2**16), st.sampled_from([0.1, 0.35, 1.0]))
+def test_shared_core_slowdown_properties(g, seed, slow):
+    """Random graphs and placements over four devices: on two cores every op runs, taking its cost or its cost
+    times (1 + slowdown); on four cores (none shared) the charge changes nothing."""
+    import random
+
+    rnd = random.Random(seed)
+    c = uniform_cluster(4, latency_s=1e-3, bytes_per_s=1e6)
+    pl = {op: f"cpu{rnd.randrange(4)}" for op in g.ops}
+    base = simulate(g, c, pl, host_cores=4)
+    assert simulate(g, c, pl, host_cores=4, shared_core_slowdown=slow).start == base.start
+    r = simulate(g, c, pl, host_cores=2, shared_core_slowdown=slow)
+    idx = g.index()
+    for i, name in enumerate(r.names):
+        cost = idx.compute_s[idx.pos[name]]
+        assert r.end[i] - r.start[i] in (pytest.approx(cost), pytest.approx(cost * (1 + slow))), name

@@ -359,6 +359,7 @@ class TorchMeasuredProfiler(MeasuredProfiler):
             transport_policy=self.transport_policy,
             in_step=self.calibration() == "in_step",
             cuda=(self.workers or {}).get("device") == "cuda",
+            shared_core_slowdown=self.comm_shared_core_slowdown,
         )
 
 

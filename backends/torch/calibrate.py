@@ -74,10 +74,11 @@ def predict(
     send_s: float,
     recv_s: float,
     host_cores: int | None,
+    shared_core_slowdown: float = 0.0,
 ) -> float:
     """The simulator's step for one calibration placement with per-message costs (send_s, recv_s), in the gloo
     workers' setting (`backends.calibration.gloo_predictor`)."""
-    return gloo_predictor(graph, host_cores)(cluster, placement, schedule, send_s, recv_s)
+    return gloo_predictor(graph, host_cores, shared_core_slowdown)(cluster, placement, schedule, send_s, recv_s)
 
 
 def calibration_cluster(cluster: Cluster, host_cores: int, devices: str = "auto") -> Cluster:
@@ -103,6 +104,7 @@ def calibrate_in_step(
     host_cores: int | None = None,
     send_share: float = 0.5,
     devices: str = "auto",
+    shared_core_slowdown: float = 0.0,
 ) -> InStepCalibration:
     """Fit the per-message send / receive processor time from the runtime's own placed steps (module docstring).
 
@@ -111,7 +113,8 @@ def calibrate_in_step(
     receiver by `send_share` (the busy benchmark's ratio, see `fit_message_costs`). `transport_policy`: the
     runtime's ``transport_priority``. `devices`: ``"pair"`` (the first two devices, one pair of workers, as in the
     benchmark), ``"all"`` (every device of the cluster) or ``"auto"`` (all where the workers share host cores,
-    else the pair; module docstring); `host_cores` as for `simulate` (default: the host's)."""
+    else the pair; module docstring); `host_cores` and `shared_core_slowdown` as for `simulate` (default: the
+    host's cores; no slowdown): the fit is made with the simulator the predictions will use."""
     import os
 
     from . import TorchBackend
@@ -141,7 +144,7 @@ def calibrate_in_step(
         blocks,
         profile,
         run,
-        lambda prof: gloo_predictor(prof, host_cores),
+        lambda prof: gloo_predictor(prof, host_cores, shared_core_slowdown),
         rounds=rounds,
         seed=seed,
         send_share=send_share,

@@ -117,6 +117,9 @@ class DistributedCommFit(CommFit):
     #: With the in-step calibration: the ping-pong's own latency, which its samples are fitted with (the
     #: fit's `latency_s` is then the in-step one); NaN otherwise.
     pingpong_latency_s: float = math.nan
+    #: The simulator's charge for time-sharing a host core (`simulate(shared_core_slowdown=...)`) that this fit
+    #: was made with and the predictions of these workers use where they share cores (0: none).
+    shared_core_slowdown: float = 0.0
 
 
 def fit_linear_relative(samples: Sequence[tuple[float, float]], stat: str = "median") -> tuple[float, float]:
@@ -190,6 +193,7 @@ def comm_benchmark_distributed(
     in_step: bool = False,
     in_step_rounds: int = 2,
     cuda: bool = False,
+    shared_core_slowdown: float = 0.0,
 ) -> DistributedCommFit:
     """Fit ``latency + bytes / bandwidth`` from the process-per-device runtime's own send/recv (issue 16).
 
@@ -215,6 +219,10 @@ def comm_benchmark_distributed(
     (round trips between the first two GPUs, halved, timed with CUDA events); the per-message processor times
     are 0 (an NCCL send or receive is a kernel on its own stream, not work on the compute thread) and the gloo
     options (`transport_policy`, `in_step`) do not apply.
+
+    `shared_core_slowdown`: the simulator's charge for time-sharing a host core (`algorithms.simulator`) where the
+    cluster's workers share cores; the in-step fit is made with it, and the fit carries it to the predictions
+    (comm.json's ``shared_core_slowdown``).
     """
     import os
 
@@ -245,10 +253,13 @@ def comm_benchmark_distributed(
             rounds=in_step_rounds,
             timeout_s=timeout_s,
             send_share=send_s / total if total > 0 else 0.5,
+            shared_core_slowdown=shared_core_slowdown,
         )
         pingpong = lat
         lat, send_s, recv_s = cal.latency_s, cal.send_overhead_s, cal.recv_overhead_s
     else:
         pingpong = math.nan
     a, c = cluster.names[0], cluster.names[1]
-    return DistributedCommFit(lat, bw, {}, [(a, c, b, t) for b, t in raw], send_s, recv_s, pingpong)
+    fit = DistributedCommFit(lat, bw, {}, [(a, c, b, t) for b, t in raw], send_s, recv_s, pingpong)
+    fit.shared_core_slowdown = float(shared_core_slowdown)
+    return fit

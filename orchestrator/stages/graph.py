@@ -158,6 +158,8 @@ def stage_comm(ctx: JobContext, cluster: Cluster) -> Cluster:
             cfg["calibration"] = profiler.calibration()
         if workers is not None and profiler.transport_policy != "idle":
             cfg["transport_priority"] = profiler.transport_policy
+        if workers is not None and profiler.comm_shared_core_slowdown:
+            cfg["shared_core_slowdown"] = profiler.comm_shared_core_slowdown
 
     def compute() -> dict[str, Any]:
         if isinstance(profiler, MeasuredProfiler):
