@@ -5,6 +5,7 @@
 # ./cuda_check). Needs the project's Python dependencies importable (hydra-core, omegaconf, orjson, scipy, ...).
 # First, Celeritas' Table 2 / Table 5 / Figure 5 at the paper's sizes with GPU op times
 # (experiments/celeritas_gpu.py; its profiled graphs land in $1/celeritas_graphs.tar).
+# CELERITAS=skip leaves that out; FIDELITY_WARMUP / FIDELITY_STEPS / FIDELITY_ROUNDS set the gpu1 sweep's.
 # TWO_RANKS_ON_ONE_GPU=skip leaves out the NCCL two-ranks-on-one-GPU probe (NCCL 2.28 refused it).
 #     bash experiments/cuda_check.sh /tmp/cuda_check
 set -u
@@ -14,12 +15,15 @@ export PYTHONUNBUFFERED=1
 models="mlp_tiny gnmt_tiny transformer_tiny inception_v3_tiny"
 nvidia-smi -L | tee "$out/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version(), torch.cuda.get_device_name(), torch.cuda.device_count(), 'GPUs')" | tee -a "$out/gpu.txt"
-graphs=$(mktemp -d)
-timeout "${CELERITAS_TIMEOUT:-300}" python3 experiments/celeritas_gpu.py --json "$out/celeritas_gpu.json" \
-    --graphs "$graphs" --budget-s "${CELERITAS_BUDGET:-200}" 2>&1 | grep -v "it/s\]" | tee "$out/celeritas_gpu.txt"
-tar -cf "$out/celeritas_graphs.tar" -C "$graphs" .
+if [ "${CELERITAS:-run}" != skip ]; then
+    graphs=$(mktemp -d)
+    timeout "${CELERITAS_TIMEOUT:-300}" python3 experiments/celeritas_gpu.py --json "$out/celeritas_gpu.json" \
+        --graphs "$graphs" --budget-s "${CELERITAS_BUDGET:-200}" 2>&1 | grep -v "it/s\]" | tee "$out/celeritas_gpu.txt"
+    tar -cf "$out/celeritas_graphs.tar" -C "$graphs" .
+fi
 timeout "${FIDELITY_TIMEOUT:-280}" python3 experiments/fidelity.py --models $models --placers single --clusters gpu1 \
-    --warmup 5 --steps 30 --rounds 2 --json "$out/fidelity_gpu1.json" 2>&1 | grep -v "it/s\]" | tee "$out/fidelity_gpu1.txt"
+    --warmup "${FIDELITY_WARMUP:-5}" --steps "${FIDELITY_STEPS:-30}" --rounds "${FIDELITY_ROUNDS:-2}" \
+    --json "$out/fidelity_gpu1.json" 2>&1 | grep -v "it/s\]" | tee "$out/fidelity_gpu1.txt"
 timeout "${PYTEST_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider -m cuda tests/backends/test_torch_distributed.py \
     tests/backends/test_torch_runtime.py 2>&1 | tee "$out/pytest_cuda.txt"
 two=0

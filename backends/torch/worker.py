@@ -159,6 +159,9 @@ class WorkerJob:
     memory_limits: list[float] = field(default_factory=list)  # bytes per device (empty: no limit)
     pin_transport: bool = True  # False: pin only the compute thread, gloo's transport threads stay unpinned
     transport_policy: str = "idle"  # what happens to gloo's transport threads (`lower_transport_threads`)
+    # with `time_ops`: this many more measured steps without the per-op timing, alternating with the timed ones
+    # (reported as ``untimed_times``): the step the ops add up to when nothing times them, as a placed run's
+    untimed_steps: int = 0
 
 
 def spawn_and_collect(
@@ -616,6 +619,19 @@ class _Worker:
         return out
 
 
+def untimed_flags(timed: int, untimed: int) -> list[bool]:
+    """Which measured steps run without per-op timing: `untimed` of them alternating with the first `timed`
+    ones (timed, untimed, timed, ...), the rest of the longer kind after, so that both kinds see the same drift
+    of the machine's speed. O(timed + untimed)."""
+    out: list[bool] = []
+    for k in range(max(timed, untimed)):
+        if k < timed:
+            out.append(False)
+        if k < untimed:
+            out.append(True)
+    return out
+
+
 def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
     """Entry point of a spawned worker: pin, join the group, run the steps, report to `results`."""
     try:
@@ -645,7 +661,9 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
         step_spans: list[tuple[float, list[tuple[str, float, float]]]] = []  # per measured step: (t0, spans)
         grads = None
         rss_peak = rss0
-        steps = range(job.warmup + job.steps)
+        untimed = untimed_flags(job.steps, job.untimed_steps if job.time_ops else 0)
+        steps = range(job.warmup + len(untimed))
+        untimed_times: list[float] = []
         # one bar, the first worker's: every worker runs the same steps
         bar = tqdm(
             steps, desc="run (warm-up + measured steps)", unit="step", disable=None if rank == 0 else True, leave=False
@@ -656,9 +674,10 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
         for k in bar:
             if k == job.warmup:
                 before = interference.sample(mine_cores)
+            plain = k >= job.warmup and untimed[k - job.warmup]
             o = w.step(
                 retain=(k == 0 and job.retain_first),
-                time_ops=job.time_ops and k >= job.warmup,
+                time_ops=job.time_ops and k >= job.warmup and not plain,
                 last=k == len(steps) - 1,
             )
             if "grads" in o:
@@ -666,7 +685,9 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
             if "loss" in o:
                 losses.append(o["loss"])
             rss_peak = max(rss_peak, _rss_bytes())
-            if k >= job.warmup:
+            if plain:
+                untimed_times.append(o["elapsed"])
+            elif k >= job.warmup:
                 times.append(o["elapsed"])
                 walls.append(o["wall"])
                 step_spans.append((o["t0"], o["spans"]))
@@ -683,6 +704,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                 {
                     "pid": os.getpid(),
                     "times": times,
+                    "untimed_times": untimed_times,
                     "wall_times": walls,  # host clock; `times` are CUDA-event times on a GPU
                     "core_samples": (before, after),
                     "losses": losses,

@@ -402,6 +402,9 @@ def test_corun_profile_pools_every_workers_samples():
     # others' share of the two workers' cores, each worker's own time subtracted; repeated above 5 %
     assert 1 <= len(info["interference_attempts"]) <= 3 and info["host_interference"] in info["interference_attempts"]
     assert sum(g.op(o)["compute_s"] for o in g.ops) == pytest.approx(info["sum_op_s"])
+    # the scaled median adds up to the median of the steps run without per-op timing, which alternate with the
+    # timed ones; the timed steps' median is reported beside it
+    assert info["sum_op_s"] == pytest.approx(info["step_median_s"]) and info["step_timed_median_s"] > 0
     with pytest.raises(ConfigError, match="corun"):
         profile_in_worker(model, graph, setting={**setting, "corun": 0}, warmup=1, steps=1)
 
@@ -490,3 +493,12 @@ def test_a_run_other_tasks_disturbed_is_run_again_and_the_cleaner_one_kept(monke
         TorchDistributedRuntime(max_interference=1.5)
     with pytest.raises(Exception, match="retries"):
         TorchDistributedRuntime(retries=-1)
+
+
+def test_untimed_steps_alternate_with_the_timed_ones():
+    from backends.torch.worker import untimed_flags
+
+    assert untimed_flags(3, 3) == [False, True] * 3
+    assert untimed_flags(3, 1) == [False, True, False, False]
+    assert untimed_flags(1, 3) == [False, True, True, True]
+    assert untimed_flags(4, 0) == [False] * 4
