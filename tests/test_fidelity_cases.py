@@ -42,3 +42,30 @@ def test_a_saved_case_simulates_to_the_same_step(tmp_path):
         recv_buffers=case["recv_buffers"],
     ).makespan
     assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_the_shared_core_charge_is_recovered_from_saved_cases(tmp_path):
+    """Steps simulated with a charge of 0.3 as the 'measured' ones: the fit over the saved cases finds 0.3, and
+    each model left out is predicted exactly by the value fitted on the other."""
+    from experiments.fidelity import predict, save_case
+    from experiments.fit_shared_core import fit
+
+    rows = []
+    for model, n in (("m1", 12), ("m2", 16)):
+        g = OpGraph(model)
+        for k in range(n):
+            g.add_op(f"o{k}", compute_s=1e-3 * (1 + k % 3), output_bytes=1e3)
+        for k in range(4, n):
+            g.add_edge(f"o{k - 4}", f"o{k}", bytes=1e3)  # four interleaved chains: devices run at once
+        cl = uniform_cluster(4, 8e9, latency_s=1e-5, bytes_per_s=3e9)
+        for placer, dev in (("split", lambda k: k % 4), ("pairs", lambda k: (k // 2) % 4)):
+            assign = {f"o{k}": f"cpu{dev(k)}" for k in range(n)}
+            sched = topological_schedule(g, assign, cl.names)
+            at = (g, assign, sched, 2, "step_start")
+            step = predict(*at, cl, (1e-5, 1e-5), "at_arrival", shared_core_slowdown=0.3).makespan
+            save_case(tmp_path, model, "cpu4", placer, at, cl, (1e-5, 1e-5))
+            rows.append({"model": model, "placer": placer, "measured_s": step})
+    res = fit(tmp_path, rows, grid=(0.0, 0.1, 0.2, 0.3, 0.4))
+    assert res["fitted"] == 0.3 and res["median_abs_error"] == pytest.approx(0.0, abs=1e-12)
+    for h in res["held_out"].values():
+        assert h["fitted_on_others"] == 0.3 and h["median_abs_error_without"] > 0.01
