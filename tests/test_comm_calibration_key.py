@@ -29,11 +29,18 @@ def test_torch_workers_fit_asks_for_the_in_step_calibration_under_the_runtimes_t
         return "fit"
 
     monkeypatch.setattr(comm, "comm_benchmark_distributed", fake)
-    prof = TorchMeasuredProfiler(comm_calibration="in_step", comm_repeats=3)
+    prof = TorchMeasuredProfiler(comm_calibration="in_step", comm_repeats=3, comm_shared_core_slowdown=0.35)
     prof.use_workers({"runtime": "torch_distributed", "cores": 1})
     prof.transport_policy = "nice"
     assert prof.fit_comm(object(), object()) == "fit"  # type: ignore[arg-type]
-    assert seen == {"in_step": True, "transport_policy": "nice", "sizes": None, "repeats": 3, "cuda": False}
+    assert seen == {
+        "in_step": True,
+        "transport_policy": "nice",
+        "sizes": None,
+        "repeats": 3,
+        "cuda": False,
+        "shared_core_slowdown": 0.35,  # the in-step fit is made with the charge the predictions use
+    }
 
     seen.clear()
     TorchMeasuredProfiler(comm_repeats=3).comm_in_workers(object(), object())  # type: ignore[arg-type]
@@ -92,3 +99,19 @@ def test_tf_workers_fit_takes_the_in_step_latency_and_costs(monkeypatch):
     prof = TFMeasuredProfiler(comm_calibration="benchmark")
     prof.use_workers({"cores": 1})
     assert prof.comm_in_workers(None, uniform_cluster(2)) is bench
+
+
+def test_the_shared_core_charge_goes_into_comm_json_and_bad_values_are_refused():
+    pytest.importorskip("torch")
+    from algorithms.errors import ConfigError
+    from backends.torch import TorchMeasuredProfiler
+    from backends.torch.comm import DistributedCommFit
+    from orchestrator.stages.graph import comm_json
+
+    fit = DistributedCommFit(1e-4, 4e9, {}, [("cpu0", "cpu1", 1024.0, 2e-4)], 2e-5, 4e-5)
+    fit.shared_core_slowdown = 0.35
+    out = comm_json(fit, "worker", "in_step")
+    assert out["shared_core_slowdown"] == 0.35 and out["send_overhead_s"] == 2e-5
+    for bad in (-0.1, float("nan")):
+        with pytest.raises(ConfigError, match="comm_shared_core_slowdown"):
+            TorchMeasuredProfiler(comm_shared_core_slowdown=bad)
