@@ -108,6 +108,24 @@ def save_case(
     atomic_write_json(folder / f"{model}_{cluster_name}_{placer}.case.json", case)
 
 
+def simulate_case(case: dict[str, Any], graph: Any, **kw: Any) -> Any:
+    """The simulator's step of a case `save_case` wrote (its `graph` loaded by the caller, who may share it
+    between cases), with every option the prediction had; `kw` overrides (e.g. ``shared_core_slowdown``)."""
+    from algorithms.cluster import Cluster
+    from algorithms.simulator import simulate
+
+    opts = {
+        "host_cores": case["host_cores"],
+        "send_overhead_s": case["send_overhead_s"],
+        "recv_overhead_s": case["recv_overhead_s"],
+        "recv_buffers": case["recv_buffers"],
+        "shared_core_slowdown": case.get("shared_core_slowdown", 0.0),
+        **kw,
+    }
+    cluster = Cluster.from_dict(case["cluster"], case["cluster_name"])
+    return simulate(graph, cluster, case["placement"], case["schedule"], **opts)
+
+
 def core_switches(sim: Any, cluster: Any, host_cores: int | None) -> int:
     """How often a shared host core passes from one device's worker to another's in the simulated step: per core,
     the ops of the devices pinned to it in start order, counting changes of device (0 when no core is shared).

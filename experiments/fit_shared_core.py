@@ -17,8 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: experiments.fidelity from the repository root
+    sys.path.insert(0, str(ROOT))
 
 DEFAULT_GRID = tuple(round(0.05 * k, 2) for k in range(21))  # 0, 0.05, ..., 1
 
@@ -26,9 +31,8 @@ DEFAULT_GRID = tuple(round(0.05 * k, 2) for k in range(21))  # 0, 0.05, ..., 1
 def case_errors(folder: Path, rows: list[dict[str, Any]], grid: tuple[float, ...]) -> dict[tuple[str, str], dict]:
     """{(model, placer): {slowdown: (predicted - measured) / measured}} over the saved cases that have a measured
     row in `rows`."""
-    from algorithms.cluster import Cluster
     from algorithms.graph import OpGraph
-    from algorithms.simulator import simulate
+    from experiments.fidelity import simulate_case
 
     measured = {(r["model"], r["placer"]): r["measured_s"] for r in rows if r.get("measured_s")}
     graphs: dict[str, Any] = {}
@@ -40,22 +44,10 @@ def case_errors(folder: Path, rows: list[dict[str, Any]], grid: tuple[float, ...
             continue
         if case["graph"] not in graphs:
             graphs[case["graph"]] = OpGraph.load(folder / case["graph"])
-        cluster = Cluster.from_dict(case["cluster"], case["cluster_name"])
         m = measured[key]
         out[key] = {}
         for s in grid:
-            step = simulate(
-                graphs[case["graph"]],
-                cluster,
-                case["placement"],
-                case["schedule"],
-                host_cores=case["host_cores"],
-                send_overhead_s=case["send_overhead_s"],
-                recv_overhead_s=case["recv_overhead_s"],
-                recv_buffers=case["recv_buffers"],
-                shared_core_slowdown=s,
-                record_memory=False,
-            ).makespan
+            step = simulate_case(case, graphs[case["graph"]], shared_core_slowdown=s, record_memory=False).makespan
             out[key][s] = (step - m) / m
     return out
 

@@ -7,14 +7,13 @@ import json
 
 import pytest
 
-from algorithms import simulate, uniform_cluster
-from algorithms.cluster import Cluster
+from algorithms import uniform_cluster
 from algorithms.graph import OpGraph
 from algorithms.placement import topological_schedule
 
 
 def test_a_saved_case_simulates_to_the_same_step(tmp_path):
-    from experiments.fidelity import predict, save_case
+    from experiments.fidelity import predict, save_case, simulate_case
 
     g = OpGraph("g")
     for k in range(6):
@@ -29,18 +28,9 @@ def test_a_saved_case_simulates_to_the_same_step(tmp_path):
     want = predict(*at, cl, (1e-5, 2e-5), "at_arrival").makespan
     save_case(tmp_path, "m", "cpu4", "p", at, cl, (1e-5, 2e-5))
     case = json.loads((tmp_path / "m_cpu4_p.case.json").read_text())
-    g2 = OpGraph.load(tmp_path / case["graph"])
-    cl2 = Cluster.from_dict(case["cluster"], case["cluster_name"])
-    got = simulate(
-        g2,
-        cl2,
-        case["placement"],
-        case["schedule"],
-        host_cores=case["host_cores"],
-        send_overhead_s=case["send_overhead_s"],
-        recv_overhead_s=case["recv_overhead_s"],
-        recv_buffers=case["recv_buffers"],
-    ).makespan
+    assert case["host_cores"] == 2 and case["recv_buffers"] == "step_start"
+    assert (case["send_overhead_s"], case["recv_overhead_s"]) == (1e-5, 2e-5)
+    got = simulate_case(case, OpGraph.load(tmp_path / case["graph"])).makespan
     assert got == pytest.approx(want, rel=1e-12)
 
 
