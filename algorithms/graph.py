@@ -112,9 +112,6 @@ class GraphIndex:
     #: latencies one transfer of the op's output pays: the tensors a coarse op sends on one edge
     #: (``send_tensors``, written by `algorithms.passes.contract`), 1 for an op of the original graph
     copy_tensors: list[float] = field(default_factory=list)
-    #: the adjacency as CSR arrays (`algorithms.sim_kernel.index_arrays`' dict), when the index was built from
-    #: arrays (`OpGraph._build_index`, large graphs); None otherwise
-    arrays: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -273,8 +270,9 @@ class OpGraph:
         (`graph_kernel.kahn`, `_kahn` without numba), each op's successor and predecessor lists sliced from one
         list of (neighbour, bytes) pairs per direction (predecessors by a stable sort on the destination:
         sources in insertion order, as `_build_index_python` appends them).  The numbers and byte counts are
-        the same objects as there (positions shared with `pos`, byte counts interned); the CSR arrays are
-        kept as `GraphIndex.arrays` for the compiled kernels.  O((V + E) log V)."""
+        the same objects as there (positions shared with `pos`, byte counts interned).  (Keeping the CSR
+        arrays for the compiled kernels, which build them from the lists, raised a 10^6-op whole run's peak by
+        about 80 MB for no measurable time.)  O((V + E) log V)."""
         import numpy as np
 
         g = self.nx
@@ -318,30 +316,21 @@ class OpGraph:
         by_dst = np.argsort(pv, kind="stable")
         pred_ptr = np.zeros(n + 1, np.int64)
         np.cumsum(np.bincount(pv, minlength=n), out=pred_ptr[1:])
-        pred_j = pu[by_dst]
-        pairs = list(zip(map(ids.__getitem__, memoryview(pred_j)), map(b_obj.__getitem__, memoryview(by_dst))))
+        del pv
+        pairs = list(zip(map(ids.__getitem__, memoryview(pu[by_dst])), map(b_obj.__getitem__, memoryview(by_dst))))
+        del pu, by_dst
         pred = [pairs[a:b] for a, b in zip(memoryview(pred_ptr[:-1]), memoryview(pred_ptr[1:]))]
-        del pairs
-        b_arr = np.array(b_obj, np.float64) if m else np.zeros(0, np.float64)
+        del pairs, pred_ptr
+        # each op's largest out-edge (for its copy size), in topological order
+        largest = np.full(n, -np.inf)
+        if m:
+            has = deg > 0
+            largest[has] = np.fmax.reduceat(np.array(b_obj, np.float64), ptr[:-1][has])  # NaN never wins ``>``
         del b_obj
-        by_src = np.argsort(pu, kind="stable")
-        succ_ptr = np.zeros(n + 1, np.int64)
-        np.cumsum(deg[ins], out=succ_ptr[1:])
-        arrays = dict(
-            pred_ptr=pred_ptr,
-            pred_j=pred_j,
-            pred_b=b_arr[by_dst],
-            succ_ptr=succ_ptr,
-            succ_k=pv[by_src],
-            succ_b=b_arr[by_src],
-        )
-        del by_dst, by_src, b_arr, pu, pv
         try:
-            index = self._index_attributes_by_key(order, pos, succ, pred, num, arrays)
+            return self._index_attributes_by_key(order, pos, succ, pred, num, largest[ins])
         except Exception:  # a malformed attribute: the op-by-op pass raises what it raised
-            index = self._index_attributes(order, pos, succ, pred, num)
-        index.arrays = arrays
-        return index
+            return self._index_attributes(order, pos, succ, pred, num)
 
     def _index_attributes_by_key(
         self,
@@ -350,11 +339,12 @@ class OpGraph:
         succ: list[list[tuple[int, float]]],
         pred: list[list[tuple[int, float]]],
         num: Callable[[Any], float],
-        arrays: dict[str, Any],
+        largest: Any,
     ) -> GraphIndex:
         """`_index_attributes` an attribute at a time (a list comprehension per attribute, `num` inline for
         floats) and the copy sizes from the CSR arrays (the op's largest out-edge, found op by op only for the
-        ops where one exceeds the output bytes): the same lists, the same objects.  O(V + E)."""
+        ops where one exceeds the output bytes; `largest`: each op's largest out-edge, -inf without one): the same
+        lists, the same objects.  O(V + E)."""
         import numpy as np
 
         attrs = list(map(self.nx._node.__getitem__, order))
@@ -369,12 +359,6 @@ class OpGraph:
         copy_tensors = [1.0 if (x := a.get("send_tensors")) is None else float(x) for a in attrs]
         del attrs
         # copy_bytes[i]: the first out-edge's bytes larger than every earlier one and than the output, if any
-        ptr, sb = arrays["succ_ptr"], arrays["succ_b"]
-        n = len(order)
-        largest = np.full(n, -np.inf)
-        has = ptr[1:] > ptr[:-1]
-        if len(sb):
-            largest[has] = np.fmax.reduceat(sb, ptr[:-1][has])  # NaN never wins a ``>`` either
         copy_bytes = list(output)
         for i in np.flatnonzero(largest > np.array(output, np.float64)).tolist():
             out = output[i]

@@ -53,18 +53,14 @@ def _csr(lists: list, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def index_arrays(idx: GraphIndex) -> dict[str, np.ndarray]:
     """The adjacency of a `GraphIndex` as arrays (``pred_ptr``, ``pred_j``, ``pred_b``, ``succ_ptr``,
     ``succ_k``, ``succ_b``: each op's inputs and consumers in the index's list order).  Kept for the last index
-    asked about (a placer and the simulator after it share them; an index is read-only); an index built from
-    arrays comes with them (`GraphIndex.arrays`).  O(V + E)."""
+    asked about (a placer and the simulator after it share them; an index is read-only).  O(V + E)."""
     global _last
     if _last is not None and _last[0]() is idx:
         return _last[1]
-    if idx.arrays is not None:
-        arrays = idx.arrays
-    else:
-        n = idx.n
-        pp, pj, pb = _csr(idx.pred, n)
-        sp, sk, sb = _csr(idx.succ, n)
-        arrays = dict(pred_ptr=pp, pred_j=pj, pred_b=pb, succ_ptr=sp, succ_k=sk, succ_b=sb)
+    n = idx.n
+    pp, pj, pb = _csr(idx.pred, n)
+    sp, sk, sb = _csr(idx.succ, n)
+    arrays = dict(pred_ptr=pp, pred_j=pj, pred_b=pb, succ_ptr=sp, succ_k=sk, succ_b=sb)
     _last = (weakref.ref(idx), arrays)
     return arrays
 

@@ -1,11 +1,9 @@
 """Issue 22: `OpGraph._build_index_arrays` (graphs of `INDEX_ARRAYS_MIN_OPS` ops or more) builds the index that
 `OpGraph._build_index_python` builds: the same topological order, positions, successor and predecessor lists
-(order, numbers, byte counts with their signs), attributes, copy sizes; the same error on a cycle; and its CSR
-arrays (`GraphIndex.arrays`) are those `sim_kernel.index_arrays` builds from the lists."""
+(order, numbers, byte counts with their signs), attributes, copy sizes; the same error on a cycle."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,7 +15,7 @@ from tests.strategies import random_dags
 
 def _view(idx: GraphIndex) -> str:
     """Every field, floats with their signs and types (``repr``)."""
-    return repr([getattr(idx, f) for f in idx.__dataclass_fields__ if f != "arrays"])
+    return repr([getattr(idx, f) for f in idx.__dataclass_fields__])
 
 
 def _both(g: OpGraph) -> tuple[GraphIndex, GraphIndex]:
@@ -31,14 +29,6 @@ def _check(g: OpGraph) -> None:
     for lst in arr.succ + arr.pred:
         for j, _ in lst:
             assert j is arr.pos[arr.names[j]]
-    sim_kernel = pytest.importorskip("algorithms.sim_kernel")
-    ref = {
-        **dict(zip(("pred_ptr", "pred_j", "pred_b"), sim_kernel._csr(py.pred, py.n))),
-        **dict(zip(("succ_ptr", "succ_k", "succ_b"), sim_kernel._csr(py.succ, py.n))),
-    }
-    assert arr.arrays is not None and set(arr.arrays) == set(ref)
-    for k, v in ref.items():
-        assert arr.arrays[k].dtype == v.dtype and np.array_equal(arr.arrays[k], v), k
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -64,15 +54,6 @@ def test_benchmark_graphs():
 
     for kind, n in (("random", 5000), ("chain", 4000)):
         _check(make_graph(kind, n))
-
-
-def test_index_uses_arrays_for_large_graphs():
-    from benchmarks.bench_scale import make_graph
-
-    g = make_graph("random", 3000)
-    assert g.index().arrays is not None
-    small = make_graph("random", 300)
-    assert small.index().arrays is None
 
 
 def test_cycle_same_error():
