@@ -298,7 +298,7 @@ class OpGraph:
             _topological_order(g)  # raises InvalidGraph naming the ops of a cycle
             raise AssertionError("Kahn's order and _topological_order disagree on a cycle")
         ids = list(range(n))  # the positions: one int object each, shared by `pos`, `succ` and `pred`
-        order = list(map(names.__getitem__, memoryview(ins)))
+        order = list(map(names.__getitem__, _ints(ins)))
         del names
         pos = dict(zip(order, ids))
         topo_of = np.empty(n, np.int64)  # insertion position -> topological position
@@ -308,18 +308,18 @@ class OpGraph:
         pv = topo_of[dst]
         del dst, topo_of
         # successors: op by op in topological order, each op's out-edges in adjacency order
-        pairs = list(zip(map(ids.__getitem__, memoryview(pv)), b_obj))
+        pairs = list(zip(map(ids.__getitem__, _ints(pv)), b_obj))
         lo = ptr[ins]
-        succ = [pairs[a:b] for a, b in zip(memoryview(lo), memoryview(lo + deg[ins]))]
+        succ = [pairs[a:b] for a, b in zip(_ints(lo), _ints(lo + deg[ins]))]
         del pairs, lo
         # predecessors: by destination, then by the source's insertion position (the edges' order)
         by_dst = np.argsort(pv, kind="stable")
         pred_ptr = np.zeros(n + 1, np.int64)
         np.cumsum(np.bincount(pv, minlength=n), out=pred_ptr[1:])
         del pv
-        pairs = list(zip(map(ids.__getitem__, memoryview(pu[by_dst])), map(b_obj.__getitem__, memoryview(by_dst))))
+        pairs = list(zip(map(ids.__getitem__, _ints(pu[by_dst])), map(b_obj.__getitem__, _ints(by_dst))))
         del pu, by_dst
-        pred = [pairs[a:b] for a, b in zip(memoryview(pred_ptr[:-1]), memoryview(pred_ptr[1:]))]
+        pred = [pairs[a:b] for a, b in zip(_ints(pred_ptr[:-1]), _ints(pred_ptr[1:]))]
         del pairs, pred_ptr
         # each op's largest out-edge (for its copy size), in topological order
         largest = np.full(n, -np.inf)
@@ -924,6 +924,11 @@ def _kahn(out: list[list[int]], indeg: list[int] | None = None) -> list[int] | N
 
 #: `OpGraph._build_index` builds the index from arrays (`OpGraph._build_index_arrays`) from this many ops on
 INDEX_ARRAYS_MIN_OPS = 2000
+
+
+def _ints(a: Any) -> Iterable[int]:
+    """The Python ints of a 1-d int64 array, one at a time (a memoryview: no list of them all at once)."""
+    return memoryview(a)
 
 
 def _kahn_arrays(ptr: Any, dst: Any, n: int) -> Any:
