@@ -1,15 +1,19 @@
-"""The simulator's event loop compiled with numba (issue 22), for a static per-device order.
+"""The simulator's event loop compiled with numba (issue 22), for a static per-device order or a readiness order.
 
 `simulate_static` computes exactly what `algorithms.simulator.simulate` computes for a static schedule
-(``schedule`` given, no ``policy``), without shared host cores, per-message overheads or recorded decisions:
-the same start and end times, transfers, memory timeline, peaks, traffic and first out-of-memory event, bit
-for bit.  It is a port of that function's loop; the model (transfers once per (producer, device), parallel
-or sequential communication, dynamic memory, the event order: every event at a time before the devices
-decide) is described in `algorithms.simulator`, which stays the reference and the only implementation of
-the other modes.  `tests/test_sim_kernel.py` compares the two.
+(``schedule`` given, no ``policy``), and `simulate_ready` what it computes without one, with first-in first-out
+(`dispatch.FifoPolicy`, the default) or a `dispatch.RankPolicy` (each device runs its executable op of smallest
+(rank, order in which the ops became executable)): both without shared host cores, per-message overheads or
+recorded decisions: the same start and end times, transfers, memory timeline, peaks, traffic and first
+out-of-memory event, bit for bit.  It is a port of that function's loop; the model (transfers once per
+(producer, device), parallel or sequential communication, dynamic memory, the event order: every event at a
+time before the devices decide) is described in `algorithms.simulator`, which stays the reference and the only
+implementation of the other modes.  `tests/test_sim_kernel.py` (static orders) and
+`tests/test_sim_ready_kernel.py` (readiness orders) compare the two.
 
 The events are kept in one binary heap keyed (time, kind, op, device) like the Python loop's tuples; those
-keys are unique, so any heap pops them in the same order.  Sums (traffic, busy time, cut-edge bytes, memory
+keys are unique, so any heap pops them in the same order; so are a device's ready ops' keys (rank, sequence
+number), kept in one heap per device (a slice of three arrays).  Sums (traffic, busy time, cut-edge bytes, memory
 levels) are taken in the loop's order.
 
 Complexity: O((V + E) log V), at well under a microsecond per event; the first call compiles the loop
@@ -109,6 +113,53 @@ def _pop(et, ek, ea, eb, ne):
 
 
 @njit(cache=True)
+def _rlt(r0, s0, r1, s1):
+    return r0 < r1 or (r0 == r1 and s0 < s1)
+
+
+@njit(cache=True)
+def _rpush(hr, hs, hj, base, size, d, r, s, j):
+    """Push (rank r, sequence number s, op j) onto device d's ready heap: the slice ``base[d]:`` of ``hr``,
+    ``hs``, ``hj``, ``size[d]`` entries, smallest (rank, sequence number) at the root."""
+    b = base[d]
+    pos = size[d]
+    while pos > 0:
+        par = (pos - 1) >> 1
+        if _rlt(r, s, hr[b + par], hs[b + par]):
+            hr[b + pos], hs[b + pos], hj[b + pos] = hr[b + par], hs[b + par], hj[b + par]
+            pos = par
+        else:
+            break
+    hr[b + pos], hs[b + pos], hj[b + pos] = r, s, j
+    size[d] += 1
+
+
+@njit(cache=True)
+def _rpop(hr, hs, hj, base, size, d):
+    """Remove and return the op at the root of device d's ready heap (`_rpush`)."""
+    b = base[d]
+    top = hj[b]
+    last = size[d] - 1
+    r, s, j = hr[b + last], hs[b + last], hj[b + last]
+    pos = 0
+    child = 1
+    while child < last:
+        right = child + 1
+        if right < last and _rlt(hr[b + right], hs[b + right], hr[b + child], hs[b + child]):
+            child = right
+        if _rlt(hr[b + child], hs[b + child], r, s):
+            hr[b + pos], hs[b + pos], hj[b + pos] = hr[b + child], hs[b + child], hj[b + child]
+            pos = child
+            child = 2 * pos + 1
+        else:
+            break
+    if last > 0:
+        hr[b + pos], hs[b + pos], hj[b + pos] = r, s, j
+    size[d] = last
+    return top
+
+
+@njit(cache=True)
 def _mem(d, delta, t, op, cur, peak, limit, mt_t, mt_v, mt_d, nm, oom, alloc):
     """alloc (peak and out-of-memory check) or free (`alloc` False) of `delta` bytes on device d at t."""
     m = cur[d] + delta
@@ -148,6 +199,8 @@ def sim_run(
     limit,
     seq_ptr,
     seq_ops,
+    by_ready,
+    rank,
     sequential,
     up_front,
     # outputs
@@ -164,7 +217,11 @@ def sim_run(
     res,
     oom,
 ):
-    """The loop of `simulate` for a static order (module docstring).  ``order[k]`` the k-th op started, ``tr``
+    """The loop of `simulate` for a static order (``seq_ptr``, ``seq_ops``: each device's ops in its order) or,
+    with ``by_ready``, for a policy that keys each op when it becomes executable (`dispatch.FifoPolicy`,
+    `dispatch.RankPolicy`): a device runs its executable op of smallest (``rank[op]``, sequence number), the
+    sequence number counting the ops made executable so far (module docstring).  ``order[k]`` the k-th op
+    started, ``tr``
     (op, src, dst) and ``tr_t`` (start, arrival, bytes) the transfers in the order they are made, ``mt_*`` the
     memory timeline changes (time, level, device) in order; ``res``: status, ops done, traffic, cut-edge bytes,
     number of transfers, of timeline changes, and (NaN status) the two times."""
@@ -207,6 +264,19 @@ def sim_run(
     for i in range(n):
         missing[i] = pred_ptr[i + 1] - pred_ptr[i]
     is_ready = missing == 0
+    # ready heaps (by_ready): device d's in the slice of hr/hs/hj from base[d], as long as its op count
+    base = np.zeros(nd + 1, np.int64)
+    size = np.zeros(nd, np.int64)
+    nh = n if by_ready else 0
+    hr = np.empty(nh, np.float64)
+    hs = np.empty(nh, np.int64)
+    hj = np.empty(nh, np.int64)
+    if by_ready:
+        for i in range(n):
+            base[dev_of[i] + 1] += 1
+        for d in range(nd):
+            base[d + 1] += base[d]
+    seqno = 0
     cur = np.zeros(nd, np.float64)
     nm = np.zeros(1, np.int64)
     for i in range(n):
@@ -237,18 +307,28 @@ def sim_run(
     done = 0
     t = 0.0
     t_last = 0.0
+    if by_ready:  # the ops without inputs are executable at the start, in index order
+        for i in range(n):
+            if missing[i] == 0:
+                seqno += 1
+                _rpush(hr, hs, hj, base, size, dev_of[i], rank[i], seqno, i)
     while True:
         # dispatch(t)
         for d in range(nd):
             if running[d] or busy_until[d] > t:
                 continue
-            p = ptr[d]
-            if p >= seq_ptr[d + 1] - seq_ptr[d]:
-                continue
-            i = seq_ops[seq_ptr[d] + p]
-            if not is_ready[i]:
-                continue
-            ptr[d] = p + 1
+            if by_ready:
+                if size[d] == 0:
+                    continue
+                i = _rpop(hr, hs, hj, base, size, d)
+            else:
+                p = ptr[d]
+                if p >= seq_ptr[d + 1] - seq_ptr[d]:
+                    continue
+                i = seq_ops[seq_ptr[d] + p]
+                if not is_ready[i]:
+                    continue
+                ptr[d] = p + 1
             start[i] = t
             e = t + dur[i]
             end[i] = e
@@ -301,6 +381,9 @@ def sim_run(
                         missing[j] -= 1
                         if missing[j] == 0:
                             is_ready[j] = True
+                            if by_ready:
+                                seqno += 1
+                                _rpush(hr, hs, hj, base, size, d, rank[j], seqno, j)
                 for r in range(rem_ptr[i], rem_ptr[i + 1]):
                     dj = rem_dev[r]
                     nbytes = rem_b[r]
@@ -335,6 +418,9 @@ def sim_run(
                         missing[j] -= 1
                         if missing[j] == 0:
                             is_ready[j] = True
+                            if by_ready:
+                                seqno += 1
+                                _rpush(hr, hs, hj, base, size, dj, rank[j], seqno, j)
     res[0] = OK if done == n else DEADLOCK
     res[1] = done
     res[2] = traffic
@@ -357,6 +443,38 @@ def simulate_static(
 ) -> SimResult:
     """`simulate(graph, cluster, placement, schedule)` through `sim_run` (module docstring): the same
     `SimResult`, or the same `InvalidSchedule` / `SimulationError`."""
+    return _simulate(idx, cluster, dev_of, dur, seq_of, None, record_memory=record_memory, up_front=up_front)
+
+
+def simulate_ready(
+    idx: GraphIndex,
+    cluster: Cluster,
+    dev_of: list[int],
+    dur: list[float],
+    rank: np.ndarray | list[float],
+    *,
+    record_memory: bool,
+    up_front: bool,
+) -> SimResult:
+    """`simulate(graph, cluster, placement, policy=...)` for a policy that keys each op by (``rank[op]``,
+    the order in which ops became executable) when it becomes executable (`dispatch.FifoPolicy`: every rank
+    0; `dispatch.RankPolicy`: its ranks, none NaN) through `sim_run`: the same `SimResult`, without the
+    decision log, or the same `SimulationError`.  (The readiness order has no static order to deadlock on.)"""
+    return _simulate(idx, cluster, dev_of, dur, None, rank, record_memory=record_memory, up_front=up_front)
+
+
+def _simulate(
+    idx: GraphIndex,
+    cluster: Cluster,
+    dev_of: list[int],
+    dur: list[float],
+    seq_of: list[list[int]] | None,
+    rank: np.ndarray | list[float] | None,
+    *,
+    record_memory: bool,
+    up_front: bool,
+) -> SimResult:
+    """`simulate_static` (`seq_of` given) or `simulate_ready` (`rank` given)."""
     from .errors import SimulationError
     from .sim_result import MemoryTimeline, OOMEvent, SimResult
     from .simulator import _raise_deadlock
@@ -370,8 +488,13 @@ def simulate_static(
     pred_ptr, pred_j, succ_ptr, succ_k, succ_b = (ia[k] for k in ("pred_ptr", "pred_j", "succ_ptr", "succ_k", "succ_b"))
     n_e = len(succ_k)
     seq_ptr = np.zeros(nd + 1, np.int64)
-    np.cumsum([len(s) for s in seq_of], out=seq_ptr[1:])
-    seq_ops = np.fromiter((i for s in seq_of for i in s), np.int64, int(seq_ptr[-1]))
+    if seq_of is not None:
+        np.cumsum([len(s) for s in seq_of], out=seq_ptr[1:])
+        seq_ops = np.fromiter((i for s in seq_of for i in s), np.int64, int(seq_ptr[-1]))
+    else:
+        seq_ops = np.zeros(0, np.int64)
+    by_ready = rank is not None
+    rank_arr = np.ascontiguousarray(rank, f8) if rank is not None else np.zeros(0, f8)
     start = np.full(n, np.nan)
     end = np.full(n, np.nan)
     order = np.zeros(n, np.int64)
@@ -403,6 +526,8 @@ def simulate_static(
         limit,
         seq_ptr,
         seq_ops,
+        by_ready,
+        rank_arr,
         cluster.mode == "sequential",
         up_front,
         start,
@@ -426,7 +551,7 @@ def simulate_static(
     if status == DEADLOCK:
         missing = [0] * n  # _raise_deadlock only reads which inputs never started
         ptr = [int(x) for x in res[8 : 8 + nd]]
-        _raise_deadlock(names, devs, dev_of, idx.pred, missing, start.tolist(), True, seq_of, ptr)
+        _raise_deadlock(names, devs, dev_of, idx.pred, missing, start.tolist(), not by_ready, seq_of, ptr)
     # issue 22: each table is turned into the result's form and freed before the next one is built, and the
     # memory timelines stay arrays (`MemoryTimeline`: a point takes 16 bytes instead of about 112 as a tuple)
     mtl: list[MemoryTimeline] = []

@@ -67,10 +67,11 @@ The order in which a device runs its executable ops comes from either a static p
 returned, so running a policy once yields a static schedule that replays to the same result.
 
 Complexity: O((V + E) log V) with a static order or a heap policy; a dynamic policy adds the cost of its
-`choose` over the executable ops at each decision.  A static order of `COMPILED_MIN_OPS` ops or more (without
-shared host cores, message overheads or recorded decisions) runs the same loop compiled
-(`algorithms.sim_kernel`, numba): the same result, bit for bit; a change to the loop below must be made there
-too (`tests/test_sim_kernel.py` compares the two).
+`choose` over the executable ops at each decision.  A graph of `COMPILED_MIN_OPS` ops or more with a static order,
+or with first-in first-out or a `RankPolicy` (without shared host cores, message overheads or recorded
+decisions), runs the same loop compiled (`algorithms.sim_kernel`, numba): the same result, bit for bit; a
+change to the loop below must be made there too (`tests/test_sim_kernel.py` and
+`tests/test_sim_ready_kernel.py` compare the two).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ from collections.abc import Mapping
 
 from .cluster import Cluster, oversubscription, worker_cores
 from .comm_queue import FifoLinks
-from .dispatch import DispatchPolicy, FifoPolicy, SimState
+from .dispatch import DispatchPolicy, FifoPolicy, RankPolicy, SimState
 from .errors import InvalidCluster, InvalidSchedule, SimulationError
 from .graph import OpGraph, gc_paused
 from .placement import Placement, Schedule, check_schedule
@@ -93,9 +94,9 @@ _FINISH, _ARRIVE = 0, 1
 #: when a message to a device on a shared host core is read (`simulate(shared_core_reads=...)`)
 SHARED_CORE_READS = ("when_idle", "at_arrival")
 
-#: A static order of at least this many ops is simulated by the compiled loop (`algorithms.sim_kernel`; numba
-#: installed, no shared host cores, message overheads or recorded decisions): the same result, several times
-#: faster.  Smaller graphs need no compiled code loaded.
+#: A graph of at least this many ops, with a static order, FIFO or a `RankPolicy`, is simulated by the compiled
+#: loop (`algorithms.sim_kernel`; numba installed, no shared host cores, message overheads or recorded
+#: decisions): the same result, several times faster.  Smaller graphs need no compiled code loaded.
 COMPILED_MIN_OPS = 2000
 
 
@@ -214,6 +215,20 @@ def simulate(
         return simulate_static(
             idx, cluster, dev_of, dur, seq_of, record_memory=record_memory, up_front=recv_buffers == "step_start"
         )
+    if (
+        not static
+        and n >= COMPILED_MIN_OPS
+        and core_sets is None
+        and not (record_decisions or send_overhead_s or recv_overhead_s)
+        and _compiled() is not None
+    ):  # the readiness order compiled (`sim_kernel.simulate_ready`, issue 22) for the policies it knows
+        rank = _ready_rank(pol, n)
+        if rank is not None:
+            from .sim_kernel import simulate_ready
+
+            return simulate_ready(
+                idx, cluster, dev_of, dur, rank, record_memory=record_memory, up_front=recv_buffers == "step_start"
+            )
     ready: list[list] = [[] for _ in range(nd)]  # heap entries (key, i) or plain list for dynamic
     is_ready = [False] * n
 
@@ -495,6 +510,21 @@ def simulate(
         oom=oom[0],
         decisions=decisions,
     )
+
+
+def _ready_rank(pol: DispatchPolicy, n: int) -> list[float] | None:
+    """The rank per op by which `sim_kernel.simulate_ready` orders a device's executable ops as `pol` would
+    (by (rank, the order ops became executable)): 0 for every op under `FifoPolicy`, `RankPolicy`'s ranks
+    (prepared) when none is NaN; None for any other policy (a subclass too: its keys may differ)."""
+    if pol.dynamic:
+        return None
+    if type(pol) is FifoPolicy:
+        return [0.0] * n
+    if type(pol) is RankPolicy:
+        r = pol._r
+        if len(r) == n and all(x == x for x in r):
+            return r
+    return None
 
 
 def _raise_deadlock(names, devs, dev_of, pred, missing, start, static, seq_of, ptr) -> None:

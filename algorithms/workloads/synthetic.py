@@ -32,12 +32,20 @@ per tensor) and an ``f/update`` op after it (phase "update", colocated with f). 
 every op produces one tensor and every out-edge of an op carries that tensor.
 
 Complexity: O(levels^2 * width^2) edge trials without a level limit, O(levels * limit * width^2) with one.
+From `COMPILED_MIN_OPS` forward ops on, the levels' draws (widths, node draws, edge trials) are made by a
+compiled port of the same loop (`level_kernel`, numba) that consumes the same Mersenne Twister stream: the
+same graph, op for op and edge for edge, at a few nanoseconds per trial (issue 22: 10^7 trials at 10^6 ops).
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Iterator, Sequence
+from itertools import chain, repeat
+from typing import Any
+
+import numpy as np
 
 from ..cluster import Cluster, Device, Link
 from ..graph import OpGraph, gc_paused, op_attrs
@@ -93,8 +101,62 @@ def level_dag(
     if isinstance(stream, bool) or not isinstance(stream, int) or stream < 0:
         raise ValueError(f"stream must be an integer >= 0, got {stream!r}")
     rng = random.Random(seed) if stream == 0 else random.Random(f"level_dag/{seed}/{stream}")
-    draw = rng.random  # the edge trials' draws (10^7 of them for 10^6 ops), without the attribute lookup
     g = OpGraph(name or f"synthetic-l{levels}-s{seed}")
+    kernel_args = _kernel_args(
+        levels, min_nodes_per_level, max_nodes_per_level, edge_probability, edge_level_limit, edge_decay,
+        ops_range, memory_range, tensor_range, p_cpu_only, p_gpu_only,
+    )  # fmt: skip
+    if kernel_args is not None:  # the same draws, compiled (`level_kernel`)
+        all_nodes, level_of, out_size = _levels_compiled(
+            g, rng, kernel_args, compute_unit_s, memory_unit_bytes, tensor_unit_bytes
+        )
+    else:
+        all_nodes, level_of, out_size = _levels_python(
+            g, rng, levels, min_nodes_per_level, max_nodes_per_level, edge_probability, edge_level_limit,
+            edge_decay, ops_range, memory_range, tensor_range, compute_unit_s, memory_unit_bytes,
+            tensor_unit_bytes, p_cpu_only, p_gpu_only,
+        )  # fmt: skip
+    added, tries = 0, 0
+    while added < random_edges and tries < 20 * random_edges + 100:
+        tries += 1
+        a, b = rng.choice(all_nodes), rng.choice(all_nodes)
+        if level_of[a] == level_of[b]:
+            continue
+        if level_of[a] > level_of[b]:
+            a, b = b, a
+        if g.nx.has_edge(a, b):
+            continue
+        g.add_edge(a, b, bytes=out_size[a])
+        added += 1
+    if colocated_fraction > 0:
+        _add_colocation_groups(g, rng, all_nodes, colocated_fraction, max_group_size)
+    if training:
+        _add_backward(g, all_nodes, backward_factor)
+    return g
+
+
+def _levels_python(
+    g: OpGraph,
+    rng: random.Random,
+    levels: int,
+    min_nodes_per_level: int,
+    max_nodes_per_level: int,
+    edge_probability: float,
+    edge_level_limit: int,
+    edge_decay: float,
+    ops_range: Sequence[int],
+    memory_range: Sequence[int],
+    tensor_range: Sequence[int],
+    compute_unit_s: float,
+    memory_unit_bytes: float,
+    tensor_unit_bytes: float,
+    p_cpu_only: float,
+    p_gpu_only: float,
+) -> tuple[list[str], dict[str, int], dict[str, float]]:
+    """`level_dag`'s levels, their forward ops and the edges between them, drawn from `rng` op by op and trial
+    by trial and added to `g`; returns the ops in creation order, each op's level and output size.  The
+    reference for `_levels_compiled` and the code for small graphs."""
+    draw = rng.random  # the edge trials' draws (10^7 of them for 10^6 ops), without the attribute lookup
     level_nodes: list[list[str]] = []
     level_of: dict[str, int] = {}
     out_size: dict[str, float] = {}
@@ -154,24 +216,133 @@ def level_dag(
             g.add_ops(records)
             g.add_edges(edges)
             records, edges = [], []
-    all_nodes = [n for lvl in level_nodes for n in lvl]
-    added, tries = 0, 0
-    while added < random_edges and tries < 20 * random_edges + 100:
-        tries += 1
-        a, b = rng.choice(all_nodes), rng.choice(all_nodes)
-        if level_of[a] == level_of[b]:
-            continue
-        if level_of[a] > level_of[b]:
-            a, b = b, a
-        if g.nx.has_edge(a, b):
-            continue
-        g.add_edge(a, b, bytes=out_size[a])
-        added += 1
-    if colocated_fraction > 0:
-        _add_colocation_groups(g, rng, all_nodes, colocated_fraction, max_group_size)
-    if training:
-        _add_backward(g, all_nodes, backward_factor)
-    return g
+    return [n for lvl in level_nodes for n in lvl], level_of, out_size
+
+
+#: `level_dag` draws its levels with the compiled kernel (`level_kernel`, numba) from this many forward ops
+#: on (levels times the mean width); smaller graphs need no compiled code loaded
+COMPILED_MIN_OPS = 5000
+
+
+@functools.cache
+def _kernel() -> Any:
+    """`level_kernel.draw_levels`, or None without numba."""
+    try:
+        from .level_kernel import draw_levels
+    except ImportError:
+        return None
+    return draw_levels
+
+
+def _kernel_args(
+    levels: int,
+    wmin: int,
+    wmax: int,
+    edge_probability: float,
+    edge_level_limit: int,
+    edge_decay: float,
+    ops_range: Sequence[int],
+    memory_range: Sequence[int],
+    tensor_range: Sequence[int],
+    p_cpu_only: float,
+    p_gpu_only: float,
+) -> tuple | None:
+    """`level_kernel.draw_levels`' arguments but the generator's state, or None where `_levels_python` is
+    used: a small graph, numba missing, arguments the kernel does not take (a draw range that is empty or of
+    2^32 values or more; widths or levels not integers).  The edge probabilities per level distance are
+    computed here, by the Python expression of `_levels_python` (and its errors, e.g. an overflow)."""
+    if type(levels) is not int or type(wmin) is not int or type(wmax) is not int or type(edge_level_limit) is not int:
+        return None
+    if levels * (wmin + wmax) / 2 < COMPILED_MIN_OPS or wmax - wmin >= 2**32 - 1:
+        return None
+    try:
+        ranges = np.array([[int(r[0]), int(r[1])] for r in (ops_range, memory_range, tensor_range)], np.int64)
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None
+    span = ranges[:, 1] - ranges[:, 0]
+    if (span < 0).any() or (span >= 2**32 - 1).any():
+        return None
+    if not all(isinstance(x, (int, float)) for x in (edge_probability, edge_decay, p_cpu_only, p_gpu_only)):
+        return None
+    if _kernel() is None:
+        return None
+    dmax = levels - 1 if edge_level_limit <= 0 else min(edge_level_limit, levels - 1)
+    probs = np.zeros(dmax + 1, np.float64)
+    for dist in range(1, dmax + 1):
+        probs[dist] = edge_probability * (edge_decay ** (dist - 1))
+    return (
+        levels,
+        wmin,
+        wmax,
+        ranges,
+        float(p_cpu_only),
+        float(p_cpu_only + p_gpu_only),
+        probs,
+        edge_level_limit,
+        levels * wmax,
+    )
+
+
+def _unit_values(lo: int, hi: int, unit: float, draws: list[int]) -> list[float]:
+    """``[d * unit for d in draws]`` (the Python expression: an int unit keeps ints), one object per
+    distinct value when the range is small."""
+    if hi - lo <= 4096:
+        table = [v * unit for v in range(lo, hi + 1)]
+        return [table[d - lo] for d in draws]
+    return [d * unit for d in draws]
+
+
+def _levels_compiled(
+    g: OpGraph,
+    rng: random.Random,
+    args: tuple,
+    compute_unit_s: float,
+    memory_unit_bytes: float,
+    tensor_unit_bytes: float,
+) -> tuple[list[str], dict[str, int], dict[str, float]]:
+    """`_levels_python` with the draws made by `level_kernel.draw_levels` (`args` from `_kernel_args`): the
+    same ops, attributes and edges in the same order, and `rng` left in the same state.  O(V + E) here,
+    O(trials) compiled."""
+    version, state, gauss = rng.getstate()
+    mt = np.array(state[:624], np.int64)
+    st = np.array([state[624]], np.int64)
+    width, draws, dtc, esrc, edst = _kernel()(mt, st, *args)
+    rng.setstate((version, tuple(mt.tolist()) + (int(st[0]),), gauss))
+    nf = len(dtc)
+    names = [f"n{k}" for k in range(nf)]
+    lvl_obj = list(range(len(width)))  # one int object per level, as the loop variable was
+    lv_of: list[int] = []
+    for lv, w in zip(lvl_obj, width.tolist()):
+        lv_of.extend([lv] * w)
+    ranges = args[3]
+    ops_l, mem_l, ten_l = draws.T.tolist()
+    cs = _unit_values(int(ranges[0, 0]), int(ranges[0, 1]), compute_unit_s, ops_l)
+    pb = _unit_values(int(ranges[1, 0]), int(ranges[1, 1]), memory_unit_bytes, mem_l)
+    ob = _unit_values(int(ranges[2, 0]), int(ranges[2, 1]), tensor_unit_bytes, ten_l)
+    del ops_l, mem_l, ten_l, draws
+    dts = [None, "CPU", "GPU"]
+    g.add_ops(
+        (
+            nm,
+            {
+                "type": "Synthetic",
+                "phase": "forward",
+                "compute_s": c,
+                "persistent_bytes": m,
+                "temporary_bytes": 0,
+                "output_bytes": o,
+                "colocation": None,
+                "device_type": dts[d],
+                "forward_of": None,
+                "level": lv,
+            },
+        )
+        for nm, c, m, o, d, lv in zip(names, cs, pb, ob, dtc.tolist(), lv_of)
+    )  # the dicts `op_attrs` makes, keys in its order
+    src, dst = esrc.tolist(), edst.tolist()
+    del esrc, edst
+    g.add_edges(zip(map(names.__getitem__, src), map(names.__getitem__, dst), map(ob.__getitem__, src), repeat(False)))
+    return names, dict(zip(names, lv_of)), dict(zip(names, ob))
 
 
 def _zipf_size(rng: random.Random, max_size: int) -> int:
@@ -186,7 +357,8 @@ def _add_colocation_groups(g: OpGraph, rng: random.Random, nodes: list[str], fra
     order = list(nodes)
     rng.shuffle(order)
     gid = 0
-    ngh = g.nx
+    succ, pred, attrs = g.nx._succ, g.nx._pred, g.nx._node  # networkx's dicts, without its views' calls
+    sorted_nodes: list[str] | None = None  # `sorted(free)` is these, filtered (issue 22: no sort per top-up)
     for seed_node in order:
         if target - (len(nodes) - len(free)) < 2:
             break
@@ -198,7 +370,7 @@ def _add_colocation_groups(g: OpGraph, rng: random.Random, nodes: list[str], fra
         frontier = [seed_node]
         while frontier and len(group) < size:
             cur = frontier.pop(0)
-            nb = [m for m in list(ngh.successors(cur)) + list(ngh.predecessors(cur)) if m in free]
+            nb = [m for m in list(succ[cur]) + list(pred[cur]) if m in free]
             rng.shuffle(nb)
             for m in nb:
                 if len(group) >= size:
@@ -207,7 +379,9 @@ def _add_colocation_groups(g: OpGraph, rng: random.Random, nodes: list[str], fra
                 free.discard(m)
                 frontier.append(m)
         while len(group) < size and free:
-            m = rng.choice(sorted(free))
+            if sorted_nodes is None:
+                sorted_nodes = sorted(nodes)
+            m = rng.choice(list(filter(free.__contains__, sorted_nodes)))  # = rng.choice(sorted(free))
             group.append(m)
             free.discard(m)
         if len(group) < 2:
@@ -215,9 +389,9 @@ def _add_colocation_groups(g: OpGraph, rng: random.Random, nodes: list[str], fra
             continue
         gname = f"g{gid}"
         gid += 1
-        dt = next((g.op(m)["device_type"] for m in group if g.op(m)["device_type"]), None)
+        dt = next((attrs[m]["device_type"] for m in group if attrs[m]["device_type"]), None)
         for m in group:
-            a = g.op(m)
+            a = attrs[m]
             a["colocation"] = gname
             a["device_type"] = dt
     g.invalidate()
@@ -228,41 +402,48 @@ def _add_backward(g: OpGraph, fwd: list[str], factor: float) -> None:
     of the 10^6 new edges): the grads, the edges into and between them, then (wgrad, update) per parameter
     op and their edges.  Node and adjacency orders are those op-by-op insertion gave: an op's out-edges
     were added forward edges first, then to its grad, its wgrad and its update.  O(V + E)."""
-    attrs_of = g.nx.nodes
-    edges_fwd = [(u, v) for u, nbrs in g.nx.succ.items() for v in nbrs]
+    attrs_of = g.nx._node  # networkx's node dict (its NodeView costs a call per lookup: 10^6 of them)
+    edges_fwd = [(u, v) for u, nbrs in g.nx._succ.items() for v in nbrs]
     # each new op's name is made once and that string object names it everywhere: as the graph's key and in
     # every adjacency dict of its edges (issue 22: a name made again per edge was a second string per edge
     # end, kept by the adjacency dicts: about 100 bytes per edge, and a hash and comparison per lookup)
     grad_of = {f: f"{f}/grad" for f in fwd}
 
     def grads() -> Iterator[tuple[str, dict]]:
-        for f in fwd:
+        for f in fwd:  # the dicts `op_attrs` makes, keys in its order
             a = attrs_of[f]
             share = factor - 1.0 if a["persistent_bytes"] > 0 and factor > 1 else factor
             yield (
                 grad_of[f],
-                op_attrs(
-                    type="SyntheticGrad",
-                    phase="backward",
-                    compute_s=a["compute_s"] * share,
-                    persistent_bytes=0,
-                    temporary_bytes=a["output_bytes"],
-                    output_bytes=a["output_bytes"],
-                    colocation=None,
-                    device_type=a["device_type"],
-                    forward_of=f,
-                ),
+                {
+                    "type": "SyntheticGrad",
+                    "phase": "backward",
+                    "compute_s": a["compute_s"] * share,
+                    "persistent_bytes": 0,
+                    "temporary_bytes": a["output_bytes"],
+                    "output_bytes": a["output_bytes"],
+                    "colocation": None,
+                    "device_type": a["device_type"],
+                    "forward_of": f,
+                },
             )
 
-    def grad_edges() -> Iterator[tuple[str, str, float, bool]]:
-        for f in fwd:
-            yield f, grad_of[f], attrs_of[f]["output_bytes"], False
-        for u, v in edges_fwd:  # the grad of v outputs v's output size
-            yield grad_of[v], grad_of[u], attrs_of[v]["output_bytes"], False
+    out_of = [attrs_of[f]["output_bytes"] for f in fwd]
+    grad_names = list(map(grad_of.__getitem__, fwd))
+    # the edges into and between the grads, as C-level iterators: f -> f/grad, then v/grad -> u/grad per edge
+    # u -> v (the grad of v outputs v's output size)
+    grad_edges = chain(
+        zip(fwd, grad_names, out_of, repeat(False)),
+        (
+            (grad_of[v], grad_of[u], attrs_of[v]["output_bytes"], False)
+            for u, v in edges_fwd  # fmt: skip
+        ),
+    )
 
     params = [f for f in fwd if attrs_of[f]["persistent_bytes"] > 0]
     wgrad_of = {f: f"{f}/wgrad" for f in params}
     update_of = {f: f"{f}/update" for f in params}
+    wshare = min(1.0, factor)
 
     def updates() -> Iterator[tuple[str, dict]]:
         for f in params:
@@ -270,33 +451,33 @@ def _add_backward(g: OpGraph, fwd: list[str], factor: float) -> None:
             # the weight gradient is its own op and tensor (as TensorFlow's gradient of a MatMul is two MatMuls)
             yield (
                 wgrad_of[f],
-                op_attrs(
-                    type="SyntheticWeightGrad",
-                    phase="backward",
-                    compute_s=a["compute_s"] * min(1.0, factor),
-                    persistent_bytes=0,
-                    temporary_bytes=0,
-                    output_bytes=a["persistent_bytes"],
-                    colocation=None,
-                    device_type=a["device_type"],
-                    forward_of=f,
-                ),
+                {
+                    "type": "SyntheticWeightGrad",
+                    "phase": "backward",
+                    "compute_s": a["compute_s"] * wshare,
+                    "persistent_bytes": 0,
+                    "temporary_bytes": 0,
+                    "output_bytes": a["persistent_bytes"],
+                    "colocation": None,
+                    "device_type": a["device_type"],
+                    "forward_of": f,
+                },
             )
             if a["colocation"] is None:
                 a["colocation"] = f"var:{f}"
             yield (
                 update_of[f],
-                op_attrs(
-                    type="ApplyGradient",
-                    phase="update",
-                    compute_s=a["compute_s"] * 0.1,
-                    persistent_bytes=0,
-                    temporary_bytes=0,
-                    output_bytes=0,
-                    colocation=a["colocation"],
-                    device_type=a["device_type"],
-                    forward_of=None,
-                ),
+                {
+                    "type": "ApplyGradient",
+                    "phase": "update",
+                    "compute_s": a["compute_s"] * 0.1,
+                    "persistent_bytes": 0,
+                    "temporary_bytes": 0,
+                    "output_bytes": 0,
+                    "colocation": a["colocation"],
+                    "device_type": a["device_type"],
+                    "forward_of": None,
+                },
             )
 
     def update_edges() -> Iterator[tuple[str, str, float, bool]]:
@@ -309,7 +490,8 @@ def _add_backward(g: OpGraph, fwd: list[str], factor: float) -> None:
             yield f, update, 0, True
 
     g.add_ops(grads())
-    g.add_edges(grad_edges())
+    g.add_edges(grad_edges)
+    del out_of, grad_names
     g.add_ops(updates())
     g.add_edges(update_edges())
     g.invalidate()
