@@ -183,3 +183,23 @@ def test_single_device_peak_matches_single_device_need():
         a = m_topo._fill_arrays(topo_kernel, idx, uniform_cluster(2, memory_bytes=1.0).devices)
         assert sum(idx.persistent) + float(a["peak"]) == single_device_need(g)
         assert index_arrays(idx)["pred_ptr"][-1] >= a["src_ptr"][-1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["levels_parallel", "levels_tight", "levels_sequential", "chain"])
+def test_compiled_loops_match_the_recorded_reference(name, monkeypatch):
+    """`tests/test_scale_identical.py`'s fixed graphs (recorded before issue 22's speed work) with m-TOPO, MITE
+    and DFS forced through their compiled loops: the recorded placements, makespans and peaks."""
+    import json
+
+    from algorithms.placers.thesis import mite
+    from tests import scale_fixture
+    from tests.test_scale_identical import REFERENCE
+
+    monkeypatch.setattr(m_topo, "COMPILED_MIN_OPS", 0)
+    monkeypatch.setattr(mite, "COMPILED_MIN_OPS", 0)
+    monkeypatch.setattr(scale_fixture, "PLACERS", {k: scale_fixture.PLACERS[k] for k in ("m_topo", "mite", "dfs")})
+    case = next(c for c in scale_fixture.CASES if c[0] == name)
+    got = json.loads(json.dumps(scale_fixture.case_results(case)))
+    for key in ("m_topo", "mite", "dfs"):
+        assert got[key] == REFERENCE[name][key], key

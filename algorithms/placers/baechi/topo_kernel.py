@@ -20,13 +20,21 @@ How the state maps to arrays (V ops, D devices):
 * `_StepHistory` is the same (D, V + 1) array of transient bytes with the same block maxima (`_B` steps a
   block), updated element by element in the same order as numpy's slice add, so every value and every range
   maximum is the same float.
+* Range maxima scan with numba's ``fastmath`` flags ``nnan`` and ``nsz`` (`_max`), so that the loop runs in
+  SIMD lanes: the entries are finite byte counts, never NaN, and -0.0 only where the graph gives -0.0 bytes
+  (a difference of equal numbers is +0.0); the maximum of such numbers is the same float in any order of
+  comparison (but for the sign of a zero maximum, which compares equal).  No other arithmetic is
+  reordered: adds and sums are plain IEEE operations in the Python code's order.
 * The sums of the Python code (received copies' bytes, a group's bytes) add left to right from 0, as Python
   3.11's ``sum`` does (Python 3.12 compensates float sums, which could differ in the last bit).
 
 Complexity: that of the Python code, O(V + E) plus, per received copy, O(span) for the add over the steps it
-spans and O(V / B + B) per range maximum; memory O(V D).  The first call compiles the kernel (seconds) and
-caches it on disk (numba ``cache=True``, under ``__pycache__``); later processes load it in well under a
-second.
+spans and O(V / B + B) per range maximum; memory O(V D).  On the benchmark's random training graphs m-TOPO's
+contiguous fill sends most forward ops' outputs to their backward consumers on a later device, so the adds
+total about V^2 / 7 steps (1.4e10 at 300K ops, 0.37 ns each): they are most of what is left of the fill's
+time at 10^5-10^6 ops, as they were the numpy part of the Python code's.  The first call compiles the kernel
+(seconds) and caches it on disk (numba ``cache=True``, under ``__pycache__``); later processes load it in well
+under a second.
 """
 
 from __future__ import annotations
@@ -78,62 +86,53 @@ def single_device_peak(pred_ptr, pred_j, nsucc, temporary, output):
     return peak
 
 
+@njit(cache=True, fastmath={"nnan", "nsz"})
+def _max(row, a, c):
+    """``row[a:c].max()`` for a < c.  The values are finite byte counts, none -0.0, so their maximum is the same
+    whatever the order of the comparisons: the flags let the loop run in SIMD lanes (`fill`'s docstring)."""
+    m = row[a]
+    for s in range(np.uint64(a + 1), np.uint64(c)):
+        m = max(m, row[s])
+    return m
+
+
 @njit(cache=True)
 def _range_max(val, bmax, p, a, c):
     """``val[p, a:c].max()`` for a < c (`_StepHistory.range_max`)."""
+    row = val[p]
     ba = -(-a // B)
     bc = c // B
     if bc - ba < 2:
-        m = val[p, a]
-        for s in range(a + 1, c):
-            if val[p, s] > m:
-                m = val[p, s]
-        return m
-    m = bmax[p, ba]
-    for k in range(ba + 1, bc):
-        if bmax[p, k] > m:
-            m = bmax[p, k]
+        return _max(row, a, c)
+    m = _max(bmax[p], ba, bc)
     if a < ba * B:
-        h = val[p, a]
-        for s in range(a + 1, ba * B):
-            if val[p, s] > h:
-                h = val[p, s]
+        h = _max(row, a, ba * B)
         if h > m:
             m = h
     if bc * B < c:
-        t = val[p, bc * B]
-        for s in range(bc * B + 1, c):
-            if val[p, s] > t:
-                t = val[p, s]
+        t = _max(row, bc * B, c)
         if t > m:
             m = t
     return m
 
 
 @njit(cache=True)
-def _block_max(val, p, blk):
-    m = val[p, blk * B]
-    for s in range(blk * B + 1, (blk + 1) * B):
-        if val[p, s] > m:
-            m = val[p, s]
-    return m
-
-
-@njit(cache=True)
 def _add_max(val, bmax, closed, p, a, c, b):
     """Add b to ``val[p, a:c]`` and return the range's new maximum (`_StepHistory.add_max`)."""
-    for s in range(a, c):
-        val[p, s] += b
+    row = val[p]
+    for s in range(np.uint64(a), np.uint64(c)):  # unsigned: no check for negative indices, a SIMD loop
+        row[s] += b
+    bm = bmax[p]
     ba = -(-a // B)
     bc = c // B
     for k in range(ba, bc):
-        bmax[p, k] += b
+        bm[k] += b
     b0 = a // B
     b1 = (c - 1) // B
     if b0 < closed and not (ba <= b0 < bc):
-        bmax[p, b0] = _block_max(val, p, b0)
+        bm[b0] = _max(row, b0 * B, (b0 + 1) * B)
     if b1 != b0 and b1 < closed and not (ba <= b1 < bc):
-        bmax[p, b1] = _block_max(val, p, b1)
+        bm[b1] = _max(row, b1 * B, (b1 + 1) * B)
     return _range_max(val, bmax, p, a, c)
 
 
@@ -271,7 +270,7 @@ def fill(
         if (i + 1) % B == 0:
             blk = i // B
             for d in range(D):
-                bmax[d, blk] = _block_max(val, d, blk)
+                bmax[d, blk] = _max(val[d], blk * B, (blk + 1) * B)
             closed = blk + 1
         dyn[q] -= temporary[i]
         if nsucc[i] == 0:

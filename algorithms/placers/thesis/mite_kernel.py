@@ -472,9 +472,9 @@ def place(mode: int, graph: OpGraph, cluster: Cluster, zero_traffic: float, what
         sources = np.flatnonzero(np.diff(a["pred_ptr"]) == 0)
         sources = sources[np.lexsort((sources, -ops_rank[sources]))]
         ssucc_ptr = a["succ_ptr"]
-        k = a["succ_k"]
+        cons = a["succ_k"]
         owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(ssucc_ptr))
-        ssucc = k[np.lexsort((k, -ops_rank[k], owner))]
+        ssucc = cons[np.lexsort((cons, -ops_rank[cons], owner))]
     status, err, unit_dev, dev_of, used, load, ops_on = run_units(
         mode,
         seq,
