@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import math
 import time
+from itertools import compress
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -12,12 +14,29 @@ import numpy as np
 from ...base import Placer
 from ...cluster import Cluster
 from ...errors import ConfigError, InfeasiblePlacement
-from ...graph import OpGraph
+from ...graph import GraphIndex, OpGraph, gc_paused
 from ...memory import single_device_need
 from ...placement import Placement
 from ...simulator import simulate
 
 log = logging.getLogger(__name__)
+
+#: Graphs of at least this many ops are filled by the compiled loop (`topo_kernel`, numba installed): the same
+#: placement, several times faster at 10^5-10^6 ops (docs/scale.md, "m-TOPO, MITE and DFS compiled"); smaller
+#: ones by `MTOPOPlacer._fill`, which needs no compiled code loaded.  Set to None to always use the Python code.
+COMPILED_MIN_OPS: int | None = 2000
+
+
+def _kernel(idx: GraphIndex) -> ModuleType | None:
+    """The `topo_kernel` module when it applies to this graph (`COMPILED_MIN_OPS`), else None."""
+    if COMPILED_MIN_OPS is None or idx.n < COMPILED_MIN_OPS:
+        return None
+    try:
+        from . import topo_kernel
+    except ImportError as exc:  # numba missing: the Python code gives the same placement, slower
+        log.info("m-TOPO: compiled fill unavailable (%s); using the Python one", exc)
+        return None
+    return topo_kernel
 
 
 class MTOPOPlacer(Placer):
@@ -74,6 +93,10 @@ class MTOPOPlacer(Placer):
     and the number of rounds.  O(V + E) plus, per received copy, an element-wise numpy add over the steps it
     spans and range maxima in O(V / B + B) through block maxima (`_StepHistory`; O(V D) memory for the
     history), plus one simulation, O((V + E) log V), per round.
+
+    Implementation (issue 22): on graphs of `COMPILED_MIN_OPS` ops or more each pass runs compiled with numba
+    (`topo_kernel.fill`, the same loop and step history over arrays), smaller ones `_fill`; both give the same
+    placement (tests/test_topo_kernel.py compares them).
     """
 
     name = "m_topo"
@@ -83,15 +106,23 @@ class MTOPOPlacer(Placer):
             raise ConfigError(f"placer.max_rounds: {max_rounds!r} must be at least 1")
         self.max_rounds = max_rounds
 
+    @gc_paused()  # lists and dicts by the million, no cycles; the collector would walk the graph each time
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         t0 = time.perf_counter()
         idx = graph.index()
         n = idx.n
         devs = cluster.devices
         D = len(devs)
-        size = [idx.persistent[i] + idx.temporary[i] + idx.output[i] for i in range(n)]
-        total = single_device_need(idx)
-        cap_all = total / D + max(size, default=0.0)
+        kernel = _kernel(idx)
+        arrays = _fill_arrays(kernel, idx, devs) if kernel is not None else None
+        if arrays is None:
+            size = [idx.persistent[i] + idx.temporary[i] + idx.output[i] for i in range(n)]
+            total = single_device_need(idx)
+            biggest = max(size, default=0.0)
+        else:  # the same numbers from arrays
+            total = sum(idx.persistent) + float(arrays["peak"])
+            biggest = float(arrays["size"].max())
+        cap_all = total / D + biggest
         limit = [d.memory_bytes for d in devs]
         caps = [limit[p] if p == D - 1 else min(cap_all, limit[p]) for p in range(D)]
         rounds = 0
@@ -104,14 +135,20 @@ class MTOPOPlacer(Placer):
             full = all(caps[p] >= limit[p] for p in range(D))
             tried_full = tried_full or full
             try:
-                result = self._fill(idx, devs, caps, cap_all)
+                if kernel is None or arrays is None:
+                    result = self._fill(idx, devs, caps, cap_all)
+                else:
+                    result = _fill_compiled(kernel, arrays, idx, devs, caps, cap_all)
             except InfeasiblePlacement as exc:
                 last_error = exc
                 result = None
             if result is not None:
                 dev, used, top, overflows, checked, first_over = result
                 # the replay can only overflow a finite limit: with unlimited memory it is skipped
-                sim = self._simulate(graph, cluster, idx, dev) if not all(map(math.isinf, limit)) else None
+                if not all(map(math.isinf, limit)):
+                    sim = self._simulate(graph, cluster, idx, dev)
+                else:
+                    sim = None
                 peaks = [max(top[p], sim.peak_memory[d.name] if sim else 0.0) for p, d in enumerate(devs)]
                 over = [peaks[p] - limit[p] for p in range(D)]
                 if max(over) <= 0:
@@ -156,10 +193,7 @@ class MTOPOPlacer(Placer):
                 f"bytes: {fault[1]}. Give the devices more memory or place fewer ops together."
             )
         caps, (dev, used, top, overflows, _, _), sim = fitted
-        assign = {idx.names[i]: devs[dev[i]].name for i in range(n)}
-        order: dict[str, list[str]] = {d.name: [] for d in devs}
-        for i in range(n):
-            order[devs[dev[i]].name].append(idx.names[i])
+        assign, order = _assignment(idx, devs, dev)
         info: dict[str, Any] = {
             "cap_bytes": cap_all,
             "algorithm_time_s": time.perf_counter() - t0,
@@ -177,11 +211,7 @@ class MTOPOPlacer(Placer):
     @staticmethod
     def _simulate(graph: OpGraph, cluster: Cluster, idx, dev: list[int]):
         """The simulator's replay of a round (each device runs its ops in topological order)."""
-        devs = cluster.devices
-        assign = {idx.names[i]: devs[dev[i]].name for i in range(idx.n)}
-        order: dict[str, list[str]] = {d.name: [] for d in devs}
-        for i in range(idx.n):
-            order[devs[dev[i]].name].append(idx.names[i])
+        assign, order = _assignment(idx, cluster.devices, dev)
         return simulate(graph, cluster, assign, order, record_memory=False)
 
     @staticmethod
@@ -285,6 +315,88 @@ class MTOPOPlacer(Placer):
                     for r in copies.pop(j, ()):
                         dyn[r] -= idx.copy_bytes[j]
         return dev, used, [persist[p] + peak[p] for p in range(D)], overflows, checked, first_over
+
+
+def _assignment(idx: GraphIndex, devs, dev: list[int]) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """(op -> device name, device name -> its ops in topological order) of a fill's device per op."""
+    names = [d.name for d in devs]
+    assign = dict(zip(idx.names, [names[k] for k in dev]))
+    where = np.asarray(dev, np.int64)
+    order = {d.name: list(compress(idx.names, (where == p).tolist())) for p, d in enumerate(devs)}
+    return assign, order
+
+
+def _fill_arrays(kernel: ModuleType, idx: GraphIndex, devs) -> dict[str, Any]:
+    """The graph and devices as `topo_kernel.fill`'s arrays (made once per placement; every pass reuses them),
+    with the ops' sizes and the single-device need's transient peak (`memory.single_device_need`).  O(V + E)."""
+    from ...sim_kernel import index_arrays
+
+    a = index_arrays(idx)
+    n = idx.n
+    src_ptr, src_j = kernel.distinct_sorted(a["pred_ptr"], a["pred_j"], n)
+    nsucc = np.diff(a["succ_ptr"])
+    persistent = np.asarray(idx.persistent, np.float64)
+    temporary = np.asarray(idx.temporary, np.float64)
+    output = np.asarray(idx.output, np.float64)
+    # colocation groups: an id per op in order of first member, members in index order
+    gid: dict[str, int] = {}
+    group = np.fromiter((-1 if g is None else gid.setdefault(g, len(gid)) for g in idx.colocation), np.int64, n)
+    grouped = np.flatnonzero(group >= 0)
+    grp_mem = grouped[np.argsort(group[grouped], kind="stable")]
+    grp_ptr = np.zeros(len(gid) + 1, np.int64)
+    np.cumsum(np.bincount(group[grouped], minlength=len(gid)), out=grp_ptr[1:])
+    codes: dict[str, int] = {}
+    for d in devs:
+        codes.setdefault(d.type, len(codes))
+    op_type = np.fromiter((-1 if t is None else codes.setdefault(t, len(codes)) for t in idx.device_type), np.int64, n)
+    return dict(
+        src_ptr=src_ptr,
+        src_j=src_j,
+        nsucc=nsucc,
+        persistent=persistent,
+        temporary=temporary,
+        output=output,
+        copy_bytes=np.asarray(idx.copy_bytes, np.float64),
+        group=group,
+        grp_ptr=grp_ptr,
+        grp_mem=grp_mem,
+        op_type=op_type,
+        dev_type=np.array([codes[d.type] for d in devs], np.int64),
+        size=persistent + temporary + output,
+        peak=kernel.single_device_peak(a["pred_ptr"], a["pred_j"], nsucc, temporary, output),
+    )
+
+
+def _fill_compiled(kernel: ModuleType, a: dict[str, Any], idx: GraphIndex, devs, caps: list[float], cap_all: float):
+    """`MTOPOPlacer._fill` by `topo_kernel.fill`: the same result (lists as the Python code returns them) or
+    the same `InfeasiblePlacement`."""
+    status, err, cur, dev, used, top, overflows, checked, fo_op, fo_dev = kernel.fill(
+        a["src_ptr"],
+        a["src_j"],
+        a["nsucc"],
+        a["persistent"],
+        a["temporary"],
+        a["output"],
+        a["copy_bytes"],
+        a["group"],
+        a["grp_ptr"],
+        a["grp_mem"],
+        a["op_type"],
+        a["dev_type"],
+        np.asarray(caps, np.float64),
+        np.array([d.memory_bytes for d in devs], np.float64),
+    )
+    if status == kernel.INFEASIBLE:
+        i, D = int(err), len(devs)
+        g = idx.colocation[i]
+        members = [i] if g is None else np.flatnonzero(a["group"] == a["group"][i]).tolist()
+        base = sum(idx.persistent[m] + idx.temporary[m] + idx.output[m] for m in members)
+        what = f"op {idx.names[i]!r}" + (f" (colocation group {g!r})" if g is not None else "")
+        raise InfeasiblePlacement(
+            f"m-TOPO: {what} needs {base:.6g} bytes but no device from {devs[min(int(cur), D - 1)].name!r} "
+            f"on has room under its cap ({cap_all:.6g} bytes) and its memory"
+        )
+    return dev.tolist(), used.tolist(), top.tolist(), int(overflows), checked.tolist(), (int(fo_op), int(fo_dev))
 
 
 #: steps per block of `_StepHistory`'s block maxima

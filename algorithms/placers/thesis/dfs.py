@@ -9,10 +9,10 @@ import numpy as np
 from ...base import Placer
 from ...cluster import Cluster
 from ...errors import ConfigError
-from ...graph import OpGraph
+from ...graph import OpGraph, gc_paused
 from ...placement import Placement
 from .common import AssignState, build_units
-from .mite import ZERO_TRAFFIC, MiteScorer
+from .mite import ZERO_TRAFFIC, MiteScorer, kernel
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,10 @@ class DFSPlacer(Placer):
     `MITEPlacer`); with the thesis' 0.000001 the walk keeps a unit on a neighbour's device whenever one fits.
 
     Complexity: O(V log V + E log E + U * D + (V + E) * D).
+
+    Implementation (issue 22): graphs of `mite.COMPILED_MIN_OPS` ops or more run the same walk compiled with
+    numba (`mite_kernel`, over arrays; the sorts by numpy), smaller ones `_place_python`; both give the same
+    placement (tests/test_mite_kernel.py compares them).
     """
 
     name = "dfs"
@@ -42,7 +46,16 @@ class DFSPlacer(Placer):
             raise ConfigError(f"placer.zero_traffic must be > 0, got {zero_traffic!r}")
         self.zero_traffic = float(zero_traffic)
 
+    @gc_paused()  # units, lists and arrays by the million, no cycles
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        k = kernel(graph)
+        if k is None:
+            return self._place_python(graph, cluster)
+        return k.place(k.DFS, graph, cluster, self.zero_traffic, "DFS: ")
+
+    def _place_python(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        """DFS in Python: the reference of `mite_kernel` (`mite.COMPILED_MIN_OPS`) and the code path for graphs
+        below that size."""
         idx = graph.index()
         units, unit_of = build_units(graph, cluster)
         st = AssignState(graph, cluster, units, unit_of)

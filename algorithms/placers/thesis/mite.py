@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 from tqdm import tqdm
@@ -11,11 +12,30 @@ from tqdm import tqdm
 from ...base import Placer
 from ...cluster import Cluster
 from ...errors import ConfigError
-from ...graph import OpGraph
+from ...graph import OpGraph, gc_paused
 from ...placement import Placement
 from .common import AssignState, Unit, build_units, operations_rank, unit_order
 
 log = logging.getLogger(__name__)
+
+#: Graphs of at least this many ops are placed by the compiled loops (`mite_kernel`, numba installed), MITE's
+#: and DFS's alike: the same placement, many times faster at 10^5-10^6 ops (docs/scale.md, "m-TOPO, MITE and
+#: DFS compiled"); smaller ones by the Python loops, which need no compiled code loaded.  Set to None to always
+#: use the Python code.
+COMPILED_MIN_OPS: int | None = 2000
+
+
+def kernel(graph: OpGraph) -> ModuleType | None:
+    """The `mite_kernel` module when it applies to this graph (`COMPILED_MIN_OPS`), else None."""
+    if COMPILED_MIN_OPS is None or graph.index().n < COMPILED_MIN_OPS:
+        return None
+    try:
+        from . import mite_kernel
+    except ImportError as exc:  # numba missing: the Python code gives the same placement, slower
+        log.info("MITE/DFS: compiled loop unavailable (%s); using the Python one", exc)
+        return None
+    return mite_kernel
+
 
 #: Eq. 4.11: the traffic factor of a device that adds no traffic while another feasible device would.
 ZERO_TRAFFIC = 0.000001
@@ -207,6 +227,10 @@ class MITEPlacer(Placer):
     thesis' value.
 
     Complexity: O(V + E + U * D + (V + E) * D) with numpy vectors of length D.
+
+    Implementation (issue 22): graphs of `COMPILED_MIN_OPS` ops or more run the same loop compiled with numba
+    (`mite_kernel`, over arrays), smaller ones `_place_python`; both give the same placement
+    (tests/test_mite_kernel.py compares them).
     """
 
     name = "mite"
@@ -216,7 +240,16 @@ class MITEPlacer(Placer):
             raise ConfigError(f"placer.zero_traffic must be > 0, got {zero_traffic!r}")
         self.zero_traffic = float(zero_traffic)
 
+    @gc_paused()  # units, lists and arrays by the million, no cycles
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        k = kernel(graph)
+        if k is None:
+            return self._place_python(graph, cluster)
+        return k.place(k.MITE, graph, cluster, self.zero_traffic, "MITE: ")
+
+    def _place_python(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        """MITE in Python: the reference of `mite_kernel` and the code path for graphs below
+        `COMPILED_MIN_OPS`."""
         units, unit_of = build_units(graph, cluster)
         st = AssignState(graph, cluster, units, unit_of)
         sc = MiteScorer(st, self.zero_traffic)
