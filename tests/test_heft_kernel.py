@@ -191,3 +191,20 @@ def test_compiled_heft_on_the_benchmark_graph():
     # memory for about half the graph per device: some units find their best device full
     tight = uniform_cluster(4, 0.55 * g.total_memory(), latency_s=1.34e-4, bytes_per_s=5.7e9)
     assert _outcome(HEFTPlacer().place, g, tight) == _outcome(_python, g, tight)
+
+
+def test_compiled_heft_honours_a_replaced_rank(monkeypatch):
+    """A rank definition put in `heft.upward_rank`'s place (benchmarks/compare_saga.py runs HEFT with saga's
+    ranks) drives the compiled loop too."""
+    g = level_dag(levels=80, min_nodes_per_level=2, max_nodes_per_level=6, edge_probability=0.2, training=True, seed=4)
+    cl = uniform_cluster(3, memory_bytes=1e15, latency_s=1e-4, bytes_per_s=1e9)
+
+    def computation_only(graph, cluster):
+        idx = graph.index()
+        rank = [0.0] * idx.n
+        for i in range(idx.n - 1, -1, -1):
+            rank[i] = idx.compute_s[i] + max((rank[j] for j, _ in idx.succ[i]), default=0.0)
+        return rank, None, 0.0, float("inf")
+
+    monkeypatch.setattr(heft_mod, "upward_rank", computation_only)
+    assert _outcome(_python, g, cl) == _outcome(_compiled, g, cl)
