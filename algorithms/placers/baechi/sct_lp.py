@@ -639,10 +639,10 @@ def sct_lp_windowed(
     src, dst, p, c = _edge_costs(graph, cluster, compute)
     E = len(src)
     first = np.zeros(n + 1, dtype=np.int64)  # edge number of op i's first out-edge
-    np.cumsum([len(o) for o in idx.succ], out=first[1:])
+    np.cumsum(np.fromiter(map(len, idx.succ), np.int64, n), out=first[1:])
     kernel = _kernel(n)
     # longest path after each op's end, without communication (the tails)
-    pl = p.tolist()
+    pl = p.tolist() if kernel is None else []
     if kernel is not None:
         t0a = kernel.comm_free_tails(first, dst, np.asarray(p, dtype=float))
     else:
@@ -672,7 +672,7 @@ def sct_lp_windowed(
     }
     for key in ("lp_edges_implied", "lp_edges_slack", "lp_ops_eliminated"):
         facts[key] = 0
-    cl = c.tolist()
+    cl = c.tolist() if kernel is None else []
     for w0 in tqdm(range(0, n, window), desc="m-SCT: SCT LP by windows", unit="window", disable=None, leave=False):
         w1 = min(n, w0 + window)
         # the edges into the window, in edge order: the ghosts' (sources below w0), then the window's own
