@@ -1,5 +1,10 @@
 """Compiled pieces of m-SCT's SCT LP preparation (issue 22), with numba: the exact reduction of implied edges
-(`sct_lp.implied_edges_kept`) on arrays.  m-SCT's list scheduling is compiled in `etf_kernel` (`run_sct`).
+(`sct_lp.implied_edges_kept`) on arrays, the heads and tails of `sct_lp._heads_tails`, the single-parent
+elimination of `sct_lp._eliminate_single_parents` (`eliminate`), and the windowed LP's tails and left-justified
+starts (`comm_free_tails`, `left_starts`, the loops of `sct_lp.sct_lp_windowed`).  m-SCT's list scheduling is
+compiled in `etf_kernel` (`run_sct`).  Each is a port, operation for operation, of the Python code it replaces
+(the same float additions in the same order); `tests/test_sct_kernel.py` and `tests/test_sct_lp_build.py`
+compare them.
 
 `implied_kept` is a port of `sct_lp.implied_edges_kept` (whose docstring describes the reduction and its
 exactness), operation for operation: the same bounded longest-path passes (the same ops popped, in the same
@@ -122,3 +127,68 @@ def heads_tails(src, dst, p, c, h0, h1, t1):
         a = p[i] + c[e] + t1[j]
         if a > t1[i]:
             t1[i] = a
+
+
+@njit(cache=True)
+def eliminate(ks, kd, p, n, max_terms):
+    """`sct_lp._eliminate_single_parents` on arrays: (anchor, offset, terms, nterms, gone), op v's x terms
+    ``terms[v, :nterms[v]]`` (kept-edge indices, in the tuple's order).  The same ops in the same order, the
+    same offset additions."""
+    indeg = np.zeros(n, np.int64)
+    for t in range(kd.shape[0]):
+        indeg[kd[t]] += 1
+    in_edge = np.full(n, -1, np.int64)
+    for t in range(kd.shape[0]):
+        if indeg[kd[t]] == 1:
+            in_edge[kd[t]] = t
+    anchor = np.arange(n)
+    offset = np.zeros(n)
+    terms = np.full((n, max_terms), -1, np.int64)
+    nterms = np.zeros(n, np.int64)
+    gone = np.zeros(n, np.bool_)
+    for v in range(n):
+        t = in_edge[v]
+        if t < 0:
+            continue
+        u = ks[t]
+        m = nterms[u]
+        if m + 1 > max_terms:
+            continue
+        anchor[v] = anchor[u]
+        offset[v] = offset[u] + p[u]
+        for q in range(m):
+            terms[v, q] = terms[u, q]
+        terms[v, m] = t
+        nterms[v] = m + 1
+        gone[v] = True
+    return anchor, offset, terms, nterms, gone
+
+
+@njit(cache=True)
+def comm_free_tails(succ_ptr, succ_k, p):
+    """The longest path after each op's end without communication (`sct_lp_windowed`'s tails): op i's
+    consumers ``succ_k[succ_ptr[i]:succ_ptr[i+1]]`` in list order, the same comparisons."""
+    n = succ_ptr.shape[0] - 1
+    t0 = np.zeros(n)
+    for i in range(n - 1, -1, -1):
+        best = 0.0
+        for e in range(succ_ptr[i], succ_ptr[i + 1]):
+            j = succ_k[e]
+            a = p[j] + t0[j]
+            if a > best:
+                best = a
+        t0[i] = best
+    return t0
+
+
+@njit(cache=True)
+def left_starts(ev, src, dst, p, c, x, start):
+    """Left-justified starts under x over the edges `ev` (ascending), in place on `start`: ``start[j] =
+    max(start[j], start[i] + p[i] + c[e] x[e])`` edge after edge, as `sct_lp_windowed`'s loop."""
+    for q in range(ev.shape[0]):
+        e = ev[q]
+        i = src[e]
+        j = dst[e]
+        a = start[i] + p[i] + c[e] * x[e]
+        if a > start[j]:
+            start[j] = a

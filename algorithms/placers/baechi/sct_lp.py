@@ -197,6 +197,125 @@ def _eliminate_single_parents(
     return np.array(anchor, dtype=np.int64), np.array(offset), terms, gone
 
 
+def _eliminate(ks: np.ndarray, kd: np.ndarray, p: np.ndarray, n: int, size: int):
+    """`_eliminate_single_parents` with its terms as a matrix: (anchor, offset, terms, nterms, gone), op v's
+    x terms ``terms[v, :nterms[v]]`` (-1 beyond).  Compiled (`sct_kernel.eliminate`) when the LP's graph has
+    `size` >= `COMPILED_MIN_OPS` ops.  O(V ELIMINATION_TERMS + E)."""
+    kernel = _kernel(size)
+    if kernel is not None:
+        return kernel.eliminate(ks, kd, np.asarray(p, dtype=float), n, ELIMINATION_TERMS)
+    anchor, offset, tl, gone = _eliminate_single_parents(ks, kd, p, np.zeros(len(ks)), n)
+    terms = np.full((n, ELIMINATION_TERMS), -1, dtype=np.int64)
+    nterms = np.zeros(n, dtype=np.int64)
+    for v, tv in enumerate(tl):
+        if tv:
+            terms[v, : len(tv)] = tv
+            nterms[v] = len(tv)
+    return anchor, offset, terms, nterms, gone
+
+
+def _lp_rows(sinks, last, anchor, offset, terms, nterms, gone, ks, kd, ck, p, U: int, X: int):
+    """The sink, makespan-chain and precedence rows of `_solve_sct` as COO arrays (rows, cols, vals) and
+    their right-hand sides, numbered from 0 in that order (rows of one sink, one chain link, one kept edge into
+    an op that was not eliminated, in sink and kept-edge order): the entries `_lp_rows_loop` builds, from
+    whole-array operations.  O(rows ELIMINATION_TERMS)."""
+    k = len(sinks)
+    # sink m: s_anchor - u_m + terms <= -(offset + p + tail)
+    sa = anchor[sinks]
+    s_terms = terms[sinks]
+    s_has = s_terms >= 0
+    s_rows = np.arange(k, dtype=np.int64)
+    # chain link m (1 <= m < k): u_(m-1) - u_m <= 0, rows k .. 2k - 2
+    nc = max(k - 1, 0)
+    c_rows = k + np.arange(nc, dtype=np.int64)
+    # kept edge t = i -> j with j not eliminated: s_anchor(i) - s_j + c_t x_t + terms(i) <= -(offset_i + p_i)
+    tsel = np.flatnonzero(~gone[kd])
+    pi = ks[tsel]
+    p_terms = terms[pi]
+    p_has = p_terms >= 0
+    p_rows = k + nc + np.arange(len(tsel), dtype=np.int64)
+    rows = np.concatenate(
+        [
+            s_rows,
+            s_rows,
+            np.broadcast_to(s_rows[:, None], s_terms.shape)[s_has],
+            c_rows,
+            c_rows,
+            p_rows,
+            p_rows,
+            p_rows,
+            np.broadcast_to(p_rows[:, None], p_terms.shape)[p_has],
+        ]
+    )
+    cols = np.concatenate(
+        [
+            sa,
+            U + s_rows,
+            X + s_terms[s_has],
+            U + np.arange(nc, dtype=np.int64),
+            U + 1 + np.arange(nc, dtype=np.int64),
+            anchor[pi],
+            kd[tsel],
+            X + tsel,
+            X + p_terms[p_has],
+        ]
+    )
+    vals = np.concatenate(
+        [
+            np.ones(k),
+            -np.ones(k),
+            ck[s_terms[s_has]],
+            np.ones(nc),
+            -np.ones(nc),
+            np.ones(len(tsel)),
+            -np.ones(len(tsel)),
+            ck[tsel],
+            ck[p_terms[p_has]],
+        ]
+    )
+    rhs = np.concatenate([-(offset[sinks] + last[sinks]), np.zeros(nc), -(offset[pi] + p[pi])])
+    return rows.astype(np.int64), cols.astype(np.int64), vals.astype(float), rhs.astype(float), k + nc + len(tsel)
+
+
+def _lp_rows_loop(sinks, last, anchor, offset, terms, gone, ks, kd, ck, p, U: int, X: int):
+    """`_lp_rows` row by row, with `_eliminate_single_parents`' tuples of terms: the code of `_solve_sct`
+    before issue 22's vectorisation, kept as the reference of `_lp_rows` (tests/test_sct_lp_build.py)."""
+    rl, cl, vl, bl = [], [], [], []
+    r = 0
+    for m_, i in enumerate(sinks.tolist()):
+        a = int(anchor[i])
+        rl += [r] * (2 + len(terms[i]))
+        cl += [a, U + m_] + [X + t for t in terms[i]]
+        vl += [1.0, -1.0] + [float(ck[t]) for t in terms[i]]
+        bl.append(-(offset[i] + last[i]))
+        r += 1
+    k = len(sinks)
+    if k > 1:
+        for m_ in range(1, k):
+            rl += [r, r]
+            cl += [U + m_ - 1, U + m_]
+            vl += [1.0, -1.0]
+            bl.append(0.0)
+            r += 1
+    pl, ol, cll = p.tolist(), offset.tolist(), ck.tolist()
+    for t, (i, j) in enumerate(zip(ks.tolist(), kd.tolist())):
+        if gone[j]:
+            continue
+        ti = terms[i]
+        rl += [r] * (3 + len(ti))
+        cl += [int(anchor[i]), j, X + t] + [X + q for q in ti]
+        vl += [1.0, -1.0, cll[t]] + [cll[q] for q in ti]
+        bl.append(-(ol[i] + pl[i]))
+        r += 1
+    return (
+        np.array(rl, dtype=np.int64),
+        np.array(cl, dtype=np.int64),
+        np.array(vl, dtype=float),
+        np.array(bl, dtype=float),
+        r,
+    )
+
+
 #: HiGHS options given to the interior point by default: IPX on the dual LP, which HiGHS solves faster
 #: here (LP 20.9 s -> 17.7 s on the 20,308-op benchmark graph), stopped at a relative optimality gap of
 #: 1e-6 without crossover to a vertex (14.9 s -> 12.7 s with the single-parent elimination).  The favorite
@@ -388,48 +507,20 @@ def _solve_sct(
     X = n + k
     nv = X + K
     facts["lp_vars"] = nv
-    rows, cols, vals, rhs = [], [], [], []
-    r = 0
     ks, kd = src[kept], dst[kept]
     x_ids = np.arange(K)
     ck = c[kept]
     if reduce:
-        anchor, offset, terms, gone = _eliminate_single_parents(ks, kd, p, ck, n)
+        anchor, offset, terms, nterms, gone = _eliminate(ks, kd, p, n, size)
     else:
-        anchor, offset, terms, gone = np.arange(n), np.zeros(n), [()] * n, np.zeros(n, dtype=bool)
+        anchor, offset = np.arange(n), np.zeros(n)
+        terms, nterms, gone = np.full((n, 0), -1, dtype=np.int64), np.zeros(n, np.int64), np.zeros(n, dtype=bool)
     facts["lp_ops_eliminated"] = int(gone.sum())
-    # sinks: s_i - u_m <= -p_i, with s_i written through its anchor when i was eliminated
-    rl, cl, vl, bl = [], [], [], []
-    for m_, i in enumerate(sinks.tolist()):
-        a = int(anchor[i])
-        rl += [r] * (2 + len(terms[i]))
-        cl += [a, U + m_] + [X + t for t in terms[i]]
-        vl += [1.0, -1.0] + [float(ck[t]) for t in terms[i]]
-        bl.append(-(offset[i] + last[i]))
-        r += 1
-    # chain: u_(m-1) - u_m <= 0
-    if k > 1:
-        for m_ in range(1, k):
-            rl += [r, r]
-            cl += [U + m_ - 1, U + m_]
-            vl += [1.0, -1.0]
-            bl.append(0.0)
-            r += 1
-    # precedence: s_i - s_j + c_e x_e <= -p_i for every kept edge into an op that was not eliminated
-    pl, ol, cll = p.tolist(), offset.tolist(), ck.tolist()
-    for t, (i, j) in enumerate(zip(ks.tolist(), kd.tolist())):
-        if gone[j]:
-            continue
-        ti = terms[i]
-        rl += [r] * (3 + len(ti))
-        cl += [int(anchor[i]), j, X + t] + [X + q for q in ti]
-        vl += [1.0, -1.0, cll[t]] + [cll[q] for q in ti]
-        bl.append(-(ol[i] + pl[i]))
-        r += 1
-    rows.append(np.array(rl, dtype=np.int64))
-    cols.append(np.array(cl, dtype=np.int64))
-    vals.append(np.array(vl, dtype=float))
-    rhs.append(np.array(bl, dtype=float))
+    # sinks: s_i - u_m <= -p_i, with s_i written through its anchor when i was eliminated; the makespan chain
+    # u_(m-1) - u_m <= 0; precedence: s_i - s_j + c_e x_e <= -p_i for every kept edge into an op that was
+    # not eliminated (`_lp_rows`)
+    r0, c0, v0, b0, r = _lp_rows(sinks, last, anchor, offset, terms, nterms, gone, ks, kd, ck, p, U, X)
+    rows, cols, vals, rhs = [r0], [c0], [v0], [b0]
     # at most one favorite child / parent: sum of the free x >= degree - 1 - (x fixed to 1)
     for kends, deg in ((ks, outdeg), (kd, indeg)):
         fixed = deg - np.bincount(kends, minlength=n)
@@ -548,18 +639,22 @@ def sct_lp_windowed(
     src, dst, p, c = _edge_costs(graph, cluster, compute)
     E = len(src)
     first = np.zeros(n + 1, dtype=np.int64)  # edge number of op i's first out-edge
-    np.cumsum([len(o) for o in idx.succ], out=first[1:])
+    np.cumsum(np.fromiter(map(len, idx.succ), np.int64, n), out=first[1:])
+    kernel = _kernel(n)
     # longest path after each op's end, without communication (the tails)
-    t0 = [0.0] * n
-    pl = p.tolist()
-    for i in range(n - 1, -1, -1):
-        best = 0.0
-        for j, _ in idx.succ[i]:
-            a = pl[j] + t0[j]
-            if a > best:
-                best = a
-        t0[i] = best
-    t0a = np.array(t0)
+    pl = p.tolist() if kernel is None else []
+    if kernel is not None:
+        t0a = kernel.comm_free_tails(first, dst, np.asarray(p, dtype=float))
+    else:
+        t0 = [0.0] * n
+        for i in range(n - 1, -1, -1):
+            best = 0.0
+            for j, _ in idx.succ[i]:
+                a = pl[j] + t0[j]
+                if a > best:
+                    best = a
+            t0[i] = best
+        t0a = np.array(t0)
     by_dst = np.argsort(dst, kind="stable")  # edges by destination
     dptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(dst, minlength=n), out=dptr[1:])
@@ -577,7 +672,7 @@ def sct_lp_windowed(
     }
     for key in ("lp_edges_implied", "lp_edges_slack", "lp_ops_eliminated"):
         facts[key] = 0
-    cl = c.tolist()
+    cl = c.tolist() if kernel is None else []
     for w0 in tqdm(range(0, n, window), desc="m-SCT: SCT LP by windows", unit="window", disable=None, leave=False):
         w1 = min(n, w0 + window)
         # the edges into the window, in edge order: the ghosts' (sources below w0), then the window's own
@@ -608,11 +703,14 @@ def sct_lp_windowed(
         for key in ("lp_edges_implied", "lp_edges_slack", "lp_ops_eliminated"):
             facts[key] += int(f.get(key, 0))
         # left-justified starts of the window's ops under its x (edges in source order: topological)
-        for e in ev.tolist():  # sources ascending
-            i, j = int(src[e]), int(dst[e])
-            a = start[i] + pl[i] + cl[e] * x[e]
-            if a > start[j]:
-                start[j] = a
+        if kernel is not None:
+            kernel.left_starts(ev, src, dst, p, c, x, start)
+        else:
+            for e in ev.tolist():  # sources ascending
+                i, j = int(src[e]), int(dst[e])
+                a = start[i] + pl[i] + cl[e] * x[e]
+                if a > start[j]:
+                    start[j] = a
     facts["lp_makespan_s"] = float((start + p).max()) if n else 0.0
     return x, facts
 

@@ -8,16 +8,37 @@ import math
 import operator
 from bisect import bisect_right
 from itertools import chain, compress, count, islice, repeat
+from types import ModuleType
 
+import numpy as np
 from tqdm import tqdm
 
 from ...base import Placer
 from ...cluster import Cluster
-from ...graph import OpGraph
+from ...graph import OpGraph, gc_paused
 from ...placement import Placement
+from . import common
 from .common import AssignState, build_units, upward_rank
 
 log = logging.getLogger(__name__)
+
+#: Graphs of at least this many ops are placed by the compiled loop (`heft_kernel`, numba installed): the same
+#: placement and order; smaller ones by `_place_python`, which needs no compiled code loaded.  Set to None to
+#: always use the Python code.
+COMPILED_MIN_OPS: int | None = 2000
+
+
+def _kernel(graph: OpGraph) -> ModuleType | None:
+    """The `heft_kernel` module when it applies to this graph (`COMPILED_MIN_OPS`), else None."""
+    if COMPILED_MIN_OPS is None or graph.index().n < COMPILED_MIN_OPS:
+        return None
+    try:
+        from . import heft_kernel
+    except ImportError as exc:  # numba missing: the Python code gives the same placement, slower
+        log.info("HEFT: compiled loop unavailable (%s); using the Python one", exc)
+        return None
+    return heft_kernel
+
 
 _le = operator.le
 
@@ -191,12 +212,14 @@ class HEFTPlacer(Placer):
     duration`` otherwise; the gap searches run in increasing bound order and stop as soon as no remaining device
     can beat the best finish time found (ties to the lowest device index, as searching every device would give).
     The choices (device, start, finish, order) are those of the slot scan; tests/test_heft_slots.py compares
-    both on random graphs and clusters.
+    both on random graphs and clusters.  Graphs of `COMPILED_MIN_OPS` ops or more run the same ranks and loop
+    compiled with numba (`heft_kernel`: the timelines' blocks in arrays), smaller ones `_place_python`; both
+    give the same placement, order and estimate (tests/test_heft_kernel.py compares them).
 
     Complexity: O(V log V + (V + E) * D + V * D log D) Python steps (sorting by rank, ready times, bounds),
     plus per op and searched device one `SlotTimeline.find` (O(log V) Python steps and O(B + V / B) C-level
     comparisons, B = 512) and per op one `SlotTimeline.insert` (O(B) memmove, amortised O(V / B^2) for splits).
-    Memory O(V + E + D).
+    Memory O(V + E + D).  The compiled loop makes the same steps without the interpreter.
     """
 
     name = "heft"
@@ -204,93 +227,151 @@ class HEFTPlacer(Placer):
     def __init__(self, insertion: bool = True):
         self.insertion = bool(insertion)
 
+    @gc_paused()  # units and lists by the million, no cycles; the collector would walk the graph each time
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
-        idx = graph.index()
-        units, unit_of = build_units(graph, cluster)
-        st = AssignState(graph, cluster, units, unit_of)
-        rank, _, _, _ = upward_rank(graph, cluster)
-        order = sorted(range(idx.n), key=lambda i: (-rank[i], i))
-        nd = st.nd
-        lat, bw = cluster.latency_table, cluster.bandwidth_table
-        types, speed = st.types, st.speed
-        tls = [SlotTimeline(SLOT_BLOCK) for _ in range(nd)]
-        finish = [0.0] * idx.n
-        dev_of = st.dev_of
-        pred = idx.pred
-        insertion = self.insertion
+        kernel = _kernel(graph)
+        if kernel is None:
+            return _place_python(graph, cluster, self.insertion)
+        return _place_compiled(kernel, graph, cluster, self.insertion)
 
-        # idle gaps before each device's last slot: a max-heap of lengths with lazy deletion, so that a device
-        # whose largest gap is shorter than the op can only append (no search)
-        gap_heap: list[list[float]] = [[] for _ in range(nd)]
-        gap_live: list[dict[float, int]] = [dict() for _ in range(nd)]
 
-        def gap_add(d: int, length: float) -> None:
-            if length > 0:
-                live = gap_live[d]
-                live[length] = live.get(length, 0) + 1
-                heapq.heappush(gap_heap[d], -length)
+def _place_compiled(kernel: ModuleType, graph: OpGraph, cluster: Cluster, insertion: bool) -> Placement:
+    """HEFT by `heft_kernel` (ranks and processor selection compiled): `_place_python`'s placement, order and
+    estimate, or its `InfeasiblePlacement`."""
+    idx = graph.index()
+    units, unit_of = build_units(graph, cluster)
+    st = AssignState(graph, cluster, units, unit_of)
+    if upward_rank is common.upward_rank:
+        rank = kernel.upward_rank_arrays(idx, cluster)
+    else:  # a rank definition put in its place (benchmarks/compare_saga.py runs HEFT with saga's ranks)
+        rank = np.asarray(upward_rank(graph, cluster)[0], dtype=np.float64)
+    order = np.argsort(-rank, kind="stable")  # descending rank, ties by topological position
+    a = kernel.index_arrays(idx)
+    uof, usize, utype, dtype = kernel.unit_arrays(st, units, unit_of)
+    base, dcol = kernel.base_times(idx, st.types)
+    lat = np.array(cluster.latency_table, dtype=np.float64).reshape(st.nd, st.nd)
+    bw = np.array(cluster.bandwidth_table, dtype=np.float64).reshape(st.nd, st.nd)
+    status, bad, dev_of, unit_dev, used, finish, slot_ops, dev_ptr = kernel.heft_run(
+        order,
+        a["pred_ptr"],
+        a["pred_j"],
+        a["pred_b"],
+        base,
+        uof,
+        usize,
+        utype,
+        dtype,
+        dcol,
+        np.array(st.speed, np.float64),
+        np.array(st.cap, np.float64),
+        lat,
+        bw,
+        insertion,
+        SLOT_BLOCK,
+    )
+    st.used = used.tolist()
+    st.used_np[:] = used
+    st.unit_dev = unit_dev.tolist()
+    st.dev_of = dev_of.tolist()
+    if status == kernel.INFEASIBLE:
+        raise st.infeasible(units[bad], "HEFT: ")
+    names = idx.names
+    ops = slot_ops.tolist()
+    ptr = dev_ptr.tolist()
+    sched = {cluster.devices[d].name: [names[i] for i in ops[ptr[d] : ptr[d + 1]]] for d in range(st.nd)}
+    est = float(finish.max()) if idx.n else 0.0
+    log.debug("HEFT estimated makespan %.6g s", est)
+    return st.placement(order=sched, heft_makespan_s=est)
 
-        def gap_remove(d: int, length: float) -> None:
-            if length > 0:
-                gap_live[d][length] -= 1
 
-        def max_gap(d: int) -> float:
-            h, live = gap_heap[d], gap_live[d]
-            while h and live.get(-h[0], 0) == 0:
-                heapq.heappop(h)
-            return -h[0] if h else 0.0
+def _place_python(graph: OpGraph, cluster: Cluster, insertion: bool) -> Placement:
+    """HEFT in Python (`HEFTPlacer`'s algorithm, `SlotTimeline` per device): the reference of `heft_kernel` and
+    the code path for small graphs."""
+    idx = graph.index()
+    units, unit_of = build_units(graph, cluster)
+    st = AssignState(graph, cluster, units, unit_of)
+    rank, _, _, _ = upward_rank(graph, cluster)
+    order = sorted(range(idx.n), key=lambda i: (-rank[i], i))
+    nd = st.nd
+    lat, bw = cluster.latency_table, cluster.bandwidth_table
+    types, speed = st.types, st.speed
+    tls = [SlotTimeline(SLOT_BLOCK) for _ in range(nd)]
+    finish = [0.0] * idx.n
+    dev_of = st.dev_of
+    pred = idx.pred
 
-        for i in tqdm(order, desc="HEFT: scheduling ops", unit="op", disable=None, leave=False):
-            u = units[unit_of[i]]
-            if st.assigned(u):
-                cands = [st.unit_dev[u.id]]
+    # idle gaps before each device's last slot: a max-heap of lengths with lazy deletion, so that a device
+    # whose largest gap is shorter than the op can only append (no search)
+    gap_heap: list[list[float]] = [[] for _ in range(nd)]
+    gap_live: list[dict[float, int]] = [dict() for _ in range(nd)]
+
+    def gap_add(d: int, length: float) -> None:
+        if length > 0:
+            live = gap_live[d]
+            live[length] = live.get(length, 0) + 1
+            heapq.heappush(gap_heap[d], -length)
+
+    def gap_remove(d: int, length: float) -> None:
+        if length > 0:
+            gap_live[d][length] -= 1
+
+    def max_gap(d: int) -> float:
+        h, live = gap_heap[d], gap_live[d]
+        while h and live.get(-h[0], 0) == 0:
+            heapq.heappop(h)
+        return -h[0] if h else 0.0
+
+    for i in tqdm(order, desc="HEFT: scheduling ops", unit="op", disable=None, leave=False):
+        u = units[unit_of[i]]
+        if st.assigned(u):
+            cands = [st.unit_dev[u.id]]
+        else:
+            cands = st.feasible(u)
+            if not cands:
+                raise st.infeasible(u, "HEFT: ")
+        # Per device a lower bound of the finish time: exact (append after the last slot) when no idle gap
+        # is long enough, else ready + duration. Gap searches run in bound order and stop once no device can
+        # beat the best finish time found: the same choice as searching every device.
+        bounds = []
+        pi = pred[i]
+        for d in cands:
+            ready = 0.0
+            for p, b in pi:
+                dp = dev_of[p]
+                a = finish[p] if dp == d else finish[p] + lat[dp][d] + b / bw[dp][d]
+                if a > ready:
+                    ready = a
+            dur = idx.exec_time(i, types[d], speed[d])
+            tl = tls[d]
+            if tl.n and (not insertion or max_gap(d) < dur):
+                e_last = tl.last[-1]
+                s0 = e_last if e_last > ready else ready
+                bounds.append((s0 + dur, d, s0, dur, True))
             else:
-                cands = st.feasible(u)
-                if not cands:
-                    raise st.infeasible(u, "HEFT: ")
-            # Per device a lower bound of the finish time: exact (append after the last slot) when no idle gap
-            # is long enough, else ready + duration. Gap searches run in bound order and stop once no device can
-            # beat the best finish time found: the same choice as searching every device.
-            bounds = []
-            pi = pred[i]
-            for d in cands:
-                ready = 0.0
-                for p, b in pi:
-                    dp = dev_of[p]
-                    a = finish[p] if dp == d else finish[p] + lat[dp][d] + b / bw[dp][d]
-                    if a > ready:
-                        ready = a
-                dur = idx.exec_time(i, types[d], speed[d])
-                tl = tls[d]
-                if tl.n and (not insertion or max_gap(d) < dur):
-                    e_last = tl.last[-1]
-                    s0 = e_last if e_last > ready else ready
-                    bounds.append((s0 + dur, d, s0, dur, True))
-                else:
-                    bounds.append((ready + dur, d, ready, dur, False))
-            bounds.sort()
-            best_f, best_d, best_s, best_b, best_j = math.inf, -1, 0.0, 0, 0
-            for lb, d, ready, dur, exact in bounds:
-                if lb > best_f or (lb == best_f and d > best_d):
-                    break
-                if exact:
-                    s = ready
-                    bb, jj = tls[d].append_pos()
-                else:
-                    s, bb, jj = tls[d].find(ready, dur)
-                f = s + dur
-                if f < best_f or (f == best_f and d < best_d):
-                    best_f, best_d, best_s, best_b, best_j = f, d, s, bb, jj
-            if not st.assigned(u):
-                st.assign(u, best_d)
-            g_before, replaced, g_after = tls[best_d].insert(best_b, best_j, best_s, best_f, i)
-            if replaced is not None:
-                gap_remove(best_d, replaced)
-                gap_add(best_d, g_after)
-            gap_add(best_d, g_before)
-            finish[i] = best_f
-        names = idx.names
-        sched = {cluster.devices[d].name: [names[i] for i in tls[d].op_order()] for d in range(nd)}
-        est = max(finish, default=0.0)
-        log.debug("HEFT estimated makespan %.6g s", est)
-        return st.placement(order=sched, heft_makespan_s=est)
+                bounds.append((ready + dur, d, ready, dur, False))
+        bounds.sort()
+        best_f, best_d, best_s, best_b, best_j = math.inf, -1, 0.0, 0, 0
+        for lb, d, ready, dur, exact in bounds:
+            if lb > best_f or (lb == best_f and d > best_d):
+                break
+            if exact:
+                s = ready
+                bb, jj = tls[d].append_pos()
+            else:
+                s, bb, jj = tls[d].find(ready, dur)
+            f = s + dur
+            if f < best_f or (f == best_f and d < best_d):
+                best_f, best_d, best_s, best_b, best_j = f, d, s, bb, jj
+        if not st.assigned(u):
+            st.assign(u, best_d)
+        g_before, replaced, g_after = tls[best_d].insert(best_b, best_j, best_s, best_f, i)
+        if replaced is not None:
+            gap_remove(best_d, replaced)
+            gap_add(best_d, g_after)
+        gap_add(best_d, g_before)
+        finish[i] = best_f
+    names = idx.names
+    sched = {cluster.devices[d].name: [names[i] for i in tls[d].op_order()] for d in range(nd)}
+    est = max(finish, default=0.0)
+    log.debug("HEFT estimated makespan %.6g s", est)
+    return st.placement(order=sched, heft_makespan_s=est)
