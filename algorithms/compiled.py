@@ -1,17 +1,18 @@
 """Loading the numba-compiled kernels ahead of a timed call.
 
 The list scheduling of m-ETF and m-SCT (`placers.baechi.etf_kernel`, one compiled function for both), the
-SCT LP's preparation (`placers.baechi.sct_kernel`), ICP's loop (`placers.thesis.icp_kernel`) and the
-simulator's event loop for static orders (`sim_kernel`) run compiled for graphs of 2,000 ops or more
-(`simulator.COMPILED_MIN_OPS`, `m_etf.COMPILED_MIN_OPS`, `m_sct.COMPILED_MIN_OPS`, `sct_lp.COMPILED_MIN_OPS`,
-`icp.COMPILED_MIN_OPS`).
+SCT LP's preparation (`placers.baechi.sct_kernel`), the loops of ICP, HEFT, MITE and DFS
+(`placers.thesis.icp_kernel`, `heft_kernel`, `mite_kernel`) and of m-TOPO (`placers.baechi.topo_kernel`), and the
+simulator's event loop for static orders and for the readiness order (`sim_kernel`) run compiled for graphs
+of 2,000 ops or more (`simulator.COMPILED_MIN_OPS` and each placer's `COMPILED_MIN_OPS`).
 The first use in a process imports numba and the kernels (about 0.5 s on the lab VM) and, at each kernel's
 first call, loads its machine code from numba's cache (another 0.6 s; the first use in a fresh checkout
 compiles them instead, about a minute). A placement time is the placer's own work, as the papers measure it
 (Baechi Table 2, Celeritas Table 4), so the place stage calls `preload` before its timer starts: otherwise
 whichever job of a sweep ran first would carry the process's one-off cost. `preload` places and simulates a
 small synthetic training graph just above the thresholds (m-ETF, static order: about 2,100 ops, a few
-hundredths of a second once loaded) and places it with ICP, which goes through the kernels' entry points with
+hundredths of a second once loaded), simulates it in the readiness order, and places it with ICP, HEFT, MITE,
+DFS and m-TOPO, which goes through the kernels' entry points with
 the argument types of real graphs (m-SCT's list scheduling shares m-ETF's compiled function); a kernel it does
 not call (the SCT LP's preparation, a fraction of a second) still loads at its first real use.
 """
@@ -31,6 +32,9 @@ KERNELS = (
     "algorithms.placers.baechi.etf_kernel",
     "algorithms.placers.baechi.sct_kernel",
     "algorithms.placers.thesis.icp_kernel",
+    "algorithms.placers.thesis.heft_kernel",
+    "algorithms.placers.thesis.mite_kernel",
+    "algorithms.placers.baechi.topo_kernel",
 )
 
 
@@ -66,7 +70,11 @@ def _warm() -> None:
             return
     from .cluster import uniform_cluster
     from .placers.baechi.m_etf import METFPlacer
+    from .placers.baechi.m_topo import MTOPOPlacer
+    from .placers.thesis.dfs import DFSPlacer
+    from .placers.thesis.heft import HEFTPlacer
     from .placers.thesis.icp import IteratedCriticalPathPlacer
+    from .placers.thesis.mite import MITEPlacer
     from .simulator import simulate
     from .workloads.synthetic import level_dag
 
@@ -84,5 +92,8 @@ def _warm() -> None:
     cluster = uniform_cluster(2, 4 * g.total_memory(), type="GPU", latency_s=1e-4, bytes_per_s=1e9)
     pl = METFPlacer().place(g, cluster)
     simulate(g, cluster, pl.assignment, pl.order)
+    simulate(g, cluster, pl.assignment)  # the readiness order (first-in first-out)
     IteratedCriticalPathPlacer().place(g, cluster)
+    for placer in (HEFTPlacer(), MITEPlacer(), DFSPlacer(), MTOPOPlacer()):
+        placer.place(g, cluster)
     log.debug("compiled kernels warmed up on %d ops (m-ETF compiled: %s)", g.index().n, pl.info.get("compiled"))
