@@ -177,3 +177,26 @@ def test_m_sct_benchmark_graph_unchanged():
     pl = MSCTPlacer().place(g, cl)
     assert pl.info["lp_formulation"] == "windowed"
     assert _digest(pl) == BENCH_25K_DIGEST
+
+
+@pytest.mark.parametrize("window", [None, 1, 2, 3])
+def test_subnormal_times_are_no_time_to_the_lp(window):
+    """Ops of a subnormal second (5e-324 s) around one of a second: scaling a window's tail (the second that
+    follows it) by the largest time of a window of tiny ops overflowed to inf, and SciPy refused the LP (found
+    by hypothesis); such a window is now an LP of no time (every x = 1) and m-SCT places the graph."""
+    g = OpGraph("tiny")
+    times = [5e-324] * 3 + [1.0] + [5e-324] * 3
+    for k, t in enumerate(times):
+        g.add_op(f"o{k}", compute_s=t, output_bytes=0.0)
+    for k in range(len(times) - 1):
+        g.add_edge(f"o{k}", f"o{k + 1}", bytes=0.0)
+    for k in range(len(times) - 2):
+        g.add_edge(f"o{k}", f"o{k + 2}", bytes=0.0)
+    cl = uniform_cluster(1, 1e9, latency_s=0.0, bytes_per_s=100.0)
+    if window is None:
+        x, facts = sct_lp_mod.sct_lp(g, cl)
+    else:
+        x, facts = sct_lp_mod.sct_lp_windowed(g, cl, window=window)
+    assert np.isfinite(np.asarray(list(x.values()) if isinstance(x, dict) else x, dtype=float)).all()
+    pl = MSCTPlacer().place(g, cl)
+    assert set(pl.assignment) == set(g.ops)

@@ -4,6 +4,7 @@ op is its favourite, from the LP relaxation of the favourite-child ILP and its r
 from __future__ import annotations
 
 import logging
+import math
 import time
 from types import ModuleType
 from typing import Any
@@ -471,15 +472,21 @@ def _solve_sct(
         facts.update(lp_status=0, lp_time_s=0.0, lp_rows=0)
         return np.ones(0), facts
     scale = max(float(p.max(initial=0.0)), float(c.max(initial=0.0)))
-    if scale <= 0:
+    # times of at most a subnormal second (1 / scale overflows, and with it a window's release or tail): as
+    # no time at all, which is what they are to the LP's solver
+    if scale <= 0 or not math.isfinite(1.0 / scale):
         facts.update(lp_status=0, lp_time_s=0.0, lp_rows=0)
         return np.ones(E), facts
     p = p / scale
     c = c / scale
-    if release is not None:
-        release = release / scale
-    if tail is not None:
-        tail = tail / scale
+    with np.errstate(over="ignore"):
+        if release is not None:
+            release = release / scale
+        if tail is not None:
+            tail = tail / scale
+    if (release is not None and not np.isfinite(release).all()) or (tail is not None and not np.isfinite(tail).all()):
+        facts.update(lp_status=0, lp_time_s=0.0, lp_rows=0)  # a window's bounds beyond what the solver takes
+        return np.ones(E), facts
     keep = _implied_kept(src, dst, p, c, n, size) if reduce else np.ones(E, dtype=bool)
     facts["lp_edges_implied"] = int(E - keep.sum())
     h0, h1, t1 = _heads_tails(src, dst, p, c, n, release, tail, size)
