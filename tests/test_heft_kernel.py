@@ -23,6 +23,7 @@ from algorithms.placers.thesis import HEFTPlacer
 from algorithms.placers.thesis import heft as heft_mod
 from algorithms.placers.thesis.common import upward_rank
 from algorithms.workloads.synthetic import level_dag
+from benchmarks.bench_scale import make_graph
 from tests.strategies import random_clusters, random_dags
 from tests.test_heft_slots import ReferenceHEFT
 
@@ -170,19 +171,7 @@ def test_compiled_heft_on_a_training_graph(block, monkeypatch):
 def test_compiled_heft_on_the_benchmark_graph():
     """The benchmark's random graph (bench_scale, 10K ops, ample memory): the same placement and order, and the
     compiled loop is the default at this size."""
-    g = level_dag(
-        levels=round(10000 / 31),
-        min_nodes_per_level=4,
-        max_nodes_per_level=12,
-        edge_probability=0.10,
-        edge_level_limit=5,
-        random_edges=200,
-        memory_unit_bytes=100.0,
-        colocated_fraction=0.15,
-        max_group_size=6,
-        training=True,
-        seed=0,
-    )
+    g = make_graph("random", 10000)  # the benchmark's random graph
     cl = uniform_cluster(4, 4 * g.total_memory(), type="GPU", latency_s=1.34e-4, bytes_per_s=5.7e9)
     assert heft_mod.COMPILED_MIN_OPS is not None and len(g) >= heft_mod.COMPILED_MIN_OPS
     p = HEFTPlacer().place(g, cl)

@@ -26,6 +26,7 @@ from algorithms.graph import OpGraph
 from algorithms.placers.baechi import MSCTPlacer
 from algorithms.placers.baechi import sct_lp as sct_lp_mod
 from algorithms.workloads.synthetic import level_dag
+from benchmarks.bench_scale import make_graph
 from tests.strategies import random_clusters, random_dags
 
 sct_kernel = pytest.importorskip("algorithms.placers.baechi.sct_kernel")
@@ -160,19 +161,7 @@ BENCH_25K_DIGEST = "63d9fda85b3b5951"
 
 
 def test_m_sct_benchmark_graph_unchanged():
-    g = level_dag(
-        levels=round(25000 / 31),
-        min_nodes_per_level=4,
-        max_nodes_per_level=12,
-        edge_probability=0.10,
-        edge_level_limit=5,
-        random_edges=200,
-        memory_unit_bytes=100.0,
-        colocated_fraction=0.15,
-        max_group_size=6,
-        training=True,
-        seed=0,
-    )
+    g = make_graph("random", 25000)  # the benchmark's random graph
     cl = uniform_cluster(4, 4 * g.total_memory(), type="GPU", latency_s=1.34e-4, bytes_per_s=5.7e9)
     pl = MSCTPlacer().place(g, cl)
     assert pl.info["lp_formulation"] == "windowed"
