@@ -351,3 +351,42 @@ def test_h100_entries_read_their_own_graphs_runs():
     s2 = score_entry(t2, df)
     assert s2.lab == pytest.approx({"gnmt": 75.7, "transformer": 46.0, "inception_v3": 78.4})
     assert s2.verdict == "partly"  # every CCR >= 10, the order against the paper's
+
+
+def test_devices_used_names_a_multi_device_placer_that_left_devices_idle():
+    from orchestrator.reproduce import devices_used_reason
+
+    rows = pd.DataFrame(
+        [
+            {  # newest m_topo run: the model on gpu0, one 4-byte op on gpu1
+                "params.placer": "m_topo",
+                "params.regime": "baechi",
+                "metrics.utilization.gpu0": 1.0,
+                "metrics.utilization.gpu1": 7e-5,
+                "metrics.utilization.gpu2": 0.0,
+                "metrics.utilization.gpu3": 0.0,
+                "metrics.placer.cap_bytes": 83.6e6,
+                "metrics.memory_need_bytes": 89.9e6,
+            },
+            {  # an older m_topo run is not read
+                "params.placer": "m_topo",
+                "params.regime": "baechi",
+                **{f"metrics.utilization.gpu{k}": 0.5 for k in range(4)},
+            },
+            {
+                "params.placer": "m_etf",
+                "params.regime": "baechi",
+                **{f"metrics.utilization.gpu{k}": 0.4 for k in range(4)},
+            },
+            {"params.placer": "single", "params.regime": "baechi", "metrics.utilization.gpu0": 1.0},
+            {"params.placer": "heft", "params.regime": "here", "metrics.utilization.gpu0": 1.0},
+        ]
+    )
+    vals = {"m_topo": 0.079, "m_etf": 0.063, "single": 0.079, "heft": 0.05}
+    txt = devices_used_reason(vals, rows)
+    assert txt == (
+        "Devices: m_topo used 2 of 4 devices, 1 of them busy under 1% of the step "
+        "(its cap 83.6 MB per device against a single-device need of 89.9 MB)."
+    )
+    assert devices_used_reason({"m_etf": 0.063}, rows) == ""  # every device busy: nothing to say
+    assert devices_used_reason({"m_topo": None}, rows) == ""  # out of memory: no placement to describe
