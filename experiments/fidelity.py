@@ -168,6 +168,37 @@ def set_autogroup_nice(nice: int) -> None:
     log.warning("scheduling autogroup: %s", path.read_text().strip())
 
 
+def host_speed_probe(cores: list[int], reps: int = 7) -> float | None:
+    """The host's speed now: the median time of a fixed single-thread compute loop (40 products of 192 x 192
+    float32 matrices, about 2 ms) on each of `cores` in turn, `reps` times, the median over cores. The caller's
+    affinity and thread count are restored. No runtime, no messages: what it moves with is the machine itself
+    (a virtual machine's share of its host), which the sweep's rows record beside each profile and run
+    (``probe_profile_s``, ``probe_run_s``) so that a prediction can be read against the speed the host had when
+    its profile was taken and when the placement ran. None where affinity cannot be set."""
+    import torch
+
+    if not hasattr(os, "sched_setaffinity") or not cores:
+        return None
+    before, threads = os.sched_getaffinity(0), torch.get_num_threads()
+    a, b = torch.randn(192, 192), torch.randn(192, 192)
+    per_core = []
+    try:
+        torch.set_num_threads(1)
+        for core in cores:
+            os.sched_setaffinity(0, {core})
+            ts = []
+            for _ in range(reps + 2):
+                t0 = time.perf_counter()
+                for _ in range(40):
+                    a @ b
+                ts.append(time.perf_counter() - t0)
+            per_core.append(statistics.median(ts[2:]))  # the first two warm the caches
+    finally:
+        os.sched_setaffinity(0, before)
+        torch.set_num_threads(threads)
+    return statistics.median(per_core)
+
+
 def kendall_tau(a: list[float], b: list[float]) -> float:
     """Kendall's tau-b between two lists (nan for fewer than two items)."""
     from scipy.stats import kendalltau
@@ -215,6 +246,10 @@ def run(
     profile and one run per placement, taken minutes apart, compare two different machines. The prediction uses
     the mean of the rounds' profiles (placements are made on the first), the measured step is the median of
     every round's measured steps, and `profile_step_s` lists each round's single-device step (the drift).
+    `host_speed_probe` times a fixed compute loop on the workers' cores before every profile and every run; each
+    row gets the ratio (median probe before its runs / mean probe before the profiles) and the prediction scaled
+    by it (``predicted_at_run_speed_s``): how much of a run's error the host's own change of speed explains. It
+    is printed beside the prediction, never used as it.
     `save_cases`: a folder that gets what the prediction of every run used (`save_case`), so that another model
     of the runtime can be tried on the same measurements later without measuring again.
 
@@ -324,7 +359,11 @@ def run(
             placements: dict[str, Any] = {}
             place_s: dict[str, float] = {}
             results: dict[str, list[Any]] = {}
+            probe_cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+            probes_profile: list[float | None] = []
+            probes_run: dict[str, list[float | None]] = {}
             for rnd in range(rounds):
+                probes_profile.append(host_speed_probe(probe_cores))
                 g, check = profile_in_worker(model, graph, setting=setting, warmup=warmup, steps=steps)
                 profiled.append(g)
                 checks.append(check)
@@ -349,6 +388,7 @@ def run(
                 rng.shuffle(order)
                 for placer_name in order:
                     placement = placements[placer_name]
+                    probes_run.setdefault(placer_name, []).append(host_speed_probe(probe_cores))
                     res = TorchDistributedRuntime(
                         warmup=warmup, steps=steps, timeout_s=timeout_s, transport_priority=transport_priority
                     ).run(backend, model, graph, placement.assignment, order_for(g, cluster, placement), cluster)
@@ -381,6 +421,11 @@ def run(
                 times = [t for res in runs for t in res.step_times_s]
                 measured = statistics.median(times)
                 used = sorted({placement.assignment[o] for o in graph.ops})
+                # the prediction at the speed the host had during this placement's runs (probe before each run)
+                # rather than during the profiles: a diagnostic of drift, not the lab's prediction
+                p_prof = [p for p in probes_profile if p]
+                p_run = [p for p in probes_run.get(placer_name, []) if p]
+                drift = statistics.median(p_run) / statistics.fmean(p_prof) if p_prof and p_run else None
                 rows.append(
                     {
                         "model": model_name,
@@ -395,6 +440,10 @@ def run(
                         "predicted_other_reads_s": sim_other_reads.makespan,
                         "shared_core_slowdown": shared_core_slowdown,
                         "predicted_no_slowdown_s": sim_plain.makespan,
+                        "probe_profile_s": probes_profile,
+                        "probe_run_s": probes_run.get(placer_name, []),
+                        "host_speed_ratio": drift,
+                        "predicted_at_run_speed_s": sim.makespan * drift if drift else None,
                         "device": "cuda" if cuda else "cpu",
                         # GPU: the ops timed between synchronisations (`profile_graph`), for comparison
                         "predicted_sync_s": sim_sync.makespan if sim_sync is not None else None,
@@ -437,7 +486,13 @@ def run(
                     f"err={100 * (r['predicted_other_reads_s'] / r['measured_s'] - 1):+6.1f}%]  "
                     f"[no shared-core slowdown: "
                     f"err={100 * (r['predicted_no_slowdown_s'] / r['measured_s'] - 1):+6.1f}%]  "
-                    f"msgs={r['transfers']}  "
+                    + (
+                        f"[at the runs' host speed (x{drift:.3f}): "
+                        f"err={100 * (r['predicted_at_run_speed_s'] / r['measured_s'] - 1):+6.1f}%]  "
+                        if drift
+                        else ""
+                    )
+                    + f"msgs={r['transfers']}  "
                     f"mem pred/meas={r['predicted_peak']:.3g}/{r['measured_peak']:.3g} B  correct={r['correct']}  "
                     f"others' share of the cores {_shares(r['interference'])}"
                     + (
@@ -450,9 +505,11 @@ def run(
                     flush=True,
                 )
             steps_ms = ", ".join(f"{1e3 * c['step_s']:.3g}" for c in checks)
+            probe_ms = ", ".join("-" if p is None else f"{1e3 * p:.3f}" for p in probes_profile)
             print(
                 f"{model_name:18s} {cl_name:5s} profiled single-device step per round: {steps_ms} ms (others' share "
-                f"of the cores {_shares([c.get('host_interference') for c in checks])})",
+                f"of the cores {_shares([c.get('host_interference') for c in checks])}; "
+                f"host-speed probe {probe_ms} ms)",
                 flush=True,
             )
     return rows
@@ -521,6 +578,13 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 ),
                 "kendall_tau_no_slowdown": kendall_tau(
                     [r.get("predicted_no_slowdown_s", r["predicted_s"]) for r in rs], [r["measured_s"] for r in rs]
+                ),
+                "median_abs_error_at_run_speed": (
+                    statistics.median(
+                        abs(r["predicted_at_run_speed_s"] - r["measured_s"]) / r["measured_s"] for r in rs
+                    )
+                    if all(r.get("predicted_at_run_speed_s") for r in rs)
+                    else None
                 ),
             }
         )
@@ -622,6 +686,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"  (no shared-core slowdown: {100 * s['median_abs_error_no_slowdown']:.1f}% "
                 f"{s['kendall_tau_no_slowdown']:+.2f})"
                 if slowdown
+                else ""
+            )
+            + (
+                f"  (at the runs' host speed: {100 * s['median_abs_error_at_run_speed']:.1f}%)"
+                if s.get("median_abs_error_at_run_speed") is not None
                 else ""
             )
         )

@@ -59,3 +59,35 @@ def test_the_shared_core_charge_is_recovered_from_saved_cases(tmp_path):
     assert res["fitted"] == 0.3 and res["median_abs_error"] == pytest.approx(0.0, abs=1e-12)
     for h in res["held_out"].values():
         assert h["fitted_on_others"] == 0.3 and h["median_abs_error_without"] > 0.01
+
+
+def test_host_speed_probe_times_a_fixed_loop_and_restores_the_affinity():
+    import os
+
+    from experiments.fidelity import host_speed_probe, summarise
+
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    before = os.sched_getaffinity(0)
+    t = host_speed_probe(sorted(before)[:1], reps=2)
+    assert t is not None and 0 < t < 5.0  # forty 192 x 192 products: milliseconds, not seconds
+    assert os.sched_getaffinity(0) == before
+    assert host_speed_probe([]) is None
+    row = {
+        "model": "m",
+        "cluster": "cpu2",
+        "error": 0.2,
+        "predicted_s": 1.2,
+        "measured_s": 1.0,
+        "iqr_s": 0.0,
+        "predicted_peak": 1.0,
+        "measured_peak": 1.0,
+        "predicted_benchmark_s": 1.2,
+        "predicted_fixed_latency_s": 1.2,
+        "placer": "single",
+    }
+    # the host ran 10 % faster during the run than during the profile: the prediction at the run's speed is 1.08
+    (s,) = summarise([{**row, "predicted_at_run_speed_s": 1.08}])
+    assert s["median_abs_error"] == pytest.approx(0.2) and s["median_abs_error_at_run_speed"] == pytest.approx(0.08)
+    (s,) = summarise([{**row, "predicted_at_run_speed_s": None}])
+    assert s["median_abs_error_at_run_speed"] is None  # no probe: no figure
