@@ -38,6 +38,20 @@ def test_graphs_4_and_5_differ():
     assert _generator("g5", "paper")["stream"] == streams["g5"]
 
 
+def test_graphs_4_and_5_differ_at_the_thesis_size():
+    """Issue 21 saw graphs 4 and 5 with 10,139 ops each at the thesis' size; Table 7.1 has 9,899 and 10,440 (two
+    draws of 200 levels of 20 to 80 nodes: about 10,000 each, but not the same)."""
+    g4, g5 = (level_dag(**_generator(g, "paper")) for g in ("g4", "g5"))
+    assert len(g4) != len(g5)
+    assert 10139 not in (len(g4), len(g5))
+    for g in (g4, g5):
+        assert abs(len(g) - 10_000) < 500
+        assert max(a["level"] for _, a in g.nx.nodes(data=True)) == 199
+    costs4 = sorted(a["compute_s"] for _, a in g4.nx.nodes(data=True))
+    costs5 = sorted(a["compute_s"] for _, a in g5.nx.nodes(data=True))
+    assert costs4[: len(costs5)] != costs5[: len(costs4)]
+
+
 def test_stream_zero_is_the_plain_seed_and_streams_differ():
     kw = dict(levels=8, min_nodes_per_level=3, max_nodes_per_level=9, seed=7)
     a, b, c = level_dag(**kw), level_dag(**kw, stream=0), level_dag(**kw, stream=1)
