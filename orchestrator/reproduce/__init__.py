@@ -378,8 +378,8 @@ def render(scored: list[Scored], machine: str | None = None, when: str | None = 
         "the paper's CCR); the step times are the simulator's predictions; placement times are the placing",
         "process's CPU time (wall clock for runs older than that figure). Entries over several seeds order the",
         "items by the mean over the seeds and give the standard deviation. Each reason starts with the part",
-        "computed from the runs (regime, ops placed, the pairs ordered against the paper and how far apart);",
-        "the rest names the known structural cause.",
+        "computed from the runs (regime, ops placed, the pairs ordered against the paper and how far apart, the",
+        "multi-device placers that left devices idle); the rest names the known structural cause.",
         "",
         f"**Summary: {c['yes']} yes, {c['partly']} partly, {c['no']} no, {c[NOT_RUN]} not run "
         f"({len(scored)} entries); median tau {med} over {sm['n_tau']} scored orderings.**",
