@@ -105,3 +105,58 @@ def test_m_sct_formulation_choice():
         MSCTPlacer(lp_formulation="fused")
     with pytest.raises(ConfigError, match="lp_window"):
         MSCTPlacer(lp_window=0)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    random_dags(min_ops=2, max_ops=30, colocation=False, training=True),
+    random_clusters(min_devices=2),
+    st.integers(1, 5),
+    st.integers(2, 4),
+)
+def test_runs_of_windows_on_threads_equal_one_after_the_other(graph, cluster, window, streams):
+    """`streams` runs of windows give the same x and facts on threads as one after the other; every edge's x lies
+    in [0, 1]; the runs together write every window once; one run is the chain."""
+    xs, fs = sct_lp_windowed(graph, cluster, window=window, streams=streams, parallel=False)
+    xp, fp = sct_lp_windowed(graph, cluster, window=window, streams=streams, parallel=True)
+    assert xs.tobytes() == xp.tobytes()
+    fs.pop("lp_time_s"), fp.pop("lp_time_s")
+    assert fs == fp
+    n_win = math.ceil(len(graph) / window)
+    assert fs["lp_windows"] == n_win and fs["lp_streams"] == min(streams, n_win)
+    assert ((xs >= 0) & (xs <= 1)).all()
+    x1, f1 = sct_lp_windowed(graph, cluster, window=window, streams=1)
+    x0, f0 = sct_lp_windowed(graph, cluster, window=window)
+    assert x1.tobytes() == x0.tobytes() and f1["lp_warmup_windows"] == 0
+    if fs["lp_streams"] == 1:
+        assert xs.tobytes() == x1.tobytes()
+
+
+def test_two_runs_on_a_training_graph():
+    """Two runs of 500-op windows on a 6,000-op training graph: the windows before the cut are the chain's, bit
+    for bit (the first run is the chain's start); the lead-in is counted; the LP makespan is that of the
+    left-justified starts under the final x; m-SCT places the graph with them."""
+    g = level_dag(levels=200, training=True, colocated_fraction=0.15, memory_unit_bytes=1e5, seed=5)
+    cl = uniform_cluster(4, 4 * g.total_memory(), type="GPU", latency_s=1.34e-4, bytes_per_s=5.7e9)
+    x1, f1 = sct_lp_windowed(g, cl, window=500)
+    x2, f2 = sct_lp_windowed(g, cl, window=500, streams=2)
+    n_win = f1["lp_windows"]
+    assert f2["lp_windows"] == n_win and f2["lp_warmup_windows"] == 4 and f2["lp_streams"] == 2
+    cut = (n_win // 2) * 500
+    idx = g.index()
+    dst = np.array([j for i in range(idx.n) for j, _ in idx.succ[i]])
+    before = dst < cut
+    assert x1[before].tobytes() == x2[before].tobytes()
+    assert f2["lp_makespan_s"] == pytest.approx(f1["lp_makespan_s"], rel=1e-3)
+    pl = MSCTPlacer(lp_formulation="windowed", lp_streams=2).place(g, cl)
+    check_placement(g, cl, pl)
+    assert pl.info["lp_streams"] == 2
+
+
+def test_streams_must_be_positive():
+    g = level_dag(levels=5, training=True, memory_unit_bytes=1e5, seed=1)
+    cl = uniform_cluster(2, 4 * g.total_memory(), latency_s=1e-4, bytes_per_s=5e9)
+    with pytest.raises(ValueError, match="streams"):
+        sct_lp_windowed(g, cl, streams=0)
+    with pytest.raises(ConfigError, match="lp_streams"):
+        MSCTPlacer(lp_streams=0)
