@@ -37,16 +37,17 @@ def _same_highs() -> bool:
 pytestmark = pytest.mark.skipif(not _same_highs(), reason="highspy and SciPy carry different HiGHS releases")
 
 
-def _both(fn, *args, **kwargs):
-    """fn's result through linprog, then through highspy."""
+def _both(fn, *args, unknown: bool = False, **kwargs):
+    """fn's result through linprog, then through highspy; with `unknown` False, highspy reads an "Unknown" model
+    as linprog does (no x, `USE_UNKNOWN_IPM_POINT`), so that the two must agree on every LP."""
     out = []
+    old = sct_lp_mod.LP_BACKEND, sct_lp_mod.USE_UNKNOWN_IPM_POINT
     for backend in ("linprog", "auto"):
-        old = sct_lp_mod.LP_BACKEND
-        sct_lp_mod.LP_BACKEND = backend
+        sct_lp_mod.LP_BACKEND, sct_lp_mod.USE_UNKNOWN_IPM_POINT = backend, unknown
         try:
             out.append(fn(*args, **kwargs))
         finally:
-            sct_lp_mod.LP_BACKEND = old
+            sct_lp_mod.LP_BACKEND, sct_lp_mod.USE_UNKNOWN_IPM_POINT = old
     return out
 
 
@@ -95,7 +96,8 @@ def test_highspy_equals_linprog_on_every_window(reduce):
     _assert_same(a, b)
     half = len(calls) // 2
     assert half == a[1]["lp_windows"] >= len(g) // 500
-    for (xa, sa, _), (xb, sb, _) in zip(calls[:half], calls[half:]):
+    for (xa, sa, _, ua), (xb, sb, _, ub) in zip(calls[:half], calls[half:]):
+        assert not ua and not ub
         assert sa == sb == 0
         assert xa.tobytes() == xb.tobytes()
 
@@ -157,3 +159,21 @@ def test_highs_model_status_codes_match_scipy():
         names.discard(name)
     assert not names  # highspy names no status SciPy's HiGHS lacks
     assert np.isfinite(sct_lp_mod._CHECK_TOL)
+
+
+def test_an_unknown_model_within_the_asked_gap_gives_its_interior_point(monkeypatch):
+    """IPX asked for a loose gap (here 1) stops there, and HiGHS, checking the point against its tighter
+    ``kkt_tolerance``, calls the model "Unknown".  Through highspy the point is used (status 0, counted as
+    ``lp_unknown_used``); `USE_UNKNOWN_IPM_POINT` False, and linprog (which returns no x), give no solution."""
+    g = level_dag(levels=20, training=True, colocated_fraction=0.1, memory_unit_bytes=1e5, seed=1)
+    cl = uniform_cluster(3, 4 * g.total_memory(), latency_s=1e-4, bytes_per_s=5e9)
+    opts = {**sct_lp_mod.DEFAULT_LP_OPTIONS, "ipm_optimality_tolerance": 1.0}
+    (x_lp, f_lp), (x, f) = _both(sct_lp_mod.sct_lp, g, cl, options=opts, unknown=True)
+    assert f["lp_status"] == 0 and f["lp_unknown_used"] and "lp_unsolved" not in f
+    assert ((x >= 0) & (x <= 1)).all() and (x < 1).any()
+    assert f_lp["lp_status"] == 4 and f_lp["lp_unsolved"] and (x_lp == 1).all()
+    monkeypatch.setattr(sct_lp_mod, "USE_UNKNOWN_IPM_POINT", False)
+    _assert_same((x_lp, f_lp), sct_lp_mod.sct_lp(g, cl, options=opts))
+    # the default gap, 1e-6, is reached: the model is optimal
+    x6, f6 = sct_lp_mod.sct_lp(g, cl)
+    assert f6["lp_status"] == 0 and "lp_unknown_used" not in f6

@@ -348,6 +348,15 @@ _SCIPY_STATUS = {
     "kUnbounded": 3,
 }
 
+#: Use the interior point of an LP that HiGHS calls "Unknown" when it meets the tolerance asked for
+#: (`_usable_unknown`).  HiGHS 1.12 stops IPX at ``ipm_optimality_tolerance`` (1e-6 in `DEFAULT_LP_OPTIONS`),
+#: then checks the postsolved point against its own ``kkt_tolerance`` (1e-7) and calls the model "Unknown" when
+#: the relative primal-dual objective error lies between the two (and beyond a small grace factor): 38 of the
+#: 2,067 windows of the 1M-op benchmark graph, one of 63 at 30K ops, the windows being of a few rows.  `linprog`
+#: returns no x then, so those LPs gave no favourite child; their points are feasible and within the gap asked
+#: for, the interior optimum m-SCT rounds.  False restores linprog's reading.
+USE_UNKNOWN_IPM_POINT = True
+
 #: `linprog`'s check of a solution HiGHS calls optimal (`scipy.optimize._linprog_util._check_result`): a bound
 #: or row violated by more than this makes the status 4 (the x is still returned and used).
 _CHECK_TOL = math.sqrt(1e-9) * 10
@@ -397,7 +406,8 @@ def _highs_options(h, hs: ModuleType, method: str, options: dict[str, Any]) -> N
 def _solve_highspy(hs: ModuleType, obj, A, b, lb, ub, method: str, options: dict[str, Any]):
     """Minimise obj @ x subject to A x <= b (A a SciPy CSR matrix), lb <= x <= ub, with HiGHS through `highspy`:
     the model `linprog` hands HiGHS (A column-wise, rows unbounded below), the same options, and the same reading
-    of the result.  Returns (x or None, SciPy's status code, message).  Without SciPy's wrapper, which spends
+    of the result, but for an "Unknown" model whose interior point is usable (`USE_UNKNOWN_IPM_POINT`).  Returns
+    (x or None, SciPy's status code, message, whether x is such a point).  Without SciPy's wrapper, which spends
     3-9 ms a call on its checks and on a Python loop over every column's basis status (bound multipliers that
     m-SCT never reads).  O(nnz) around the solver."""
     h = hs.Highs()
@@ -419,26 +429,49 @@ def _solve_highspy(hs: ModuleType, obj, A, b, lb, ub, method: str, options: dict
     lp.a_matrix_.index_ = C.indices
     lp.a_matrix_.value_ = C.data
     if h.passModel(lp) == hs.HighsStatus.kError:
-        return None, 2, "HiGHS refused the model"
+        return None, 2, "HiGHS refused the model", False
     h.run()
     ms = h.getModelStatus()
+    info = h.getInfo()
     message = f"HiGHS model status {h.modelStatusToString(ms)}"
+    unknown = False
     if ms != hs.HighsModelStatus.kOptimal:
-        return None, _SCIPY_STATUS.get(ms.name, 4), message
+        usable = _usable_unknown(h, hs, info) if ms == hs.HighsModelStatus.kUnknown else None
+        if usable is None:
+            return None, _SCIPY_STATUS.get(ms.name, 4), message, False
+        unknown = True
+        message += f"; its interior point used ({usable})"
     sol = h.getSolution()
     x = np.array(sol.col_value)
     slack = b - np.array(sol.row_value)
-    fun = h.getInfo().objective_function_value
-    if np.isnan(x).any() or np.isnan(slack).any() or math.isnan(fun):
-        return x, 4, message + "; NaN in the solution"
+    if np.isnan(x).any() or np.isnan(slack).any() or math.isnan(info.objective_function_value):
+        return x, 4, message + "; NaN in the solution", unknown
     if not ((x >= lb - _CHECK_TOL) & (x <= ub + _CHECK_TOL)).all() or (slack < -_CHECK_TOL).any():
-        return x, 4, message + f"; the solution violates a bound or row by more than {_CHECK_TOL:.2e}"
-    return x, 0, message
+        return x, 4, message + f"; the solution violates a bound or row by more than {_CHECK_TOL:.2e}", unknown
+    return x, 0, message, unknown
+
+
+def _usable_unknown(h, hs: ModuleType, info) -> str | None:
+    """Why the point of an LP HiGHS calls "Unknown" may be used (`USE_UNKNOWN_IPM_POINT`), else None: the
+    interior point ran without crossover, HiGHS calls its primal solution feasible, and its relative
+    primal-dual objective error is within ``ipm_optimality_tolerance``, the gap IPX was asked to reach."""
+    if not USE_UNKNOWN_IPM_POINT:
+        return None
+    if h.getOptionValue("solver")[1] != "ipm" or h.getOptionValue("run_crossover")[1] != "off":
+        return None
+    if info.primal_solution_status != hs.SolutionStatus.kSolutionStatusFeasible:
+        return None
+    err = float(info.primal_dual_objective_error)
+    tol = float(h.getOptionValue("ipm_optimality_tolerance")[1])
+    if not err <= tol:
+        return None
+    return f"primal feasible, relative primal-dual objective error {err:.2e} <= ipm_optimality_tolerance {tol:g}"
 
 
 def _solve(obj, A, b, lb, ub, method: str, options: dict[str, Any]):
     """Solve the LP min obj @ x, A x <= b, lb <= x <= ub with HiGHS (`LP_BACKEND`): (x or None, status in
-    SciPy's codes, message).  x is None when HiGHS found no optimum; it is returned with status 4 when the
+    SciPy's codes, message, whether x is the interior point of an "Unknown" model).  x is None when HiGHS found
+    no optimum (through `linprog`, also for every "Unknown" model); it is returned with status 4 when the
     optimum fails `linprog`'s feasibility check (as `linprog` does)."""
     hs = _highspy()
     if hs is not None:
@@ -459,7 +492,7 @@ def _solve(obj, A, b, lb, ub, method: str, options: dict[str, Any]):
             log.warning("SciPy refused the HiGHS options %s (%s); solving without them", extra, exc)
     if res is None:
         res = linprog(obj, A_ub=A, b_ub=b, bounds=bounds, method=method)
-    return res.x, int(res.status), str(res.message)
+    return res.x, int(res.status), str(res.message), False
 
 
 def sct_lp(
@@ -681,13 +714,16 @@ def _solve_sct(
         disable=None,
         leave=False,
     ) as bar:
-        sol, status, message = _solve(obj, A, b, lb, ub, method, options or {})
+        sol, status, message, unknown = _solve(obj, A, b, lb, ub, method, options or {})
         bar.update()
     facts.update(lp_time_s=time.perf_counter() - t0, lp_status=status, lp_rows=r)
     if sol is None:  # no optimum: every edge of this LP gets x = 1, no favourite child (documented in `sct_lp`)
         log.warning("SCT LP did not solve (status %s: %s); no favorite children", status, message)
         facts["lp_unsolved"] = True
         return np.ones(E), facts
+    if unknown:
+        log.info("SCT LP: %s", message)
+        facts["lp_unknown_used"] = True
     facts["lp_makespan_s"] = float(sol[W]) * scale
     x = np.ones(E)
     x[kept] = np.clip(sol[X:], 0.0, 1.0)
@@ -825,7 +861,13 @@ def sct_lp_windowed(
         windows from op `own` on are written into x (those before it only lead the starts in).  Facts summed
         over the written windows; solver time and unsolved windows over all."""
         f_run: dict[str, Any] = {"lp_windows": 0, "lp_vars": 0, "lp_rows": 0, "lp_time_s": 0.0, "lp_status": 0}
-        for key in ("lp_ghost_ops", "lp_windows_unsolved", "lp_edges_implied", "lp_edges_slack"):
+        for key in (
+            "lp_ghost_ops",
+            "lp_windows_unsolved",
+            "lp_windows_unknown_used",
+            "lp_edges_implied",
+            "lp_edges_slack",
+        ):
             f_run[key] = 0
         f_run["lp_ops_eliminated"] = 0
         f_run["lp_warmup_windows"] = 0
@@ -850,6 +892,8 @@ def sct_lp_windowed(
             f_run["lp_time_s"] += float(f.get("lp_time_s", 0.0))
             if f.get("lp_unsolved"):
                 f_run["lp_windows_unsolved"] += 1
+            if f.get("lp_unknown_used"):
+                f_run["lp_windows_unknown_used"] += 1
             # left-justified starts of the window's ops under its x
             left_starts(ev, lx, start)
             if bar is not None:
