@@ -498,7 +498,7 @@ def _solve(obj, A, b, lb, ub, method: str, options: dict[str, Any]):
 def sct_lp(
     graph: OpGraph,
     cluster: Cluster,
-    compute: list[float] | None = None,
+    compute: list[float] | np.ndarray | None = None,
     method: str = "highs-ipm",
     reduce: bool = True,
     options: dict[str, Any] | None = None,
@@ -569,7 +569,7 @@ def _edges(idx: GraphIndex) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return src, dst, byt
 
 
-def _edge_costs(graph: OpGraph, cluster: Cluster, compute: list[float] | None):
+def _edge_costs(graph: OpGraph, cluster: Cluster, compute: list[float] | np.ndarray | None):
     """Edges (sources, destinations, in the order of ``graph.index().succ`` flattened), p (execution time
     per op averaged over the devices, or `compute`) and c (the edges' transfer time averaged over ordered
     pairs of distinct devices), as `sct_lp` defines them.  O(V + E)."""
@@ -758,7 +758,7 @@ STREAMS_ABOVE_OPS: int | None = 250000
 def sct_lp_windowed(
     graph: OpGraph,
     cluster: Cluster,
-    compute: list[float] | None = None,
+    compute: list[float] | np.ndarray | None = None,
     method: str = "highs-ipm",
     reduce: bool = True,
     options: dict[str, Any] | None = None,
