@@ -517,9 +517,11 @@ def sct_lp(
     transcribes.  p_i is the op's execution time averaged over the devices, c_ij the transfer time of the
     edge's bytes averaged over ordered pairs of distinct devices (latency + bytes / bandwidth).  Times are
     divided by their largest value before solving, to keep the LP well scaled.  Solved with HiGHS'
-    interior-point method (`linprog(method="highs-ipm")`, as Baechi 4.2 uses an interior-point solver) on
-    sparse constraint matrices; `method` may name HiGHS' dual simplex ("highs-ds") or its default choice
-    ("highs") instead.  `reduce=False` solves the LP as written, without the reductions below.
+    interior-point method (the model and options of `linprog(method="highs-ipm")`, handed to HiGHS through
+    `highspy`, `_solve`; as Baechi 4.2 uses an interior-point solver) on sparse constraint matrices; `method`
+    may name HiGHS' dual simplex ("highs-ds") or its default choice ("highs") instead.  An LP without an
+    optimum gets x = 1 on every edge (no favourite child), logged and reported as ``lp_unsolved``.
+    `reduce=False` solves the LP as written, without the reductions below.
 
     Exact reductions (same optimal makespan; the returned x is an optimal solution of the full LP, though
     not necessarily the one an interior-point method would reach on it):
