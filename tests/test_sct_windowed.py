@@ -14,6 +14,7 @@ from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 from algorithms.placement import check_placement
 from algorithms.placers.baechi import MSCTPlacer, favorite_children
+from algorithms.placers.baechi import sct_lp as sct_lp_mod
 from algorithms.placers.baechi.sct_lp import sct_lp, sct_lp_windowed
 from algorithms.simulator import simulate
 from algorithms.workloads.synthetic import level_dag
@@ -141,11 +142,12 @@ def test_two_runs_on_a_training_graph():
     x1, f1 = sct_lp_windowed(g, cl, window=500)
     x2, f2 = sct_lp_windowed(g, cl, window=500, streams=2)
     n_win = f1["lp_windows"]
-    assert f2["lp_windows"] == n_win and f2["lp_warmup_windows"] == 4 and f2["lp_streams"] == 2
-    cut = (n_win // 2) * 500
-    idx = g.index()
-    dst = np.array([j for i in range(idx.n) for j, _ in idx.succ[i]])
-    before = dst < cut
+    src, dst, p, c = sct_lp_mod._edge_costs(g, cl, None)
+    cuts = sct_lp_mod._run_cuts(src, dst, p, c, len(g), 500, n_win, 2)
+    assert cuts[0] == 0 and 0 < cuts[1] < n_win
+    lead = min(sct_lp_mod.STREAM_LEAD_WINDOWS, cuts[1])
+    assert f2["lp_windows"] == n_win and f2["lp_warmup_windows"] == lead and f2["lp_streams"] == 2
+    before = dst < cuts[1] * 500
     assert x1[before].tobytes() == x2[before].tobytes()
     assert f2["lp_makespan_s"] == pytest.approx(f1["lp_makespan_s"], rel=1e-3)
     pl = MSCTPlacer(lp_formulation="windowed", lp_streams=2).place(g, cl)
@@ -160,3 +162,22 @@ def test_streams_must_be_positive():
         sct_lp_windowed(g, cl, streams=0)
     with pytest.raises(ConfigError, match="lp_streams"):
         MSCTPlacer(lp_streams=0)
+
+
+def test_runs_are_cut_by_solver_work():
+    """`_run_cuts`: k runs start at window 0 and at increasing windows, each run non-empty; on a training graph
+    (forward and backward windows heavy, update windows nearly empty LPs) the cut of two runs lies before
+    the middle window."""
+    g = level_dag(levels=200, training=True, colocated_fraction=0.15, memory_unit_bytes=1e5, seed=5)
+    cl = uniform_cluster(4, 4 * g.total_memory(), type="GPU", latency_s=1.34e-4, bytes_per_s=5.7e9)
+    src, dst, p, c = sct_lp_mod._edge_costs(g, cl, None)
+    n = len(g)
+    for window in (1, 7, 100, 500):
+        n_win = math.ceil(n / window)
+        for k in (1, 2, 3, 5):
+            k = min(k, n_win)
+            cuts = sct_lp_mod._run_cuts(src, dst, p, c, n, window, n_win, k)
+            assert cuts[0] == 0 and len(cuts) == k
+            assert all(a < b for a, b in zip(cuts, cuts[1:])) and cuts[-1] < n_win
+    n_win = math.ceil(n / 500)
+    assert sct_lp_mod._run_cuts(src, dst, p, c, n, 500, n_win, 2)[1] < n_win // 2
