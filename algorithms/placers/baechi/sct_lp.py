@@ -752,8 +752,8 @@ STREAM_LEAD_WINDOWS = 4
 
 #: `MSCTPlacer`'s default: the windowed LP of a graph of at least this many ops is solved as two runs of windows
 #: (`sct_lp_windowed`'s `streams`) on two threads; below it (or None: always), as one run.  The cut changes some
-#: favourite children after it (docs/scale.md, "m-SCT at 1M on two cores": 167 favourite parents of 102,580 ops,
-#: predicted makespan -0.002%), so it is kept to graphs where one run takes over about 15 s.
+#: favourite children after it (docs/scale.md, "m-SCT at 1M on two cores": at 308,272 ops 25,794 favourites
+#: instead of 25,723, predicted makespan +0.0002%), so it is kept to graphs where one run takes over about 15 s.
 STREAMS_ABOVE_OPS: int | None = 250000
 
 
