@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 
 import numpy as np
 import pytest
 
-from algorithms.cluster import Cluster, Device
+from algorithms.cluster import Cluster, Device, uniform_cluster
 from algorithms.memory import single_device_need
 from algorithms.placers.baechi import METFPlacer, MSCTPlacer, m_etf, m_sct
 from algorithms.placers.baechi.exec_model import ExecModel
@@ -72,6 +73,20 @@ def test_dur_is_the_list_models_floats(by_type):
     assert isinstance(model.dur, np.ndarray) and model.dur.shape == (idx.n, len(devs))
     assert model.dur.dtype == np.float64
     assert model.dur.tolist() == old
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="Python 3.12's sum() of floats is compensated")
+@pytest.mark.parametrize("by_type", [False, True])
+@pytest.mark.parametrize("n_dev", [1, 3, 4, 7])
+def test_mean_durations_are_the_python_sums(by_type, n_dev):
+    """`ExecModel.mean_durations` (column additions over the array) gives the floats of ``sum(row) / D``, the
+    code before session 16, bit for bit (Python 3.11 adds a list of floats left to right)."""
+    g = _graph(2, by_type)
+    cl = uniform_cluster(n_dev, 4 * g.total_memory(), latency_s=1e-4, bytes_per_s=5e9)
+    model = ExecModel(g, cl)
+    got = model.mean_durations()
+    want = np.array(model._mean_durations_loop())
+    assert got.dtype == np.float64 and got.tobytes() == want.tobytes()
 
 
 #: (placer, mode, compiled, seed, compute_s_by_type) -> digest of the placement, recorded on main 1887ecb

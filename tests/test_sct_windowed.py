@@ -14,6 +14,7 @@ from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 from algorithms.placement import check_placement
 from algorithms.placers.baechi import MSCTPlacer, favorite_children
+from algorithms.placers.baechi import sct_lp as sct_lp_mod
 from algorithms.placers.baechi.sct_lp import sct_lp, sct_lp_windowed
 from algorithms.simulator import simulate
 from algorithms.workloads.synthetic import level_dag
@@ -105,3 +106,78 @@ def test_m_sct_formulation_choice():
         MSCTPlacer(lp_formulation="fused")
     with pytest.raises(ConfigError, match="lp_window"):
         MSCTPlacer(lp_window=0)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    random_dags(min_ops=2, max_ops=30, colocation=False, training=True),
+    random_clusters(min_devices=2),
+    st.integers(1, 5),
+    st.integers(2, 4),
+)
+def test_runs_of_windows_on_threads_equal_one_after_the_other(graph, cluster, window, streams):
+    """`streams` runs of windows give the same x and facts on threads as one after the other; every edge's x lies
+    in [0, 1]; the runs together write every window once; one run is the chain."""
+    xs, fs = sct_lp_windowed(graph, cluster, window=window, streams=streams, parallel=False)
+    xp, fp = sct_lp_windowed(graph, cluster, window=window, streams=streams, parallel=True)
+    assert xs.tobytes() == xp.tobytes()
+    fs.pop("lp_time_s"), fp.pop("lp_time_s")
+    assert fs == fp
+    n_win = math.ceil(len(graph) / window)
+    assert fs["lp_windows"] == n_win and fs["lp_streams"] == min(streams, n_win)
+    assert ((xs >= 0) & (xs <= 1)).all()
+    x1, f1 = sct_lp_windowed(graph, cluster, window=window, streams=1)
+    x0, f0 = sct_lp_windowed(graph, cluster, window=window)
+    assert x1.tobytes() == x0.tobytes() and f1["lp_warmup_windows"] == 0
+    if fs["lp_streams"] == 1:
+        assert xs.tobytes() == x1.tobytes()
+
+
+def test_two_runs_on_a_training_graph():
+    """Two runs of 500-op windows on a 6,000-op training graph: the windows before the cut are the chain's, bit
+    for bit (the first run is the chain's start); the lead-in is counted; the LP makespan is that of the
+    left-justified starts under the final x; m-SCT places the graph with them."""
+    g = level_dag(levels=200, training=True, colocated_fraction=0.15, memory_unit_bytes=1e5, seed=5)
+    cl = uniform_cluster(4, 4 * g.total_memory(), type="GPU", latency_s=1.34e-4, bytes_per_s=5.7e9)
+    x1, f1 = sct_lp_windowed(g, cl, window=500)
+    x2, f2 = sct_lp_windowed(g, cl, window=500, streams=2)
+    n_win = f1["lp_windows"]
+    src, dst, p, c = sct_lp_mod._edge_costs(g, cl, None)
+    cuts = sct_lp_mod._run_cuts(src, dst, p, c, len(g), 500, n_win, 2)
+    assert cuts[0] == 0 and 0 < cuts[1] < n_win
+    lead = min(sct_lp_mod.STREAM_LEAD_WINDOWS, cuts[1])
+    assert f2["lp_windows"] == n_win and f2["lp_warmup_windows"] == lead and f2["lp_streams"] == 2
+    before = dst < cuts[1] * 500
+    assert x1[before].tobytes() == x2[before].tobytes()
+    assert f2["lp_makespan_s"] == pytest.approx(f1["lp_makespan_s"], rel=1e-3)
+    pl = MSCTPlacer(lp_formulation="windowed", lp_streams=2).place(g, cl)
+    check_placement(g, cl, pl)
+    assert pl.info["lp_streams"] == 2
+
+
+def test_streams_must_be_positive():
+    g = level_dag(levels=5, training=True, memory_unit_bytes=1e5, seed=1)
+    cl = uniform_cluster(2, 4 * g.total_memory(), latency_s=1e-4, bytes_per_s=5e9)
+    with pytest.raises(ValueError, match="streams"):
+        sct_lp_windowed(g, cl, streams=0)
+    with pytest.raises(ConfigError, match="lp_streams"):
+        MSCTPlacer(lp_streams=0)
+
+
+def test_runs_are_cut_by_solver_work():
+    """`_run_cuts`: k runs start at window 0 and at increasing windows, each run non-empty; on a training graph
+    (forward and backward windows heavy, update windows nearly empty LPs) the cut of two runs lies before
+    the middle window."""
+    g = level_dag(levels=200, training=True, colocated_fraction=0.15, memory_unit_bytes=1e5, seed=5)
+    cl = uniform_cluster(4, 4 * g.total_memory(), type="GPU", latency_s=1.34e-4, bytes_per_s=5.7e9)
+    src, dst, p, c = sct_lp_mod._edge_costs(g, cl, None)
+    n = len(g)
+    for window in (1, 7, 100, 500):
+        n_win = math.ceil(n / window)
+        for k in (1, 2, 3, 5):
+            k = min(k, n_win)
+            cuts = sct_lp_mod._run_cuts(src, dst, p, c, n, window, n_win, k)
+            assert cuts[0] == 0 and len(cuts) == k
+            assert all(a < b for a, b in zip(cuts, cuts[1:])) and cuts[-1] < n_win
+    n_win = math.ceil(n / 500)
+    assert sct_lp_mod._run_cuts(src, dst, p, c, n, 500, n_win, 2)[1] < n_win // 2

@@ -288,10 +288,20 @@ class ExecModel:
         self.links = KeyedLinks(D)
         self.xfer: dict[tuple[int, int], tuple[tuple[float, int, int], float]] = {}
 
-    def mean_durations(self) -> list[float]:
-        """Each op's mean execution time over the devices, ``sum(row) / D`` of the op's durations as Python
-        floats (what m-SCT's LP takes as the op's compute time; the same floats as when `dur` was a list of
-        lists).  Converted 65,536 ops at a time, so that no list of every duration is built.  O(n D)."""
+    def mean_durations(self) -> np.ndarray:
+        """Each op's mean execution time over the devices (what m-SCT's LP takes as the op's compute time): the
+        durations of the op's row added left to right, divided by D, for all ops at once: the floats that
+        ``sum(row) / D`` gives in Python 3.11 (plain left-to-right addition; `_mean_durations_loop`, the code
+        before session 16, is the reference of tests/test_exec_model_dur.py).  O(n D)."""
+        if self.D == 0:
+            return np.zeros(self.n)
+        acc = self.dur[:, 0].copy()
+        for p in range(1, self.D):
+            acc += self.dur[:, p]
+        return acc / self.D
+
+    def _mean_durations_loop(self) -> list[float]:
+        """`mean_durations` with Python's `sum` over each row (its code before session 16)."""
         D, out = self.D, []
         for k in range(0, self.n, 65536):
             out.extend([sum(row) / D for row in self.dur[k : k + 65536].tolist()])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from types import ModuleType
 from typing import Any, NamedTuple
@@ -18,6 +19,7 @@ from .sct_lp import (
     DEFAULT_LP_OPTIONS,
     LP_FORMULATIONS,
     LP_METHODS,
+    STREAMS_ABOVE_OPS,
     WINDOW_ABOVE_OPS,
     WINDOW_OPS,
     favorite_children,
@@ -46,6 +48,14 @@ def _kernel(graph: OpGraph, cluster: Cluster) -> ModuleType | None:
         log.info("m-SCT: compiled list scheduling unavailable (%s); using the Python one", exc)
         return None
     return etf_kernel
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (the windowed LP's runs go on threads only when there are two)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 class SCTCounts(NamedTuple):
@@ -92,7 +102,9 @@ class MSCTPlacer(Placer):
     the whole graph), "windowed" (`sct_lp_windowed`: windows of `lp_window` ops along the topological order,
     linear in the ops, favourite children not those of the whole LP) or "auto" (default: the whole LP up to
     `lp_window_above` ops, the windowed one above; the choice and its measured effect on makespans are in
-    docs/scale.md, "m-SCT's windowed SCT LP").
+    docs/scale.md, "m-SCT's windowed SCT LP").  `lp_streams`: the runs of windows of the windowed LP solved
+    side by side (`sct_lp_windowed`'s `streams`); None (default) takes 2 from `STREAMS_ABOVE_OPS` ops (None:
+    never), 1 below.  The placement does not depend on the machine's cores: only how long it takes.
 
     `replay_retries` and `single_device_fallback` as in m-ETF (`safeguards.place_checked`).  `info` holds
     lp_time_s, lp_status, n_favorite_children, n_excluded_devices, the predicted makespan and the predicted
@@ -123,6 +135,7 @@ class MSCTPlacer(Placer):
         lp_formulation: str = "auto",
         lp_window: int | None = None,
         lp_window_above: int | None = None,
+        lp_streams: int | None = None,
     ):
         if lp_formulation not in LP_FORMULATIONS:
             raise ConfigError(f"placer.lp_formulation: {lp_formulation!r} is not one of {LP_FORMULATIONS}")
@@ -131,6 +144,9 @@ class MSCTPlacer(Placer):
         if self.lp_window < 1:
             raise ConfigError(f"placer.lp_window: {lp_window!r} must be >= 1 op")
         self.lp_window_above = WINDOW_ABOVE_OPS if lp_window_above is None else int(lp_window_above)
+        if lp_streams is not None and int(lp_streams) < 1:
+            raise ConfigError(f"placer.lp_streams: {lp_streams!r} must be >= 1 (or null: by size)")
+        self.lp_streams = None if lp_streams is None else int(lp_streams)
         if group_retries < 0:
             raise ConfigError(f"placer.group_retries: {group_retries!r} must be >= 0")
         if replay_retries < 0:
@@ -158,8 +174,18 @@ class MSCTPlacer(Placer):
             self.lp_formulation == "auto" and model.n > self.lp_window_above
         )
         if windowed:
+            streams = self.lp_streams
+            if streams is None:
+                streams = 2 if STREAMS_ABOVE_OPS is not None and model.n >= STREAMS_ABOVE_OPS else 1
             x, facts = sct_lp_windowed(
-                graph, cluster, compute, self.lp_method, options=self.lp_options, window=self.lp_window
+                graph,
+                cluster,
+                compute,
+                self.lp_method,
+                options=self.lp_options,
+                window=self.lp_window,
+                streams=streams,
+                parallel=_cpus() > 1,
             )
         else:
             x, facts = sct_lp(graph, cluster, compute, self.lp_method, options=self.lp_options)

@@ -330,28 +330,175 @@ DEFAULT_LP_OPTIONS: dict[str, Any] = {
 }
 
 
-def _solve(obj, A, b, bounds, method: str, options: dict[str, Any]):
-    """`linprog` with HiGHS `options` passed through (SciPy hands options it does not know to HiGHS verbatim,
-    with a warning, silenced here); without them if this SciPy refuses them."""
+#: How `_solve` reaches HiGHS: "auto" calls it through the `highspy` package when that is installed (the public
+#: bindings of the HiGHS library SciPy bundles; pyproject.toml pins the release whose HiGHS is SciPy 1.17's,
+#: 1.12), else through `scipy.optimize.linprog`; "linprog" always through SciPy (the reference of
+#: tests/test_sct_highs.py).  The same HiGHS with the same options and model gives the same x, bit for bit.
+LP_BACKEND = "auto"
+
+#: SciPy's `linprog` status for each HiGHS model status (`scipy.optimize._linprog_highs`), so that
+#: ``facts["lp_status"]`` means the same through either backend: 0 optimal, 1 time or iteration limit,
+#: 2 infeasible, 3 unbounded, 4 anything else (HiGHS' "Unknown" among them).
+_SCIPY_STATUS = {
+    "kOptimal": 0,
+    "kTimeLimit": 1,
+    "kIterationLimit": 1,
+    "kInfeasible": 2,
+    "kModelError": 2,
+    "kUnbounded": 3,
+}
+
+#: Use the interior point of an LP that HiGHS calls "Unknown" when it meets the tolerance asked for
+#: (`_usable_unknown`).  HiGHS 1.12 stops IPX at ``ipm_optimality_tolerance`` (1e-6 in `DEFAULT_LP_OPTIONS`),
+#: then checks the postsolved point against its own ``kkt_tolerance`` (1e-7) and calls the model "Unknown" when
+#: the relative primal-dual objective error lies between the two (and beyond a small grace factor): 38 of the
+#: 2,067 windows of the 1M-op benchmark graph, one of 63 at 30K ops, the windows being of a few rows.  `linprog`
+#: returns no x then, so those LPs gave no favourite child; their points are feasible and within the gap asked
+#: for, the interior optimum m-SCT rounds.  False restores linprog's reading.
+USE_UNKNOWN_IPM_POINT = True
+
+#: `linprog`'s check of a solution HiGHS calls optimal (`scipy.optimize._linprog_util._check_result`): a bound
+#: or row violated by more than this makes the status 4 (the x is still returned and used).
+_CHECK_TOL = math.sqrt(1e-9) * 10
+
+
+def _highspy() -> ModuleType | None:
+    """The `highspy` module when `LP_BACKEND` lets `_solve` use it and it is installed, else None."""
+    if LP_BACKEND != "auto":
+        return None
+    try:
+        import highspy
+    except ImportError:
+        return None
+    return highspy
+
+
+def _highs_options(h, hs: ModuleType, method: str, options: dict[str, Any]) -> None:
+    """Set on the `highspy.Highs` h the options `linprog(method=...)` gives HiGHS (presolve on, quiet, dual
+    simplex strategy, the method's solver), then `options` (IPX ones only for the interior point, as before).
+    A bool for an option HiGHS types as a string is written "on"/"off" (YAML reads ``off`` as False) and an
+    int for a float option as a float; an unknown option or a value HiGHS refuses is a `ConfigError`."""
+    from ...errors import ConfigError
+
+    base: dict[str, Any] = {
+        "output_flag": False,
+        "log_to_console": False,
+        "presolve": "on",
+        "highs_debug_level": 0,
+        "simplex_strategy": 1,  # dual
+    }
+    solver = {"highs-ipm": "ipm", "highs-ds": "simplex"}.get(method)
+    if solver is not None:
+        base["solver"] = solver
+    extra = dict(options) if method == "highs-ipm" else {k: v for k, v in options.items() if not k.startswith("ipx")}
+    for key, val in {**base, **extra}.items():
+        st, kind = h.getOptionType(key)
+        if st == hs.HighsStatus.kError:
+            raise ConfigError(f"placer.lp_options: HiGHS has no option {key!r}")
+        if kind == hs.HighsOptionType.kString and isinstance(val, bool):
+            val = "on" if val else "off"
+        elif kind == hs.HighsOptionType.kDouble and isinstance(val, int) and not isinstance(val, bool):
+            val = float(val)
+        if h.setOptionValue(key, val) == hs.HighsStatus.kError:
+            raise ConfigError(f"placer.lp_options: HiGHS refused {key}={val!r}")
+
+
+def _solve_highspy(hs: ModuleType, obj, A, b, lb, ub, method: str, options: dict[str, Any]):
+    """Minimise obj @ x subject to A x <= b (A a SciPy CSR matrix), lb <= x <= ub, with HiGHS through `highspy`:
+    the model `linprog` hands HiGHS (A column-wise, rows unbounded below), the same options, and the same reading
+    of the result, but for an "Unknown" model whose interior point is usable (`USE_UNKNOWN_IPM_POINT`).  Returns
+    (x or None, SciPy's status code, message, whether x is such a point).  Without SciPy's wrapper, which spends
+    3-9 ms a call on its checks and on a Python loop over every column's basis status (bound multipliers that
+    m-SCT never reads).  O(nnz) around the solver."""
+    h = hs.Highs()
+    _highs_options(h, hs, method, options)
+    C = A.tocsc()
+    nr, nc = A.shape
+    lp = hs.HighsLp()
+    lp.num_col_ = nc
+    lp.num_row_ = nr
+    lp.col_cost_ = obj
+    lp.col_lower_ = lb
+    lp.col_upper_ = ub
+    lp.row_lower_ = np.full(nr, -np.inf)
+    lp.row_upper_ = b
+    lp.a_matrix_.format_ = hs.MatrixFormat.kColwise
+    lp.a_matrix_.num_col_ = nc
+    lp.a_matrix_.num_row_ = nr
+    lp.a_matrix_.start_ = C.indptr
+    lp.a_matrix_.index_ = C.indices
+    lp.a_matrix_.value_ = C.data
+    if h.passModel(lp) == hs.HighsStatus.kError:
+        return None, 2, "HiGHS refused the model", False
+    h.run()
+    ms = h.getModelStatus()
+    info = h.getInfo()
+    message = f"HiGHS model status {h.modelStatusToString(ms)}"
+    unknown = False
+    if ms != hs.HighsModelStatus.kOptimal:
+        usable = _usable_unknown(h, hs, info) if ms == hs.HighsModelStatus.kUnknown else None
+        if usable is None:
+            return None, _SCIPY_STATUS.get(ms.name, 4), message, False
+        unknown = True
+        message += f"; its interior point used ({usable})"
+    sol = h.getSolution()
+    x = np.array(sol.col_value)
+    slack = b - np.array(sol.row_value)
+    if np.isnan(x).any() or np.isnan(slack).any() or math.isnan(info.objective_function_value):
+        return x, 4, message + "; NaN in the solution", unknown
+    if not ((x >= lb - _CHECK_TOL) & (x <= ub + _CHECK_TOL)).all() or (slack < -_CHECK_TOL).any():
+        return x, 4, message + f"; the solution violates a bound or row by more than {_CHECK_TOL:.2e}", unknown
+    return x, 0, message, unknown
+
+
+def _usable_unknown(h, hs: ModuleType, info) -> str | None:
+    """Why the point of an LP HiGHS calls "Unknown" may be used (`USE_UNKNOWN_IPM_POINT`), else None: the
+    interior point ran without crossover, HiGHS calls its primal solution feasible, and its relative
+    primal-dual objective error is within ``ipm_optimality_tolerance``, the gap IPX was asked to reach."""
+    if not USE_UNKNOWN_IPM_POINT:
+        return None
+    if h.getOptionValue("solver")[1] != "ipm" or h.getOptionValue("run_crossover")[1] != "off":
+        return None
+    if info.primal_solution_status != hs.SolutionStatus.kSolutionStatusFeasible:
+        return None
+    err = float(info.primal_dual_objective_error)
+    tol = float(h.getOptionValue("ipm_optimality_tolerance")[1])
+    if not err <= tol:
+        return None
+    return f"primal feasible, relative primal-dual objective error {err:.2e} <= ipm_optimality_tolerance {tol:g}"
+
+
+def _solve(obj, A, b, lb, ub, method: str, options: dict[str, Any]):
+    """Solve the LP min obj @ x, A x <= b, lb <= x <= ub with HiGHS (`LP_BACKEND`): (x or None, status in
+    SciPy's codes, message, whether x is the interior point of an "Unknown" model).  x is None when HiGHS found
+    no optimum (through `linprog`, also for every "Unknown" model); it is returned with status 4 when the
+    optimum fails `linprog`'s feasibility check (as `linprog` does)."""
+    hs = _highspy()
+    if hs is not None:
+        return _solve_highspy(hs, obj, A, b, lb, ub, method, options)
     import warnings
 
     from scipy.optimize import OptimizeWarning, linprog  # SciPy is imported when an LP is solved (`_solve_sct`)
 
+    bounds = np.column_stack([lb, ub])
     extra = dict(options) if method == "highs-ipm" else {k: v for k, v in options.items() if not k.startswith("ipx")}
+    res = None
     if extra:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", OptimizeWarning)
-                return linprog(obj, A_ub=A, b_ub=b, bounds=bounds, method=method, options=extra)
+                res = linprog(obj, A_ub=A, b_ub=b, bounds=bounds, method=method, options=extra)
         except (TypeError, ValueError) as exc:
             log.warning("SciPy refused the HiGHS options %s (%s); solving without them", extra, exc)
-    return linprog(obj, A_ub=A, b_ub=b, bounds=bounds, method=method)
+    if res is None:
+        res = linprog(obj, A_ub=A, b_ub=b, bounds=bounds, method=method)
+    return res.x, int(res.status), str(res.message), False
 
 
 def sct_lp(
     graph: OpGraph,
     cluster: Cluster,
-    compute: list[float] | None = None,
+    compute: list[float] | np.ndarray | None = None,
     method: str = "highs-ipm",
     reduce: bool = True,
     options: dict[str, Any] | None = None,
@@ -370,9 +517,11 @@ def sct_lp(
     transcribes.  p_i is the op's execution time averaged over the devices, c_ij the transfer time of the
     edge's bytes averaged over ordered pairs of distinct devices (latency + bytes / bandwidth).  Times are
     divided by their largest value before solving, to keep the LP well scaled.  Solved with HiGHS'
-    interior-point method (`linprog(method="highs-ipm")`, as Baechi 4.2 uses an interior-point solver) on
-    sparse constraint matrices; `method` may name HiGHS' dual simplex ("highs-ds") or its default choice
-    ("highs") instead.  `reduce=False` solves the LP as written, without the reductions below.
+    interior-point method (the model and options of `linprog(method="highs-ipm")`, handed to HiGHS through
+    `highspy`, `_solve`; as Baechi 4.2 uses an interior-point solver) on sparse constraint matrices; `method`
+    may name HiGHS' dual simplex ("highs-ds") or its default choice ("highs") instead.  An LP without an
+    optimum gets x = 1 on every edge (no favourite child), logged and reported as ``lp_unsolved``.
+    `reduce=False` solves the LP as written, without the reductions below.
 
     Exact reductions (same optimal makespan; the returned x is an optimal solution of the full LP, though
     not necessarily the one an interior-point method would reach on it):
@@ -422,7 +571,7 @@ def _edges(idx: GraphIndex) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return src, dst, byt
 
 
-def _edge_costs(graph: OpGraph, cluster: Cluster, compute: list[float] | None):
+def _edge_costs(graph: OpGraph, cluster: Cluster, compute: list[float] | np.ndarray | None):
     """Edges (sources, destinations, in the order of ``graph.index().succ`` flattened), p (execution time
     per op averaged over the devices, or `compute`) and c (the edges' transfer time averaged over ordered
     pairs of distinct devices), as `sct_lp` defines them.  O(V + E)."""
@@ -567,15 +716,19 @@ def _solve_sct(
         disable=None,
         leave=False,
     ) as bar:
-        res = _solve(obj, A, b, np.column_stack([lb, ub]), method, options or {})
+        sol, status, message, unknown = _solve(obj, A, b, lb, ub, method, options or {})
         bar.update()
-    facts.update(lp_time_s=time.perf_counter() - t0, lp_status=int(res.status), lp_rows=r)
-    if res.x is None:
-        log.warning("SCT LP did not solve (status %s: %s); no favorite children", res.status, res.message)
+    facts.update(lp_time_s=time.perf_counter() - t0, lp_status=status, lp_rows=r)
+    if sol is None:  # no optimum: every edge of this LP gets x = 1, no favourite child (documented in `sct_lp`)
+        log.warning("SCT LP did not solve (status %s: %s); no favorite children", status, message)
+        facts["lp_unsolved"] = True
         return np.ones(E), facts
-    facts["lp_makespan_s"] = float(res.x[W]) * scale
+    if unknown:
+        log.info("SCT LP: %s", message)
+        facts["lp_unknown_used"] = True
+    facts["lp_makespan_s"] = float(sol[W]) * scale
     x = np.ones(E)
-    x[kept] = np.clip(res.x[X:], 0.0, 1.0)
+    x[kept] = np.clip(sol[X:], 0.0, 1.0)
     return x, facts
 
 
@@ -593,15 +746,50 @@ WINDOW_ABOVE_OPS = 20000
 
 LP_FORMULATIONS = ("auto", "full", "windowed")
 
+#: `sct_lp_windowed` with `streams` > 1: how many windows a later run of windows solves before its own first
+#: window, to carry its starts in from approximate ones (their x are not used).
+STREAM_LEAD_WINDOWS = 4
+
+#: `MSCTPlacer`'s default: the windowed LP of a graph of at least this many ops is solved as two runs of windows
+#: (`sct_lp_windowed`'s `streams`) on two threads; below it (or None: always), as one run.  The cut changes some
+#: favourite children after it (docs/scale.md, "m-SCT at 1M on two cores": at 308,272 ops 25,794 favourites
+#: instead of 25,723, predicted makespan +0.0002%), so it is kept to graphs where one run takes over about 15 s.
+STREAMS_ABOVE_OPS: int | None = 250000
+
+
+def _run_cuts(src, dst, p, c, n: int, window: int, n_win: int, k: int) -> list[int]:
+    """The first window of each of `k` runs of windows (`sct_lp_windowed`'s `streams`), chosen so that the runs
+    hold about the same solver work: a window's LP time follows the rows left after the slack-edge reduction
+    (correlation 0.98 on the 100K benchmark graph; its windows of update ops have one row each and solve in
+    1 ms, its forward and backward windows in 25-70 ms), so each window is weighed by its in-edges that the
+    whole graph's slack test keeps (heads and tails with every communication against the longest path without
+    any, `_heads_tails`; correlation 0.96 with the window's time), plus one.  On the 100K graph the cut falls at
+    window 58 of 206, where the measured time is halved at 55 (the middle, 103, would put 97% of the work in the
+    first run).  Depends on the graph only, never on timing: the same x on any machine.  O(V + E)."""
+    if k == 1:
+        return [0]
+    h0, h1, t1 = _heads_tails(src, dst, p, c, n, size=n)
+    lb0 = float((h0 + p).max())
+    keep = h1[src] + p[src] + c + t1[dst] >= lb0
+    per = np.bincount(dst[keep] // window, minlength=n_win)[:n_win] + 1.0
+    cum = np.cumsum(per)
+    cuts = [0]
+    for r in range(1, k):
+        w = int(np.searchsorted(cum, cum[-1] * r / k, side="right"))
+        cuts.append(min(max(w, cuts[-1] + 1), n_win - (k - r)))
+    return cuts
+
 
 def sct_lp_windowed(
     graph: OpGraph,
     cluster: Cluster,
-    compute: list[float] | None = None,
+    compute: list[float] | np.ndarray | None = None,
     method: str = "highs-ipm",
     reduce: bool = True,
     options: dict[str, Any] | None = None,
     window: int = WINDOW_OPS,
+    streams: int = 1,
+    parallel: bool = True,
 ) -> tuple[np.ndarray, dict]:
     """The SCT LP solved window by window along the topological order: a smaller formulation whose time
     grows linearly with the ops (issue 22), rounded by the same rule (`favorite_children`).
@@ -634,13 +822,29 @@ def sct_lp_windowed(
     formulations, measured on the benchmark graphs, are in docs/scale.md ("m-SCT's windowed SCT LP"); `MSCTPlacer`'s
     ``lp_formulation="auto"`` keeps the whole LP up to `WINDOW_ABOVE_OPS` ops.
 
+    Two runs of windows (`streams` > 1, issue 22, session 16): the windows are otherwise a chain (each
+    window's ghosts read the starts that the windows before it produced), so one core solves them all.  With
+    `streams` = k the windows are cut into k runs of consecutive windows of about equal solver work
+    (`_run_cuts`), independent of one another: run r > 0
+    first solves the `STREAM_LEAD_WINDOWS` windows before its own (a lead-in whose x is discarded), starting
+    from the heads without communication (every x = 0) of the ops before the lead-in, then its own windows as
+    above.  The runs are solved on k threads when `parallel` (HiGHS releases the GIL while it solves, most of a
+    window's time), one after the other otherwise: the same x either way, and each run writes only its own
+    windows' edges.  What changes against one run: the windows after a cut see their ghosts' starts as the
+    lead-in computed them, not as the windows before computed them, so their interior points, and some
+    favourite children, differ; measured in docs/scale.md ("m-SCT at 1M on two cores").  ``lp_makespan_s``
+    is then recomputed from the final x over the whole graph.  `streams` = 1 is the chain, unchanged.
+
     Returns x (one value per edge, in the order of ``graph.index().succ`` flattened) and facts (summed
     solver time, variables and rows over the windows, the worst status, the number of windows, and the
     makespan of the left-justified schedule under the fractional x as ``lp_makespan_s``).  O(V + E)
-    preparation, then V / window interior points of O(window + its ghosts) variables each.
+    preparation, then V / window interior points of O(window + its ghosts) variables each (plus
+    (streams - 1) `STREAM_LEAD_WINDOWS` lead-in windows).
     """
     if window < 1:
         raise ValueError(f"window must be >= 1 op, got {window!r}")
+    if streams < 1:
+        raise ValueError(f"streams must be >= 1, got {streams!r}")
     idx = graph.index()
     n = idx.n
     src, dst, p, c = _edge_costs(graph, cluster, compute)
@@ -665,59 +869,112 @@ def sct_lp_windowed(
     by_dst = np.argsort(dst, kind="stable")  # edges by destination
     dptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(dst, minlength=n), out=dptr[1:])
-    start = np.zeros(n)
     x = np.ones(E)
-    facts: dict[str, Any] = {
-        "lp_formulation": "windowed",
-        "lp_window_ops": int(window),
-        "lp_windows": 0,
-        "lp_vars": 0,
-        "lp_rows": 0,
-        "lp_time_s": 0.0,
-        "lp_status": 0,
-        "lp_ghost_ops": 0,
-    }
-    for key in ("lp_edges_implied", "lp_edges_slack", "lp_ops_eliminated"):
-        facts[key] = 0
     cl = c.tolist() if kernel is None else []
-    for w0 in tqdm(range(0, n, window), desc="m-SCT: SCT LP by windows", unit="window", disable=None, leave=False):
-        w1 = min(n, w0 + window)
-        # the edges into the window, in edge order: the ghosts' (sources below w0), then the window's own
-        ev = np.sort(by_dst[dptr[w0] : dptr[w1]])
-        es = src[ev]
-        from_ghost = es < w0
-        ghosts = np.unique(es[from_ghost])
-        m = len(ghosts)
-        lsrc = np.where(from_ghost, np.searchsorted(ghosts, es), m + es - w0)
-        ldst = m + dst[ev] - w0
-        gv = np.concatenate([ghosts, np.arange(w0, w1)])
-        # tails: the longest path after the window's ops through their edges out of the window
-        tail = np.zeros(m + w1 - w0)
-        out = np.arange(first[w0], first[w1])
-        out = out[dst[out] >= w1]
-        np.maximum.at(tail, m + src[out] - w0, p[dst[out]] + t0a[dst[out]])
-        release = np.concatenate([start[ghosts], np.zeros(w1 - w0)]) if m else np.zeros(w1 - w0)
-        lx, f = _solve_sct(lsrc, ldst, p[gv], c[ev], method, reduce, options, release, tail, n)
-        if len(ev):
-            x[ev] = lx
-        facts["lp_windows"] += 1
-        facts["lp_ghost_ops"] += m
-        facts["lp_vars"] += int(f.get("lp_vars", 0))
-        facts["lp_rows"] += int(f.get("lp_rows", 0))
-        facts["lp_time_s"] += float(f.get("lp_time_s", 0.0))
-        if int(f.get("lp_status", 0)) != 0:
-            facts["lp_status"] = int(f["lp_status"])
-        for key in ("lp_edges_implied", "lp_edges_slack", "lp_ops_eliminated"):
-            facts[key] += int(f.get(key, 0))
-        # left-justified starts of the window's ops under its x (edges in source order: topological)
+
+    def left_starts(ev: np.ndarray, xe: np.ndarray, start: np.ndarray) -> None:
+        """start[j] = max(start[j], start[i] + p_i + c_e x_e) over the edges `ev` (ascending: sources in
+        topological order) with their x values `xe`: left-justified starts."""
         if kernel is not None:
-            kernel.left_starts(ev, src, dst, p, c, x, start)
+            kernel.left_starts(np.arange(len(ev)), src[ev], dst[ev], p, c[ev], xe, start)
+            return
+        for e, xv in zip(ev.tolist(), xe.tolist()):
+            i, j = int(src[e]), int(dst[e])
+            a = start[i] + pl[i] + cl[e] * xv
+            if a > start[j]:
+                start[j] = a
+
+    def solve_windows(lo: int, own: int, hi: int, start: np.ndarray, bar) -> dict[str, Any]:
+        """Solve the windows of ops lo..hi-1 in order, reading and updating the starts `start`; the x of the
+        windows from op `own` on are written into x (those before it only lead the starts in).  Facts summed
+        over the written windows; solver time and unsolved windows over all."""
+        f_run: dict[str, Any] = {"lp_windows": 0, "lp_vars": 0, "lp_rows": 0, "lp_time_s": 0.0, "lp_status": 0}
+        for key in (
+            "lp_ghost_ops",
+            "lp_windows_unsolved",
+            "lp_windows_unknown_used",
+            "lp_edges_implied",
+            "lp_edges_slack",
+        ):
+            f_run[key] = 0
+        f_run["lp_ops_eliminated"] = 0
+        f_run["lp_warmup_windows"] = 0
+        for w0 in range(lo, hi, window):
+            w1 = min(hi, w0 + window)
+            # the edges into the window, in edge order: the ghosts' (sources below w0), then the window's own
+            ev = np.sort(by_dst[dptr[w0] : dptr[w1]])
+            es = src[ev]
+            from_ghost = es < w0
+            ghosts = np.unique(es[from_ghost])
+            m = len(ghosts)
+            lsrc = np.where(from_ghost, np.searchsorted(ghosts, es), m + es - w0)
+            ldst = m + dst[ev] - w0
+            gv = np.concatenate([ghosts, np.arange(w0, w1)])
+            # tails: the longest path after the window's ops through their edges out of the window
+            tail = np.zeros(m + w1 - w0)
+            out = np.arange(first[w0], first[w1])
+            out = out[dst[out] >= w1]
+            np.maximum.at(tail, m + src[out] - w0, p[dst[out]] + t0a[dst[out]])
+            release = np.concatenate([start[ghosts], np.zeros(w1 - w0)]) if m else np.zeros(w1 - w0)
+            lx, f = _solve_sct(lsrc, ldst, p[gv], c[ev], method, reduce, options, release, tail, n)
+            f_run["lp_time_s"] += float(f.get("lp_time_s", 0.0))
+            if f.get("lp_unsolved"):
+                f_run["lp_windows_unsolved"] += 1
+            if f.get("lp_unknown_used"):
+                f_run["lp_windows_unknown_used"] += 1
+            # left-justified starts of the window's ops under its x
+            left_starts(ev, lx, start)
+            if bar is not None:
+                bar.update()
+            if w0 < own:
+                f_run["lp_warmup_windows"] += 1
+                continue
+            if len(ev):
+                x[ev] = lx
+            f_run["lp_windows"] += 1
+            f_run["lp_ghost_ops"] += m
+            f_run["lp_vars"] += int(f.get("lp_vars", 0))
+            f_run["lp_rows"] += int(f.get("lp_rows", 0))
+            if int(f.get("lp_status", 0)) != 0:
+                f_run["lp_status"] = int(f["lp_status"])
+            for key in ("lp_edges_implied", "lp_edges_slack", "lp_ops_eliminated"):
+                f_run[key] += int(f.get(key, 0))
+        return f_run
+
+    # the runs of windows: [(first op of its lead-in, first op it writes, end)], `streams` of them
+    n_win = -(-n // window) if n else 0
+    k = max(1, min(int(streams), n_win))
+    cuts = [w * window for w in _run_cuts(src, dst, p, c, n, window, n_win, k)] + [n]
+    runs = [(max(0, cuts[r] - STREAM_LEAD_WINDOWS * window) if r else 0, cuts[r], cuts[r + 1]) for r in range(k)]
+    starts = [np.zeros(n) for _ in runs]
+    if k > 1:
+        # a later run's lead-in reads its ghosts' starts from the heads without communication (x = 0)
+        ev_all = np.arange(E)
+        for (lo, _, _), st in zip(runs[1:], starts[1:]):
+            ev = ev_all[dst < lo]
+            left_starts(ev, np.zeros(len(ev)), st)
+    with tqdm(total=n_win, desc="m-SCT: SCT LP by windows", unit="window", disable=None, leave=False) as bar:
+        if k == 1 or not parallel:
+            parts = [solve_windows(lo, own, hi, st, bar) for (lo, own, hi), st in zip(runs, starts)]
         else:
-            for e in ev.tolist():  # sources ascending
-                i, j = int(src[e]), int(dst[e])
-                a = start[i] + pl[i] + cl[e] * x[e]
-                if a > start[j]:
-                    start[j] = a
+            from concurrent.futures import ThreadPoolExecutor
+
+            # HiGHS releases the GIL while it solves (most of a window's time): the runs overlap on the cores
+            with ThreadPoolExecutor(max_workers=k, thread_name_prefix="sct-lp") as pool:
+                futures = [pool.submit(solve_windows, lo, own, hi, st, bar) for (lo, own, hi), st in zip(runs, starts)]
+                parts = [f.result() for f in futures]
+    facts: dict[str, Any] = {"lp_formulation": "windowed", "lp_window_ops": int(window), "lp_streams": k}
+    for f_run in parts:
+        for key, val in f_run.items():
+            if key == "lp_status":
+                facts[key] = val or facts.get(key, 0)
+            else:
+                facts[key] = facts.get(key, 0) + val
+    if k == 1:
+        start = starts[0]
+    else:  # the left-justified starts under the final x (the runs' own starts began from approximate ones)
+        start = np.zeros(n)
+        left_starts(np.arange(E), x, start)
     facts["lp_makespan_s"] = float((start + p).max()) if n else 0.0
     return x, facts
 
