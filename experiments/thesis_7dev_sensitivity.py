@@ -41,7 +41,8 @@ PLACERS = ["hashing", "heft", "batch_split", "icp", "critical_path", "mite", "df
 G3_EDGES = 49510
 
 
-def _cfg(overrides: list[str]) -> Any:
+def compose_7dev(*overrides: str) -> Any:
+    """The thesis_synthetic_7dev preset's config with `overrides` (Hydra's compose API, the repository's conf/)."""
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
@@ -53,7 +54,7 @@ def _cfg(overrides: list[str]) -> Any:
 def thesis_like_device_seeds(n: int, limit: int = 100_000) -> list[int]:
     """The first `n` seeds whose seven generated devices have three GPUs with device 0 the slowest of them (7.3:
     "device 0 is the slowest of the three GPU devices")."""
-    gen = dict(plain(_cfg([]).cluster.generate))
+    gen = dict(plain(compose_7dev().cluster.generate))
     gen.pop("seed", None)
     out = []
     for s in range(limit):
@@ -68,7 +69,7 @@ def thesis_like_device_seeds(n: int, limit: int = 100_000) -> list[int]:
 
 def span_overrides(size: str, span: int) -> list[str]:
     """Graph 3 with edge level limit `span` and Table 7.1's edge count (the preset's calibration)."""
-    g = plain(_cfg([f"thesis_size={size}"]).thesis_graphs[size]["g3"])
+    g = plain(compose_7dev(f"thesis_size={size}").thesis_graphs[size]["g3"])
     w = (g["min_w"] + g["max_w"]) / 2
     levels = 1000  # the thesis' graph 3; the edge probability is the same at the small size
     p = G3_EDGES / (w * w * (span * levels - span * (span + 1) / 2))
@@ -78,15 +79,15 @@ def span_overrides(size: str, span: int) -> list[str]:
 def run(size: str, seed: int, overrides: list[str], memory_scale: float) -> dict[tuple[str, str], float | None]:
     out: dict[tuple[str, str], float | None] = {}
     for graph in ("g2", "g3"):
-        cfg = _cfg([f"thesis_graph={graph}", f"thesis_size={size}", f"seed={seed}", *overrides])
+        cfg = compose_7dev(f"thesis_graph={graph}", f"thesis_size={size}", f"seed={seed}", *overrides)
         g = SyntheticGraph(plain(cfg.model.generator), name=str(cfg.model.name)).graph()
         cluster = build_cluster(cfg.cluster, "thesis_hetero")
         if memory_scale != 1:
             cluster = cluster.scaled(memory_scale)
-        sched = instantiate(_cfg(["scheduler=pct"]).scheduler, "scheduler")
+        sched = instantiate(compose_7dev("scheduler=pct").scheduler, "scheduler")
         for placer in PLACERS:
             try:
-                pl = instantiate(_cfg([f"placer={placer}"]).placer, "placer").place(g, cluster)
+                pl = instantiate(compose_7dev(f"placer={placer}").placer, "placer").place(g, cluster)
             except InfeasiblePlacement:
                 out[(graph, placer)] = None
                 continue
@@ -121,7 +122,7 @@ def main() -> None:
         dev_seeds = thesis_like_device_seeds(int(args.device_seeds.split(":")[1]))
     else:
         dev_seeds = [int(s) for s in args.device_seeds.split(",")]
-    unit = float(plain(_cfg([]).cluster.generate)["transfer_unit_bytes_per_s"])
+    unit = float(plain(compose_7dev().cluster.generate)["transfer_unit_bytes_per_s"])
     for ds in dev_seeds:
         for k in (float(x) for x in args.transfer_scale.split(",")):
             for span in (int(x) for x in args.span.split(",")):
