@@ -121,14 +121,7 @@ def test_compiled_tails_and_starts_equal_python(g: OpGraph, seed):
     n = idx.n
     p = rng.choice([0.0, 0.1, 1.0, 1 / 7], size=n)
     # the Python loops of `sct_lp_windowed`
-    t0 = [0.0] * n
-    for i in range(n - 1, -1, -1):
-        best = 0.0
-        for j, _ in idx.succ[i]:
-            a = p[j] + t0[j]
-            if a > best:
-                best = a
-        t0[i] = best
+    t0 = sct_lp_mod.comm_free_tails_python(idx.succ, p)
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum([len(o) for o in idx.succ], out=ptr[1:])
     dst = np.array([j for i in range(n) for j, _ in idx.succ[i]], dtype=np.int64)

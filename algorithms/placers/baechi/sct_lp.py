@@ -780,6 +780,22 @@ def _run_cuts(src, dst, p, c, n: int, window: int, n_win: int, k: int) -> list[i
     return cuts
 
 
+def comm_free_tails_python(succ: Any, p: Any) -> list[float]:
+    """Each op's tail without communication: the longest path of op times after its end (op i's successors
+    ``succ[i]`` as (op, edge) pairs, ops in topological order). The Python code path of graphs below
+    `COMPILED_MIN_OPS` and the oracle of `sct_kernel.comm_free_tails`. O(V + E)."""
+    n = len(succ)
+    t0 = [0.0] * n
+    for i in range(n - 1, -1, -1):
+        best = 0.0
+        for j, _ in succ[i]:
+            a = p[j] + t0[j]
+            if a > best:
+                best = a
+        t0[i] = best
+    return t0
+
+
 def sct_lp_windowed(
     graph: OpGraph,
     cluster: Cluster,
@@ -857,15 +873,7 @@ def sct_lp_windowed(
     if kernel is not None:
         t0a = kernel.comm_free_tails(first, dst, np.asarray(p, dtype=float))
     else:
-        t0 = [0.0] * n
-        for i in range(n - 1, -1, -1):
-            best = 0.0
-            for j, _ in idx.succ[i]:
-                a = pl[j] + t0[j]
-                if a > best:
-                    best = a
-            t0[i] = best
-        t0a = np.array(t0)
+        t0a = np.array(comm_free_tails_python(idx.succ, pl))
     by_dst = np.argsort(dst, kind="stable")  # edges by destination
     dptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(dst, minlength=n), out=dptr[1:])
