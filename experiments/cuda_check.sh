@@ -8,7 +8,16 @@
 # CELERITAS=skip leaves that out; FIDELITY_WARMUP / FIDELITY_STEPS / FIDELITY_ROUNDS set the gpu1 sweep's.
 # TWO_RANKS_ON_ONE_GPU=skip leaves out the NCCL two-ranks-on-one-GPU probe (NCCL 2.28 refused it).
 #     bash experiments/cuda_check.sh /tmp/cuda_check
+# A bare GPU host (the lab's lent machines) has torch but not the project's other dependencies: the script
+# installs them from ./.whl (wheels downloaded beforehand, e.g. `pip download --no-deps --python-version 3.12
+# --only-binary=:all: -d .whl orjson hydra-core omegaconf antlr4-python3-runtime==4.9.3 pymetis`) when an import
+# fails, and stops if that does not help.
 set -u
+if ! python3 -c "import orjson, omegaconf, hydra" 2>/dev/null; then
+    ls .whl/*.whl >/dev/null 2>&1 || { echo "missing dependencies and no ./.whl to install them from" >&2; exit 2; }
+    python3 -m pip install -q --no-deps --no-index --break-system-packages .whl/*.whl 2>&1 | grep -v WARNING
+    python3 -c "import orjson, omegaconf, hydra" || exit 2
+fi
 out=${1:-cuda_check}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
