@@ -600,7 +600,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--comm-repeats", type=int, default=5)
     ap.add_argument(
-        "--rounds", type=int, default=3, help="profile and run every placement this many times, interleaved"
+        "--rounds",
+        type=int,
+        default=5,
+        help="profile and run every placement this many times, interleaved (5: this VM's slow spells of about "
+        "a second made two rounds of one placement 60 %% apart; experiments/repeat_run.py)",
     )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one placed run may take")
     ap.add_argument("--json", type=Path, default=None, help="write rows and summary here")
