@@ -50,6 +50,20 @@ def test_steady_bubble_rate_of_1f1b_is_zero():
     assert steady_bubble_rate(OneFOneBScheduler(), make_shape("v", 4, True)) == pytest.approx(0.0)
 
 
+def test_steady_bubble_is_a_run_key_reported_beside_the_whole_schedules():
+    """``steady_bubble: true`` (Tessel Table II's "numerous micro-batches") is not a scheduler argument: the run
+    reports the steady state beside the whole schedule's rate, which counts warm-up and cool-down."""
+    base = {"_target_": "algorithms.pipeline.tessel.TesselScheduler", "shape": "k", "n_micro": 48, "recompute": True}
+    _, plain = run_pipeline(base)
+    assert "steady_bubble_rate" not in plain
+    _, fig = run_pipeline({**base, "steady_bubble": True})
+    assert fig["steady_bubble_rate"] == pytest.approx(0.0, abs=1e-12) and fig["bubble_rate"] > 0.01
+    plus = {"_target_": "algorithms.pipeline.baselines.OneFOneBPlusScheduler", "shape": "m", "recompute": True}
+    _, fig = run_pipeline({**plus, "n_micro": 48, "steady_bubble": True})
+    assert fig["steady_bubble_rate"] == pytest.approx(0.25)  # the paper's 25 % for GPT's M shape
+    assert fig["bubble_rate"] > fig["steady_bubble_rate"]
+
+
 def test_artifacts_written(tmp_path):
     pytest.importorskip("matplotlib")
     from orchestrator.pipeline_plots import write_pipeline_artifacts

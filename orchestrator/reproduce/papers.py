@@ -355,11 +355,11 @@ def _entries() -> list[Entry]:
             "tessel-t2",
             "Tessel",
             "Table II (VI-B): bubble rate, 4 devices, recompute",
-            "bubble rate",
+            "steady-state bubble rate (numerous micro-batches)",
             "Tessel reaches 0% on every shape where 1F1B+ has 20-25%",
             {"m/1f1b_plus": 0.25, "m/tessel": 0.0, "nn/1f1b_plus": 0.20, "nn/tessel": 0.0, "k/tessel": 0.0},
             experiments=("tessel_bubbles",),
-            lab_values=_newest(("pipeline.shape", "pipeline"), "bubble_rate"),
+            lab_values=_newest(("pipeline.shape", "pipeline"), "pipeline.steady_bubble_rate"),
             check=_tessel_check,
         ),
         Entry(

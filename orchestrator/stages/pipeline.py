@@ -25,7 +25,7 @@ log = logging.getLogger("orchestrator")
 
 
 def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any], artifacts: list[Path]) -> None:
-    from algorithms.pipeline.api import figures
+    from algorithms.pipeline.api import RUN_KEYS, run_scheduler
     from algorithms.pipeline.schedule import PipelineSchedule
 
     pipe = plain(ctx.cfg.pipeline)
@@ -37,19 +37,8 @@ def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[st
         graph, placement, upstream = placed.graph, placed.assignment, [placed.key]
 
     def compute() -> dict[str, Any]:
-        scheduler = instantiate(ctx.cfg.pipeline, "pipeline")
-        sched = scheduler.run(graph, placement)
-        sched.validate()
-        figs = figures(sched)
-        log.info(
-            "pipeline %s on %s: N=%d makespan %d bubble %.3f (search %.2fs)",
-            scheduler.name,
-            sched.spec.name,
-            sched.n_micro,
-            sched.makespan,
-            sched.bubble_rate,
-            figs["search_time_s"],
-        )
+        scheduler = instantiate({k: v for k, v in pipe.items() if k not in RUN_KEYS}, "pipeline")
+        sched, figs = run_scheduler(scheduler, graph, placement, bool(pipe.get("steady_bubble")))
         return {"schedule": sched.to_json(), "figures": figs}
 
     res = ctx.stage(
@@ -88,6 +77,7 @@ def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[st
         "t_r",
         "lower_bound",
         "repetend_bubble_rate",
+        "steady_bubble_rate",
     ):
         v = figs.get(k)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
