@@ -226,6 +226,25 @@ def test_chimera_and_1f1b_plus_are_valid():
     )
 
 
+def test_1f1b_plus_in_steps_gives_table_ii_and_falls_back_off_a_chain():
+    """Tessel Table II's 1F1B+ column (recompute, numerous micro-batches): 25 % on M, 20 % on NN, at any device
+    count, from the global-step insertion; K (not adaptable in the paper) falls back to the order-based one."""
+    from algorithms.pipeline.api import steady_bubble_rate
+
+    for D in (2, 4, 6):
+        for shape, rate in (("m", 0.25), ("nn", 0.20)):
+            spec = make_shape(shape, D, recompute=True)
+            sched = OneFOneBPlusScheduler().schedule(spec, None, None, 10)
+            assert sched.info["insertion"] == "step"
+            assert steady_bubble_rate(OneFOneBPlusScheduler(), spec) == pytest.approx(rate)
+    m = OneFOneBPlusScheduler().schedule(make_shape("m", 4, recompute=True), None, None, 6)
+    # each micro-batch's embedding runs on all devices at once, right before its first stage
+    assert all(m.start[("emb", k)] + 1 <= m.start[("f0", k)] for k in range(6))
+    k = OneFOneBPlusScheduler().schedule(make_shape("k", 4, recompute=True), None, None, 8)
+    assert k.info["insertion"] == "order"
+    k.validate(None)
+
+
 @pytest.mark.parametrize("recompute, unit", [(False, 16), (True, 22)])
 def test_chimera_unit_is_time_optimal_on_4_devices(recompute, unit):
     # one Chimera unit (D real micro-batches = 2 X micro-batches) is as short as the TO search allows; units are

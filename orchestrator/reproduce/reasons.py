@@ -180,13 +180,13 @@ REASONS: dict[str, str] = {
     "tessel-t2": (
         "Table II's rates are 'considering numerous micro-batches': the lab scores the steady state "
         "(pipeline.steady_bubble, the idle share of what n1 = max(24, N_R) more micro-batches add to the schedule), "
-        "where Tessel is 0 on every shape and 1F1B+ 25.0% on M, as in the paper; the whole 48-micro-batch "
-        "schedule, warm-up and cool-down included, gives Tessel 1.4-4.0% (result.json bubble_rate). On NN the "
-        "lab's 1F1B+ leaves 27.3% where the paper has 20%: the lab inserts the full-device embedding blocks next "
-        "to their neighbours in 1F1B's order (the paper's one-sentence description); how the authors placed them "
-        "is not stated. The lab also runs 1F1B+ on the K shape, which the paper marks as not adaptable (left out "
-        "of tau). The paper's 1F1B and Chimera-direct columns (own placements V and X) are printed by "
-        "experiments/tessel_table2.py: 1F1B 0% as in the paper, Chimera-direct 27% against 20%."
+        "where Tessel is 0 on every shape and 1F1B+ 25% on M and 20% on NN, the paper's figures (1F1B+ built in "
+        "global steps as the authors' runtime builds it; an order-based reading gave 27% on NN before session 17). "
+        "The whole 48-micro-batch schedule, warm-up and cool-down included, gives Tessel 1.4-4.0% (result.json "
+        "bubble_rate). The lab also runs 1F1B+ on the K shape, which the paper marks as not adaptable (left out of "
+        "tau). The paper's 1F1B and Chimera-direct columns (own placements V and X) are printed by "
+        "experiments/tessel_table2.py: 1F1B 0% as in the paper, Chimera-direct 27% against 20% "
+        "(algorithms/pipeline/baselines.py says why)."
     ),
     "tessel-f9": (
         "TO's cost grows with the micro-batches as in the paper, but for few micro-batches TO is cheaper than "
