@@ -104,3 +104,16 @@ def test_from_placement_case_runs_tessel():
     )
     assert sched.spec.devices == ["dev0", "dev1", "dev2"]
     assert fig["predicted_step_s"] > 0 and fig["t_r"] == fig["lower_bound"]
+
+
+def test_window_bubble_rate_is_figure_11s_repetend_laid_end_to_end():
+    """Tessel Figure 11: V needs N_R = 4 for a zero bubble rate. A one-micro-batch repetend of V has a window of
+    16 units that equation 4's compaction overlaps down to t_R = 4, so only the window's rate shows the paper's
+    curve."""
+    cfg = {"_target_": "algorithms.pipeline.tessel.TesselScheduler", "shape": "v", "recompute": True}
+    cfg.update({"n_micro": 16, "memory": None})
+    _, one = run_pipeline({**cfg, "max_repetend_micro": 1})
+    assert one["t_r"] == 4 and one["repetend_bubble_rate"] == pytest.approx(0.0)
+    assert one["window"] == 16 and one["window_bubble_rate"] == pytest.approx(0.75)
+    _, four = run_pipeline({**cfg, "max_repetend_micro": 4})
+    assert four["window"] == four["t_r"] == 4 and four["window_bubble_rate"] == pytest.approx(0.0)

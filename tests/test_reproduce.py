@@ -185,7 +185,7 @@ def test_zero_bubble_start_and_monotone_check():
                 "params.pipeline.shape": shape,
                 "params.pipeline.max_repetend_micro": str(nr),
                 "tags.status": "ok",
-                "metrics.pipeline.repetend_bubble_rate": rate,
+                "metrics.pipeline.window_bubble_rate": rate,
             }
         )
     df = pd.DataFrame(rows)

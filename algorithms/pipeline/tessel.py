@@ -333,6 +333,7 @@ class TesselScheduler(ConfiguredPipelineScheduler):
                         log.info("tessel: repetend %s (t_R=%d) has no feasible warm-up/cool-down", n, t_r)
                         continue
                     state["best_t"] = t_r
+                    stats["window"] = p
                     best = (t_r, n, starts, n_r, w.start, c.start, cool_init, E_R, W_R)
                     log.info("tessel: N_R=%d repetend %s t_R=%d (lower bound %d)", n_r, n, t_r, lb)
                     if t_r == lb:

@@ -360,27 +360,32 @@ def _tessel_check(v: Values, df: Any) -> bool | None:
     return ok if shapes else None
 
 
+# Figures 11 and 12's bubble rate: the repetend laid end to end as the authors' search builds it (no compaction
+# across instances; algorithms.pipeline.api.figures)
+REPETEND_BUBBLE = "pipeline.window_bubble_rate"
+
+
 def zero_bubble_from(df: Any, key: str) -> Values:
     """Figures 11 / 12: per shape, the smallest value of `key` (pipeline.max_repetend_micro or pipeline.memory)
-    at which the repetend's bubble rate is zero; None when no run of the shape reaches zero."""
+    at which the repetend's bubble rate (`REPETEND_BUBBLE`) is zero; None when no run of the shape reaches zero."""
     out: Values = {}
     col = f"params.{key}"
-    if col not in df or "metrics.pipeline.repetend_bubble_rate" not in df:
+    if col not in df or f"metrics.{REPETEND_BUBBLE}" not in df:
         return out
     for shape, d in df.groupby("params.pipeline.shape"):
-        rates = lab.newest(d, (key,), "pipeline.repetend_bubble_rate")
+        rates = lab.newest(d, (key,), REPETEND_BUBBLE)
         zero = [int(k) for k, r in rates.items() if k.isdigit() and r is not None and r <= 1e-9]
         out[str(shape)] = float(min(zero)) if zero else None
     return out
 
 
 def bubble_by(df: Any, key: str) -> dict[str, Values]:
-    """{shape: {value of key: repetend bubble rate}} (newest run of each)."""
+    """{shape: {value of key: repetend bubble rate (`REPETEND_BUBBLE`)}} (newest run of each)."""
     out: dict[str, Values] = {}
-    if f"params.{key}" not in df:
+    if f"params.{key}" not in df or f"metrics.{REPETEND_BUBBLE}" not in df:
         return out
     for shape, d in df.groupby("params.pipeline.shape"):
-        out[str(shape)] = lab.newest(d, (key,), "pipeline.repetend_bubble_rate")
+        out[str(shape)] = lab.newest(d, (key,), REPETEND_BUBBLE)
     return out
 
 

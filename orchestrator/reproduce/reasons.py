@@ -193,15 +193,17 @@ REASONS: dict[str, str] = {
         "Tessel here: Tessel's repetend search has a fixed cost of a few seconds on this machine."
     ),
     "tessel-f11": (
-        "The lab's N_R is the span of micro-batch indices in the repetend (max n - min n + 1). V reaches its lower "
-        "bound already at N_R = 1: equation 4's compaction (repetend_time) overlaps consecutive instances of a "
-        "one-micro-batch repetend whose window is four periods long, i.e. four micro-batches in flight, the paper's "
-        "count. V at N_R = 2-3 is worse than at 1 because find_repetend minimises the window, not the compacted "
-        "t_R (algorithms/pipeline/repetend_solver.py), hence the non-monotone curve."
+        "N_R is the span of micro-batch indices in the repetend (max n - min n + 1), and the bubble rate is the "
+        "repetend's as laid end to end (pipeline.window_bubble_rate: 1 - busy / (D x window)), as the authors' "
+        "search with a given number of micro-batches builds it (Composer.compose_n in the public Tessel code). "
+        "Until session 17 the lab scored the period after equation 4's compaction instead (repetend_bubble_rate), "
+        "which overlaps consecutive instances: V then reached zero already at N_R = 1 (a 16-unit window compacted "
+        "to t_R = 4) and its curve was not monotone."
     ),
     "tessel-f12": (
         "V runs at N_R <= 4, M and NN at N_R <= 6 (Figure 11's starting values); the lab orders capacities the "
-        "paper's figure shows tied at zero only by the shapes' mean."
+        "paper's figure shows tied at zero only by the shapes' mean. The bubble rate is the window's, as in "
+        "tessel-f11 (the compacted period gives the same figures here)."
     ),
     "thesis-f7.1": (
         "Graphs at a tenth of the thesis' levels (thesis_size=small), one seed, PCT only for the partitioners (the "

@@ -77,6 +77,8 @@ def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[st
         "t_r",
         "lower_bound",
         "repetend_bubble_rate",
+        "window",
+        "window_bubble_rate",
         "steady_bubble_rate",
     ):
         v = figs.get(k)
