@@ -1,4 +1,5 @@
-"""The profilers every backend provides: `file` (the graph's own costs) and `measured` (the backend's profiler).
+"""The profilers every backend provides: `file` (the graph's own costs), `thesis_costs` (the thesis' random costs
+on the graph's structure) and `measured` (the backend's profiler).
 
 `conf/profiler/file.yaml` names `FileProfiler` with `_target_`; `conf/profiler/measured.yaml` names the profiler
 `measured`, which each backend maps in its `capabilities.profilers` to `MeasuredProfiler` or to a subclass that
@@ -31,6 +32,28 @@ class FileProfiler(Profiler):
         self, backend: Backend | None, model: Any, graph: OpGraph, cluster: Cluster, *, model_cfg: Mapping[str, Any]
     ) -> tuple[OpGraph, dict[str, Any]]:
         return graph, {}
+
+
+class ThesisCostsProfiler(Profiler):
+    """The thesis' random costs on the captured graph's structure (`algorithms.workloads.synthetic.thesis_costs`:
+    #ops, memory demand and tensor sizes drawn from 1..100; seed 004, 6.1-6.2), as the thesis evaluates its
+    TensorFlow graphs (7.2). Nothing is run; the drawn graph is cached as a profile. Keys: `thesis_costs`'."""
+
+    comm_benchmark = False
+
+    def __init__(self, **draws: Any):
+        self.draws = dict(draws)
+
+    def profile(
+        self, backend: Backend | None, model: Any, graph: OpGraph, cluster: Cluster, *, model_cfg: Mapping[str, Any]
+    ) -> tuple[OpGraph, dict[str, Any]]:
+        from algorithms.workloads.synthetic import thesis_costs
+
+        try:
+            out = thesis_costs(graph, **self.draws)
+        except TypeError as exc:  # an unknown key
+            raise ConfigError(f"profiler=thesis_costs: {exc}") from exc
+        return out, {}
 
 
 class MeasuredProfiler(Profiler):

@@ -51,8 +51,8 @@ def test_steady_bubble_rate_of_1f1b_is_zero():
 
 
 def test_steady_bubble_is_a_run_key_reported_beside_the_whole_schedules():
-    """``steady_bubble: true`` (Tessel Table II's "numerous micro-batches") is not a scheduler argument: the run
-    reports the steady state beside the whole schedule's rate, which counts warm-up and cool-down."""
+    """``steady_bubble: true`` (Tessel Table II's "numerous micro-batches"): the run reports the steady state
+    beside the whole schedule's rate, which counts warm-up and cool-down."""
     base = {"_target_": "algorithms.pipeline.tessel.TesselScheduler", "shape": "k", "n_micro": 48, "recompute": True}
     _, plain = run_pipeline(base)
     assert "steady_bubble_rate" not in plain

@@ -59,3 +59,34 @@ def test_stream_zero_is_the_plain_seed_and_streams_differ():
     assert a.to_dict() != c.to_dict()
     with pytest.raises(ValueError, match="stream"):
         level_dag(**kw, stream=-1)
+
+
+def test_thesis_costs_keep_the_structure_and_draw_the_thesis_ranges():
+    """profiler=thesis_costs (the thesis' TensorFlow graphs, 6.1-6.2): a captured graph keeps its ops, edges and
+    colocation groups, every op gets #ops / memory / tensor size in 1..100 units, every tensor edge its source's
+    size, a colocation group one device constraint; the same graph draws the same costs; bad ranges are errors."""
+    from algorithms.errors import ConfigError
+    from algorithms.graph import OpGraph
+    from algorithms.workloads.synthetic import thesis_costs
+
+    g = OpGraph("captured")
+    for i in range(60):
+        g.add_op(f"op{i}", compute_s=1e-6 * (i + 1), output_bytes=4096, colocation="v" if i % 10 == 0 else None)
+    for i in range(59):
+        g.add_edge(f"op{i}", f"op{i + 1}", bytes=4096)
+    g.add_edge("op0", "op30", control=True)
+    out = thesis_costs(g, p_cpu_only=0.3, p_gpu_only=0.3, seed=1)
+    assert list(out.ops) == list(g.ops) and {(u, v) for u, v, _ in out.edges()} == {(u, v) for u, v, _ in g.edges()}
+    for op in out.ops:
+        a = out.op(op)
+        assert 1e-4 <= a["compute_s"] <= 1e-2 and 1e4 <= a["persistent_bytes"] <= 1e6
+        assert 1e4 <= a["output_bytes"] <= 1e6 and a["temporary_bytes"] == 0
+    for u, _, e in out.edges():
+        assert e["bytes"] == (0 if e["control"] else out.op(u)["output_bytes"])
+    assert len({out.op(f"op{i}")["device_type"] for i in range(0, 60, 10)}) == 1  # one group, one constraint
+    assert {out.op(op)["device_type"] for op in out.ops} >= {"CPU", "GPU", None}
+    again = thesis_costs(g, p_cpu_only=0.3, p_gpu_only=0.3, seed=1)
+    assert [again.op(op)["compute_s"] for op in g.ops] == [out.op(op)["compute_s"] for op in g.ops]
+    assert [thesis_costs(g, seed=2).op(op)["compute_s"] for op in g.ops] != [out.op(op)["compute_s"] for op in g.ops]
+    with pytest.raises(ConfigError, match="ops_range"):
+        thesis_costs(g, ops_range=(5, 1))

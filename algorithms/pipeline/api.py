@@ -23,13 +23,11 @@ from .schedule import PipelineSchedule
 log = logging.getLogger(__name__)
 
 CASE_KEYS = ("shape", "n_devices", "n_micro", "memory", "recompute", "name")
-# keys of the run, not of the scheduler: `run_pipeline` reads them, `build_scheduler` leaves them out
-RUN_KEYS = ("steady_bubble",)
 
 
 def build_scheduler(pipe_cfg: Mapping[str, Any]) -> ConfiguredPipelineScheduler:
-    """Import ``_target_`` and construct it with every other key (case keys included, `RUN_KEYS` left out)."""
-    cfg = {k: v for k, v in pipe_cfg.items() if k not in RUN_KEYS}
+    """Import ``_target_`` and construct it with every other key (case keys included)."""
+    cfg = dict(pipe_cfg)
     target = cfg.pop("_target_", None)
     if not target:
         raise ConfigError(
@@ -84,24 +82,24 @@ def run_pipeline(
     pipe_cfg: Mapping[str, Any], graph: Any = None, placement: Any = None
 ) -> tuple[PipelineSchedule, dict[str, Any]]:
     """Build the scheduler from the config, schedule the configured case, validate, return figures
-    (`run_scheduler`, with the config's ``steady_bubble``)."""
-    return run_scheduler(build_scheduler(pipe_cfg), graph, placement, bool(pipe_cfg.get("steady_bubble")))
+    (`run_scheduler`)."""
+    return run_scheduler(build_scheduler(pipe_cfg), graph, placement)
 
 
 def run_scheduler(
-    sched: ConfiguredPipelineScheduler, graph: Any = None, placement: Any = None, steady_bubble: bool = False
+    sched: ConfiguredPipelineScheduler, graph: Any = None, placement: Any = None
 ) -> tuple[PipelineSchedule, dict[str, Any]]:
     """Schedule `sched`'s configured case, validate it, return it with its figures.
 
-    With `steady_bubble` the figures also hold ``steady_bubble_rate``, the bubble rate "considering numerous
-    micro-batches" of Tessel's Table II (`steady_bubble_rate`, from two more schedules of the same case at
-    n1 = max(24, N_R) and 2 n1 micro-batches, N_R the repetend's micro-batches where the scheduler has one):
-    the whole schedule's ``bubble_rate`` counts its warm-up and cool-down, which no finite pipeline avoids, so
-    only the steady state can be 0 as in the paper."""
+    With the scheduler's ``steady_bubble`` (a config key) the figures also hold ``steady_bubble_rate``, the
+    bubble rate "considering numerous micro-batches" of Tessel's Table II (`steady_bubble_rate`, from two more
+    schedules of the same case at n1 = max(24, N_R) and 2 n1 micro-batches, N_R the repetend's micro-batches
+    where the scheduler has one): the whole schedule's ``bubble_rate`` counts its warm-up and cool-down, which no
+    finite pipeline avoids, so only the steady state can be 0 as in the paper."""
     s = sched.run(graph, placement)
     s.validate()
     f = figures(s)
-    if steady_bubble:
+    if sched.steady_bubble:
         n1 = max(24, int(s.info.get("n_r") or 0))
         f["steady_bubble_rate"] = steady_bubble_rate(
             sched, sched.spec(graph, placement), sched.case["memory"], n1, 2 * n1

@@ -74,7 +74,10 @@ class ConfiguredPipelineScheduler(PipelineScheduler):
         memory: int | str | None = None,
         recompute: bool = False,
         name: str | None = None,
+        steady_bubble: bool = False,
     ):
+        # a run's option, not the case's: the run also reports the steady-state bubble rate (api.run_scheduler)
+        self.steady_bubble = bool(steady_bubble)
         if isinstance(memory, str):
             if memory != "reference":
                 raise ConfigError(f"pipeline.memory={memory!r}: an integer, null or 'reference'")

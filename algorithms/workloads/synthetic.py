@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from ..cluster import Cluster, Device, Link
+from ..errors import ConfigError
 from ..graph import OpGraph, gc_paused, op_attrs
 
 
@@ -495,6 +496,71 @@ def _add_backward(g: OpGraph, fwd: list[str], factor: float) -> None:
     g.add_ops(updates())
     g.add_edges(update_edges())
     g.invalidate()
+
+
+def thesis_costs(
+    graph: OpGraph,
+    *,
+    ops_range: Sequence[int] = (1, 100),
+    memory_range: Sequence[int] = (1, 100),
+    tensor_range: Sequence[int] = (1, 100),
+    compute_unit_s: float = 1e-4,
+    memory_unit_bytes: float = 1e4,
+    tensor_unit_bytes: float = 1e4,
+    p_cpu_only: float = 0.05,
+    p_gpu_only: float = 0.05,
+    seed: int = 0,
+) -> OpGraph:
+    """`graph`'s structure with the thesis' random costs (seed 004, 6.1-6.2), as `level_dag` draws them.
+
+    The thesis evaluates on graphs extracted from TensorFlow (7.2) but takes only their structure from it: "for
+    the evaluations the data is extended by the tensor sizes, #ops, device constraints and RAM demand" (6.1),
+    drawn as for its synthetic graphs ("the edge weights are set randomly in a range of 1 and 100 as well as the
+    number of operations per node. The memory demand of a node is also set randomly within this range", 6.2).
+    Every op draws #ops, memory demand and output size from the integer ranges (compute_s = #ops x
+    `compute_unit_s`, persistent_bytes = memory x `memory_unit_bytes`, output_bytes = size x
+    `tensor_unit_bytes`, no temporary bytes) and a device-type constraint with `p_cpu_only` / `p_gpu_only`; a
+    colocation group takes the first constraint drawn among its members; every tensor edge carries its source's
+    output size (2.2). Op names, edges, colocation groups and phases are kept; per-device-type times dropped.
+    The defaults are the `thesis_synthetic` preset's units, so both kinds of graph meet the devices in the same
+    regime. Draws follow the graph's op order with `seed`: a graph gets the same costs every time (the thesis
+    stored each extended graph in a CSV file and read it for every run). O(V + E)."""
+    for key, r in (("ops_range", ops_range), ("memory_range", memory_range), ("tensor_range", tensor_range)):
+        if len(r) != 2 or not 0 <= int(r[0]) <= int(r[1]):
+            raise ConfigError(f"{key} must be [low, high] with 0 <= low <= high, got {list(r)}")
+    if min(compute_unit_s, memory_unit_bytes, tensor_unit_bytes) <= 0:
+        raise ConfigError("compute_unit_s, memory_unit_bytes and tensor_unit_bytes must be > 0")
+    if p_cpu_only < 0 or p_gpu_only < 0 or p_cpu_only + p_gpu_only > 1:
+        raise ConfigError(f"p_cpu_only + p_gpu_only must lie in [0, 1], got {p_cpu_only} and {p_gpu_only}")
+    rng = random.Random(seed)
+    group_type: dict[str, str | None] = {}
+    size: dict[str, float] = {}
+    records: list[tuple[str, dict[str, Any]]] = []
+    for op in graph.ops:
+        a = dict(graph.op(op))
+        ops, mem, ten = _irange(rng, ops_range), _irange(rng, memory_range), _irange(rng, tensor_range)
+        u = rng.random()
+        dt = "CPU" if u < p_cpu_only else "GPU" if u < p_cpu_only + p_gpu_only else None
+        grp = a.get("colocation")
+        if grp is not None and group_type.get(grp) is None:
+            group_type[grp] = dt
+        size[op] = ten * tensor_unit_bytes
+        a.update(
+            compute_s=ops * compute_unit_s,
+            persistent_bytes=mem * memory_unit_bytes,
+            temporary_bytes=0,
+            output_bytes=size[op],
+            device_type=dt,
+        )
+        a.pop("compute_s_by_type", None)
+        records.append((op, a))
+    for _, a in records:  # a group's constraint: the first drawn among its members (None if none drew one)
+        if a.get("colocation") is not None:
+            a["device_type"] = group_type[a["colocation"]]
+    out = OpGraph(name=graph.name)
+    out.add_ops((op, op_attrs(**a)) for op, a in records)
+    out.add_edges((u, v, 0.0 if e.get("control") else size[u], bool(e.get("control"))) for u, v, e in graph.edges())
+    return out
 
 
 def thesis_devices(

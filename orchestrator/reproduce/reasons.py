@@ -232,12 +232,15 @@ REASONS: dict[str, str] = {
     ),
     "thesis-f7.4": (
         "The zoo's TensorFlow captures stand in for the thesis' graphs (347 / 3,069 / 5,271 nodes): "
-        "transformer_tiny and gnmt_tiny unrolled over 4 and 7 steps, with profiled microsecond op times on the "
-        "generated devices where the thesis derives op costs from its graphs; 3 seeds instead of 100."
+        "transformer_tiny and gnmt_tiny unrolled over 4 and 7 steps. Their costs are drawn as the thesis extends "
+        "its extracted graphs (6.1-6.2: #ops, tensor sizes and memory 1-100; profiler=thesis_costs, since session "
+        "17; with the ops' measured microsecond times tau was 0.05), and each seed draws its own 50 devices; 3 "
+        "seeds instead of 100. HEFT, with its own insertion-based order replaced by PCT, stays the best here, where "
+        "the thesis reports MITE+PCT 45-75% faster than HEFT on its graphs."
     ),
     "thesis-f7.5": (
-        "Same stand-in graphs as Figure 7.4; traffic depends on the seed only through the generated devices and "
-        "the non-deterministic partitioners' order."
+        "Same stand-in graphs and drawn costs as Figure 7.4; traffic depends on the seed through the generated "
+        "devices and the non-deterministic partitioners' order."
     ),
     "thesis-f7.6": (
         "Wall-clock on the shared 2-core machine on graphs of a few thousand ops. Iterated Critical Path is not "

@@ -25,7 +25,7 @@ log = logging.getLogger("orchestrator")
 
 
 def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any], artifacts: list[Path]) -> None:
-    from algorithms.pipeline.api import RUN_KEYS, run_scheduler
+    from algorithms.pipeline.api import run_scheduler
     from algorithms.pipeline.schedule import PipelineSchedule
 
     pipe = plain(ctx.cfg.pipeline)
@@ -37,8 +37,7 @@ def run_pipeline_stage(ctx: JobContext, result: dict[str, Any], metrics: dict[st
         graph, placement, upstream = placed.graph, placed.assignment, [placed.key]
 
     def compute() -> dict[str, Any]:
-        scheduler = instantiate({k: v for k, v in pipe.items() if k not in RUN_KEYS}, "pipeline")
-        sched, figs = run_scheduler(scheduler, graph, placement, bool(pipe.get("steady_bubble")))
+        sched, figs = run_scheduler(instantiate(ctx.cfg.pipeline, "pipeline"), graph, placement)
         return {"schedule": sched.to_json(), "figures": figs}
 
     res = ctx.stage(
