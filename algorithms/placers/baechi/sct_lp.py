@@ -739,6 +739,27 @@ def _solve_sct(
 #: 500) for every window tried (250-8,000 ops) at 10K, 30K and 100K ops.
 WINDOW_OPS = 500
 
+#: The window of graphs of at least `LARGE_WINDOW_FROM_OPS` ops (`window_ops`, m-SCT's default): HiGHS' time per
+#: op keeps falling with the window down to about 250 ops (IPX's per-iteration cost grows faster than the LP),
+#: and at 10^6 ops the LP is most of m-SCT's run.  Measured at 1,033,312 ops, two runs of windows (docs/scale.md,
+#: "m-SCT at 1M, session 17"): HiGHS 47.0 -> 35.0 s CPU, the LP 30.0 -> 23.5 s wall; m-SCT's makespan within
+#: noise of the 500-op windows' at 300K and 1M.  Below it the windows stay at `WINDOW_OPS`, so that the
+#: placements of smaller graphs are those of earlier sessions, bit for bit (tests pin them).
+LARGE_WINDOW_OPS = 250
+
+#: Graphs of at least this many ops get `LARGE_WINDOW_OPS` (None: never); the same size as `STREAMS_ABOVE_OPS`,
+#: from which the windows' favourite children already differ from one run of windows.
+LARGE_WINDOW_FROM_OPS: int | None = 250000
+
+
+def window_ops(n: int) -> int:
+    """The ops per window of `sct_lp_windowed` that m-SCT uses by default on a graph of n ops: `WINDOW_OPS`,
+    or `LARGE_WINDOW_OPS` from `LARGE_WINDOW_FROM_OPS` ops on."""
+    if LARGE_WINDOW_FROM_OPS is not None and n >= LARGE_WINDOW_FROM_OPS:
+        return LARGE_WINDOW_OPS
+    return WINDOW_OPS
+
+
 #: `lp_formulation="auto"` (m-SCT's default) solves the whole LP up to this many ops and the windowed one
 #: above: the test fixtures (600-1,300 ops) and the captured models (GNMT, Inception: a few thousand ops)
 #: keep the whole LP, whose favourite children are the paper's.
@@ -763,15 +784,18 @@ def _run_cuts(src, dst, p, c, n: int, window: int, n_win: int, k: int) -> list[i
     (correlation 0.98 on the 100K benchmark graph; its windows of update ops have one row each and solve in
     1 ms, its forward and backward windows in 25-70 ms), so each window is weighed by its in-edges that the
     whole graph's slack test keeps (heads and tails with every communication against the longest path without
-    any, `_heads_tails`; correlation 0.96 with the window's time), plus one.  On the 100K graph the cut falls at
-    window 58 of 206, where the measured time is halved at 55 (the middle, 103, would put 97% of the work in the
-    first run).  Depends on the graph only, never on timing: the same x on any machine.  O(V + E)."""
+    any, `_heads_tails`), to the power 1.5, plus one.  The power (session 17): HiGHS' time grows faster than the
+    LP, so the windows dense in kept edges cost more per edge; on the 308,272-op graph with 250-op windows
+    the measured halfway point of the solver time is window 338 of 1,234, the cut at the power 1 falls at 354
+    (at 1M the second run then took 2 s longer than the first), at the power 1.5 at 340 (correlation with
+    the window's time 0.955 and 0.960).  Depends on the graph only, never on timing: the same x on any
+    machine.  O(V + E)."""
     if k == 1:
         return [0]
     h0, h1, t1 = _heads_tails(src, dst, p, c, n, size=n)
     lb0 = float((h0 + p).max())
     keep = h1[src] + p[src] + c + t1[dst] >= lb0
-    per = np.bincount(dst[keep] // window, minlength=n_win)[:n_win] + 1.0
+    per = np.bincount(dst[keep] // window, minlength=n_win)[:n_win] ** 1.5 + 1.0
     cum = np.cumsum(per)
     cuts = [0]
     for r in range(1, k):
