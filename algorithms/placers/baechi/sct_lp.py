@@ -417,7 +417,7 @@ def _solve_highspy(hs: ModuleType, obj, A, b, lb, ub, method: str, options: dict
     # the arrays straight to HiGHS' passModel(num_col, num_row, num_nz, format, sense, offset, costs, bounds,
     # row bounds, matrix, integrality): the model a `HighsLp` with these fields gives (the same x, bit for bit,
     # tests/test_sct_highs.py), without pybind's element-by-element copy of each array into the `HighsLp`
-    # (0.8 ms of a 500-op window, 2-3 s CPU at 10^6 ops)
+    # (0.64 -> 0.09 ms for a 500-op window of the 1M graph, about 2 s CPU at 10^6 ops)
     status = h.passModel(
         nc,
         nr,
@@ -748,11 +748,13 @@ def _solve_sct(
 WINDOW_OPS = 500
 
 #: The window of graphs of at least `LARGE_WINDOW_FROM_OPS` ops (`window_ops`, m-SCT's default): HiGHS' time per
-#: op keeps falling with the window down to about 250 ops (IPX's per-iteration cost grows faster than the LP),
-#: and at 10^6 ops the LP is most of m-SCT's run.  Measured at 1,033,312 ops, two runs of windows (docs/scale.md,
-#: "m-SCT at 1M, session 17"): HiGHS 47.0 -> 35.0 s CPU, the LP 30.0 -> 23.5 s wall; m-SCT's makespan within
-#: noise of the 500-op windows' at 300K and 1M.  Below it the windows stay at `WINDOW_OPS`, so that the
-#: placements of smaller graphs are those of earlier sessions, bit for bit (tests pin them).
+#: op falls as the window shrinks (IPX's per-iteration cost grows faster than the LP), and at 10^6 ops the LP is
+#: most of m-SCT's run.  Measured at 1,033,312 ops, two runs of windows (docs/scale.md, "m-SCT at 1M, session
+#: 17"): HiGHS 47.0 -> 35.0 s CPU, the LP 30.0 -> 23.5 s wall; m-SCT's makespan within 1e-5 relative of the
+#: 500-op windows' at 300K and 1M.  200 ops saved 1-2 s more CPU but no measurable wall time of the whole
+#: run, and moves the LP's own makespan further (+0.14% against +0.10%), so 250.  Below `LARGE_WINDOW_FROM_OPS`
+#: the windows stay at `WINDOW_OPS`, so that the placements of smaller graphs are those of earlier sessions,
+#: bit for bit (tests pin them).  A choice of this implementation: Baechi solves one LP.
 LARGE_WINDOW_OPS = 250
 
 #: Graphs of at least this many ops get `LARGE_WINDOW_OPS` (None: never); the same size as `STREAMS_ABOVE_OPS`,
