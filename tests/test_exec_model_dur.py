@@ -17,7 +17,7 @@ import pytest
 from algorithms.cluster import Cluster, Device, uniform_cluster
 from algorithms.memory import single_device_need
 from algorithms.placers.baechi import METFPlacer, MSCTPlacer, m_etf, m_sct
-from algorithms.placers.baechi.exec_model import ExecModel
+from algorithms.placers.baechi.exec_model import ExecModel, durations, mean_durations
 from algorithms.workloads.synthetic import level_dag
 
 
@@ -73,6 +73,18 @@ def test_dur_is_the_list_models_floats(by_type):
     assert isinstance(model.dur, np.ndarray) and model.dur.shape == (idx.n, len(devs))
     assert model.dur.dtype == np.float64
     assert model.dur.tolist() == old
+
+
+@pytest.mark.parametrize("by_type", [False, True])
+def test_durations_functions_are_the_models(by_type):
+    """`exec_model.durations` and `mean_durations` (which m-SCT calls before the model exists, session 17) give
+    the model's array and means, bit for bit."""
+    g = _graph(1, by_type)
+    cl = _cluster(g, "parallel")
+    model = ExecModel(g, cl)
+    dur = durations(g, cl)
+    assert dur.dtype == np.float64 and dur.tobytes() == model.dur.tobytes()
+    assert mean_durations(dur).tobytes() == model.mean_durations().tobytes()
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="Python 3.12's sum() of floats is compensated")

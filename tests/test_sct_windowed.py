@@ -181,3 +181,51 @@ def test_runs_are_cut_by_solver_work():
             assert all(a < b for a, b in zip(cuts, cuts[1:])) and cuts[-1] < n_win
     n_win = math.ceil(n / 500)
     assert sct_lp_mod._run_cuts(src, dst, p, c, n, 500, n_win, 2)[1] < n_win // 2
+
+
+def test_window_by_size(monkeypatch):
+    """m-SCT's default window (`sct_lp.window_ops`): `WINDOW_OPS` below `LARGE_WINDOW_FROM_OPS` ops,
+    `LARGE_WINDOW_OPS` from there (session 17); an explicit `lp_window` wins."""
+    from_ops = sct_lp_mod.LARGE_WINDOW_FROM_OPS
+    assert from_ops is not None
+    assert sct_lp_mod.window_ops(from_ops - 1) == sct_lp_mod.WINDOW_OPS == 500
+    assert sct_lp_mod.window_ops(from_ops) == sct_lp_mod.LARGE_WINDOW_OPS == 250
+    g = level_dag(levels=40, training=True, memory_unit_bytes=1e5, seed=3)
+    cl = uniform_cluster(3, 4 * g.total_memory(), latency_s=1e-4, bytes_per_s=5e9)
+    assert MSCTPlacer(lp_formulation="windowed").place(g, cl).info["lp_window_ops"] == 500
+    monkeypatch.setattr(sct_lp_mod, "LARGE_WINDOW_OPS", 7)
+    monkeypatch.setattr(sct_lp_mod, "LARGE_WINDOW_FROM_OPS", len(g))
+    pl = MSCTPlacer(lp_formulation="windowed").place(g, cl)
+    assert pl.info["lp_window_ops"] == 7 and pl.info["lp_windows"] == math.ceil(len(g) / 7)
+    assert MSCTPlacer(lp_formulation="windowed", lp_window=9).place(g, cl).info["lp_window_ops"] == 9
+    monkeypatch.setattr(sct_lp_mod, "LARGE_WINDOW_FROM_OPS", None)
+    assert sct_lp_mod.window_ops(10**9) == 500
+
+
+def test_lp_beside_the_model_places_the_same(monkeypatch):
+    """With more than one CPU the windowed LP runs while a second thread builds the execution model
+    (`m_sct._solve_lp_beside`): the placement, order and facts are those of one CPU."""
+    from algorithms.placers.baechi import m_sct
+
+    g = level_dag(levels=60, training=True, colocated_fraction=0.15, memory_unit_bytes=1e5, seed=4)
+    cl = uniform_cluster(4, 4 * g.total_memory(), type="GPU", latency_s=1.34e-4, bytes_per_s=5.7e9)
+    placed = {}
+    for cpus in (1, 2):
+        monkeypatch.setattr(m_sct, "_cpus", lambda cpus=cpus: cpus)
+        pl = MSCTPlacer(lp_formulation="windowed", lp_window=50, lp_streams=2).place(g, cl)
+        info = {k: v for k, v in pl.info.items() if not k.endswith("_time_s")}
+        placed[cpus] = (pl.assignment, pl.order, info)
+    assert placed[1] == placed[2]
+
+
+def test_lp_beside_raises_the_models_error_after_the_lp():
+    from algorithms.placers.baechi import m_sct
+
+    solved = []
+
+    def build():
+        raise ConfigError("no model")
+
+    with pytest.raises(ConfigError, match="no model"):
+        m_sct._solve_lp_beside(lambda: solved.append(1), build)
+    assert solved == [1]

@@ -113,6 +113,33 @@ class Estimate:
     retime: bool = False
 
 
+def durations(graph: OpGraph, cluster: Cluster) -> np.ndarray:
+    """Execution time per op and device, an ops x devices float64 array (`ExecModel.dur`): each value the float
+    the simulator computes, compute / speed (the op's time for the device's type when it has one).  A function
+    of its own so that m-SCT can start its LP, which needs only the mean of each row (`mean_durations`), before
+    the rest of the `ExecModel` is built (`MSCTPlacer.place`).  O(n D)."""
+    idx = graph.index()
+    devs = cluster.devices
+    n, D = idx.n, len(devs)
+    if any(idx.compute_by_type):
+        per_op = (idx.exec_time(i, d.type, d.speed) for i in range(n) for d in devs)
+        return np.fromiter(per_op, np.float64, n * D).reshape(n, D)
+    speeds = np.array([d.speed for d in devs], np.float64)
+    return np.divide.outer(np.array(idx.compute_s, np.float64).reshape(n), speeds)
+
+
+def mean_durations(dur: np.ndarray) -> np.ndarray:
+    """Each row's mean of a `durations` array (`ExecModel.mean_durations`, whose docstring says which floats).
+    O(n D)."""
+    n, D = dur.shape
+    if D == 0:
+        return np.zeros(n)
+    acc = dur[:, 0].copy()
+    for p in range(1, D):
+        acc += dur[:, p]
+    return acc / D
+
+
 class ExecModel:
     """The placement-time simulation of Baechi's ES (module docstring): device clocks, transfers and their
     cache, communication queues, dynamic memory, colocation-group reservations.
@@ -162,13 +189,7 @@ class ExecModel:
         #: per op took 1.8 M objects, 55 MB, at 300,000 ops on four devices; the array takes 9.6 MB).  Each value
         #: is the float the simulator computes, compute / speed; Python code reads them back as Python floats
         #: (``dur.item(o, p)``, `mean_durations`), so every sum and comparison is the one of the list-based model.
-        self.dur: np.ndarray
-        if any(idx.compute_by_type):
-            per_op = (idx.exec_time(i, d.type, d.speed) for i in range(n) for d in devs)
-            self.dur = np.fromiter(per_op, np.float64, n * D).reshape(n, D)
-        else:
-            speeds = np.array([d.speed for d in devs], np.float64)
-            self.dur = np.divide.outer(np.array(idx.compute_s, np.float64).reshape(n), speeds)
+        self.dur: np.ndarray = durations(graph, cluster)
         self.persist = idx.persistent
         self.temp = idx.temporary
         self.out = idx.output
@@ -293,12 +314,7 @@ class ExecModel:
         durations of the op's row added left to right, divided by D, for all ops at once: the floats that
         ``sum(row) / D`` gives in Python 3.11 (plain left-to-right addition; `_mean_durations_loop`, the code
         before session 16, is the reference of tests/test_exec_model_dur.py).  O(n D)."""
-        if self.D == 0:
-            return np.zeros(self.n)
-        acc = self.dur[:, 0].copy()
-        for p in range(1, self.D):
-            acc += self.dur[:, p]
-        return acc / self.D
+        return mean_durations(self.dur)
 
     def _mean_durations_loop(self) -> list[float]:
         """`mean_durations` with Python's `sum` over each row (its code before session 16)."""

@@ -5,15 +5,16 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from ...base import Placer
 from ...cluster import Cluster
 from ...errors import ConfigError
 from ...graph import OpGraph
 from ...placement import Placement
-from .exec_model import ExecModel
+from .exec_model import ExecModel, durations, mean_durations
 from .safeguards import place_checked
 from .sct_lp import (
     DEFAULT_LP_OPTIONS,
@@ -21,16 +22,18 @@ from .sct_lp import (
     LP_METHODS,
     STREAMS_ABOVE_OPS,
     WINDOW_ABOVE_OPS,
-    WINDOW_OPS,
     favorite_children,
     sct_lp,
     sct_lp_windowed,
+    window_ops,
 )
 from .sct_queue import SCTQueue
 
 __all__ = ["MSCTPlacer", "favorite_children", "sct_lp", "sct_lp_windowed"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: Graphs of at least this many ops are list-scheduled by the compiled port of `SCTQueue`
 #: (`etf_kernel.run_sct`, parallel mode, numba installed): the same placement, far faster; smaller ones by the
@@ -56,6 +59,22 @@ def _cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def _solve_lp_beside(solve: Callable[[], T], build: Callable[[], ExecModel]) -> tuple[ExecModel, T]:
+    """Run `build` (the execution model) on a thread of its own while this thread runs `solve` (the windowed SCT
+    LP), and return both results.  Why: at 10^6 ops the LP's two runs of windows keep both cores busy but for
+    the GIL-bound moments between HiGHS calls, and the model's construction (Python over every op, 1-2 s) fills
+    them instead of running before the LP.  Neither reads what the other writes (the graph's index is built
+    before), so the results are those of running them one after the other.  The LP stays on the calling
+    thread, whose memory the list scheduling reuses afterwards (the other way round, the peak RSS of the 1M
+    whole run grew by about 250 MB).  An error of `build` is raised after the LP has finished."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="m-sct-model") as pool:
+        fut = pool.submit(build)
+        result = solve()
+        return fut.result(), result
 
 
 class SCTCounts(NamedTuple):
@@ -102,9 +121,13 @@ class MSCTPlacer(Placer):
     the whole graph), "windowed" (`sct_lp_windowed`: windows of `lp_window` ops along the topological order,
     linear in the ops, favourite children not those of the whole LP) or "auto" (default: the whole LP up to
     `lp_window_above` ops, the windowed one above; the choice and its measured effect on makespans are in
-    docs/scale.md, "m-SCT's windowed SCT LP").  `lp_streams`: the runs of windows of the windowed LP solved
-    side by side (`sct_lp_windowed`'s `streams`); None (default) takes 2 from `STREAMS_ABOVE_OPS` ops (None:
-    never), 1 below.  The placement does not depend on the machine's cores: only how long it takes.
+    docs/scale.md, "m-SCT's windowed SCT LP").  `lp_window`: None (default) takes `sct_lp.window_ops`: 500 ops
+    (`WINDOW_OPS`), 250 (`LARGE_WINDOW_OPS`) from `LARGE_WINDOW_FROM_OPS` ops on, where HiGHS' time is most of
+    the run (docs/scale.md, "m-SCT at 1M, session 17").  `lp_streams`: the runs of windows of the windowed LP
+    solved side by side (`sct_lp_windowed`'s `streams`); None (default) takes 2 from `STREAMS_ABOVE_OPS` ops
+    (None: never), 1 below.  The placement does not depend on the machine's cores: only how long it takes.
+    With more than one CPU the windowed LP runs while another thread builds the execution model
+    (`_solve_lp_beside`); the same placement.
 
     `replay_retries` and `single_device_fallback` as in m-ETF (`safeguards.place_checked`).  `info` holds
     lp_time_s, lp_status, n_favorite_children, n_excluded_devices, the predicted makespan and the predicted
@@ -140,8 +163,8 @@ class MSCTPlacer(Placer):
         if lp_formulation not in LP_FORMULATIONS:
             raise ConfigError(f"placer.lp_formulation: {lp_formulation!r} is not one of {LP_FORMULATIONS}")
         self.lp_formulation = lp_formulation
-        self.lp_window = WINDOW_OPS if lp_window is None else int(lp_window)
-        if self.lp_window < 1:
+        self.lp_window = None if lp_window is None else int(lp_window)
+        if self.lp_window is not None and self.lp_window < 1:
             raise ConfigError(f"placer.lp_window: {lp_window!r} must be >= 1 op")
         self.lp_window_above = WINDOW_ABOVE_OPS if lp_window_above is None else int(lp_window_above)
         if lp_streams is not None and int(lp_streams) < 1:
@@ -168,26 +191,36 @@ class MSCTPlacer(Placer):
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         t0 = time.perf_counter()
-        model = ExecModel(graph, cluster, memory_aware=self.memory_aware, group_reserve=self.group_reserve)
-        compute = model.mean_durations()
-        windowed = self.lp_formulation == "windowed" or (
-            self.lp_formulation == "auto" and model.n > self.lp_window_above
-        )
+        n = graph.index().n
+        # the LP needs only each op's mean execution time; the rest of the execution model (Python over every
+        # op, about 1-2 s at 10^6 ops) is built while the LP's threads solve (`_solve_lp_beside`)
+        compute = mean_durations(durations(graph, cluster))
+        windowed = self.lp_formulation == "windowed" or (self.lp_formulation == "auto" and n > self.lp_window_above)
+
+        def new_model() -> ExecModel:
+            return ExecModel(graph, cluster, memory_aware=self.memory_aware, group_reserve=self.group_reserve)
+
         if windowed:
             streams = self.lp_streams
             if streams is None:
-                streams = 2 if STREAMS_ABOVE_OPS is not None and model.n >= STREAMS_ABOVE_OPS else 1
-            x, facts = sct_lp_windowed(
-                graph,
-                cluster,
-                compute,
-                self.lp_method,
-                options=self.lp_options,
-                window=self.lp_window,
-                streams=streams,
-                parallel=_cpus() > 1,
-            )
+                streams = 2 if STREAMS_ABOVE_OPS is not None and n >= STREAMS_ABOVE_OPS else 1
+            window = window_ops(n) if self.lp_window is None else self.lp_window
+
+            def solve() -> tuple[Any, dict]:
+                return sct_lp_windowed(
+                    graph,
+                    cluster,
+                    compute,
+                    self.lp_method,
+                    options=self.lp_options,
+                    window=window,
+                    streams=streams,
+                    parallel=_cpus() > 1,
+                )
+
+            model, (x, facts) = _solve_lp_beside(solve, new_model) if _cpus() > 1 else (new_model(), solve())
         else:
+            model = new_model()
             x, facts = sct_lp(graph, cluster, compute, self.lp_method, options=self.lp_options)
             facts["lp_formulation"] = "full"
         fav = favorite_children(graph, x, self.threshold)

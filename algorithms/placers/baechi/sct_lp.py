@@ -414,21 +414,28 @@ def _solve_highspy(hs: ModuleType, obj, A, b, lb, ub, method: str, options: dict
     _highs_options(h, hs, method, options)
     C = A.tocsc()
     nr, nc = A.shape
-    lp = hs.HighsLp()
-    lp.num_col_ = nc
-    lp.num_row_ = nr
-    lp.col_cost_ = obj
-    lp.col_lower_ = lb
-    lp.col_upper_ = ub
-    lp.row_lower_ = np.full(nr, -np.inf)
-    lp.row_upper_ = b
-    lp.a_matrix_.format_ = hs.MatrixFormat.kColwise
-    lp.a_matrix_.num_col_ = nc
-    lp.a_matrix_.num_row_ = nr
-    lp.a_matrix_.start_ = C.indptr
-    lp.a_matrix_.index_ = C.indices
-    lp.a_matrix_.value_ = C.data
-    if h.passModel(lp) == hs.HighsStatus.kError:
+    # the arrays straight to HiGHS' passModel(num_col, num_row, num_nz, format, sense, offset, costs, bounds,
+    # row bounds, matrix, integrality): the model a `HighsLp` with these fields gives (the same x, bit for bit,
+    # tests/test_sct_highs.py), without pybind's element-by-element copy of each array into the `HighsLp`
+    # (0.64 -> 0.09 ms for a 500-op window of the 1M graph, about 2 s CPU at 10^6 ops)
+    status = h.passModel(
+        nc,
+        nr,
+        int(C.nnz),
+        int(hs.MatrixFormat.kColwise),
+        int(hs.ObjSense.kMinimize),
+        0.0,
+        np.ascontiguousarray(obj, dtype=np.float64),
+        np.ascontiguousarray(lb, dtype=np.float64),
+        np.ascontiguousarray(ub, dtype=np.float64),
+        np.full(nr, -np.inf),
+        np.ascontiguousarray(b, dtype=np.float64),
+        np.ascontiguousarray(C.indptr, dtype=np.int32),
+        np.ascontiguousarray(C.indices, dtype=np.int32),
+        np.ascontiguousarray(C.data, dtype=np.float64),
+        np.zeros(nc, dtype=np.int32),  # every column continuous (HiGHS reads num_col entries)
+    )
+    if status == hs.HighsStatus.kError:
         return None, 2, "HiGHS refused the model", False
     h.run()
     ms = h.getModelStatus()
@@ -708,12 +715,13 @@ def _solve_sct(
     elif release is not None:
         lb[:n] = release
     t0 = time.perf_counter()
-    # one solver call: the bar is a phase message (what is being solved), closed with its elapsed time
+    # one solver call: the bar is a phase message (what is being solved), closed with its elapsed time; none for
+    # a window (`sct_lp_windowed` has its own bar over the windows; a bar per window cost 0.1 ms, 4,000 at 1M)
     with tqdm(
         total=1,
         desc=f"m-SCT: solving the SCT LP ({nv} variables, {r} rows, {method})",
         unit="LP",
-        disable=None,
+        disable=True if release is not None else None,
         leave=False,
     ) as bar:
         sol, status, message, unknown = _solve(obj, A, b, lb, ub, method, options or {})
@@ -739,6 +747,29 @@ def _solve_sct(
 #: 500) for every window tried (250-8,000 ops) at 10K, 30K and 100K ops.
 WINDOW_OPS = 500
 
+#: The window of graphs of at least `LARGE_WINDOW_FROM_OPS` ops (`window_ops`, m-SCT's default): HiGHS' time per
+#: op falls as the window shrinks (IPX's per-iteration cost grows faster than the LP), and at 10^6 ops the LP is
+#: most of m-SCT's run.  Measured at 1,033,312 ops, two runs of windows (docs/scale.md, "m-SCT at 1M, session
+#: 17"): HiGHS 47.0 -> 35.0 s CPU, the LP 30.0 -> 23.5 s wall; m-SCT's makespan within 1e-5 relative of the
+#: 500-op windows' at 300K and 1M.  200 ops saved 1-2 s more CPU but no measurable wall time of the whole
+#: run, and moves the LP's own makespan further (+0.14% against +0.10%), so 250.  Below `LARGE_WINDOW_FROM_OPS`
+#: the windows stay at `WINDOW_OPS`, so that the placements of smaller graphs are those of earlier sessions,
+#: bit for bit (tests pin them).  A choice of this implementation: Baechi solves one LP.
+LARGE_WINDOW_OPS = 250
+
+#: Graphs of at least this many ops get `LARGE_WINDOW_OPS` (None: never); the same size as `STREAMS_ABOVE_OPS`,
+#: from which the windows' favourite children already differ from one run of windows.
+LARGE_WINDOW_FROM_OPS: int | None = 250000
+
+
+def window_ops(n: int) -> int:
+    """The ops per window of `sct_lp_windowed` that m-SCT uses by default on a graph of n ops: `WINDOW_OPS`,
+    or `LARGE_WINDOW_OPS` from `LARGE_WINDOW_FROM_OPS` ops on."""
+    if LARGE_WINDOW_FROM_OPS is not None and n >= LARGE_WINDOW_FROM_OPS:
+        return LARGE_WINDOW_OPS
+    return WINDOW_OPS
+
+
 #: `lp_formulation="auto"` (m-SCT's default) solves the whole LP up to this many ops and the windowed one
 #: above: the test fixtures (600-1,300 ops) and the captured models (GNMT, Inception: a few thousand ops)
 #: keep the whole LP, whose favourite children are the paper's.
@@ -763,15 +794,18 @@ def _run_cuts(src, dst, p, c, n: int, window: int, n_win: int, k: int) -> list[i
     (correlation 0.98 on the 100K benchmark graph; its windows of update ops have one row each and solve in
     1 ms, its forward and backward windows in 25-70 ms), so each window is weighed by its in-edges that the
     whole graph's slack test keeps (heads and tails with every communication against the longest path without
-    any, `_heads_tails`; correlation 0.96 with the window's time), plus one.  On the 100K graph the cut falls at
-    window 58 of 206, where the measured time is halved at 55 (the middle, 103, would put 97% of the work in the
-    first run).  Depends on the graph only, never on timing: the same x on any machine.  O(V + E)."""
+    any, `_heads_tails`), to the power 1.5, plus one.  The power (session 17): HiGHS' time grows faster than the
+    LP, so the windows dense in kept edges cost more per edge; on the 308,272-op graph with 250-op windows
+    the measured halfway point of the solver time is window 338 of 1,234, the cut at the power 1 falls at 354
+    (at 1M the second run then took 2 s longer than the first), at the power 1.5 at 340 (correlation with
+    the window's time 0.955 and 0.960).  Depends on the graph only, never on timing: the same x on any
+    machine.  O(V + E)."""
     if k == 1:
         return [0]
     h0, h1, t1 = _heads_tails(src, dst, p, c, n, size=n)
     lb0 = float((h0 + p).max())
     keep = h1[src] + p[src] + c + t1[dst] >= lb0
-    per = np.bincount(dst[keep] // window, minlength=n_win)[:n_win] + 1.0
+    per = np.bincount(dst[keep] // window, minlength=n_win)[:n_win] ** 1.5 + 1.0
     cum = np.cumsum(per)
     cuts = [0]
     for r in range(1, k):
