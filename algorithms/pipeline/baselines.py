@@ -24,8 +24,8 @@ valid by construction except for the memory cap, which ``schedule`` checks with 
   more; the authors' released runtime (nnScaler's predefined ``sched_1f1b_plus``, which the public Tessel code
   calls) builds it in global *steps*, and that is what we do where the placement allows it
   (`one_f_one_b_plus_step_orders`): the single-device stages run 1F1B in lock-step steps (stage s starts at
-  step s, forward and backward alternate, the backward of micro-batch m at stage s s - S + 1 micro-batches
-  behind its forward), then for each micro-batch and each distributed forward block a step of its own is
+  step s, forward and backward alternate, stage s's backwards run S - 1 - s micro-batches behind its
+  forwards), then for each micro-batch and each distributed forward block a step of its own is
   inserted right before the step that holds the next forward block of that micro-batch, and its backward a
   step right after the step that holds that next block's backward; an inserted step delays every later step on
   every device. Each device runs its blocks in step order, timed as early as dependencies allow. With recompute
@@ -416,8 +416,9 @@ def _step_plan_chain(spec: MicroBatchSpec) -> tuple[list[int], dict[int, int]] |
     spec). O(K)."""
     fwd = [i for i, b in enumerate(spec.blocks) if b.kind != "backward"]
     bwd = [i for i, b in enumerate(spec.blocks) if b.kind == "backward"]
+    in_fwd = set(fwd)
     for a, b in zip(fwd, fwd[1:]):
-        if [j for j in spec.succs[a] if j in set(fwd)] != [b] or [j for j in spec.preds[b] if j in set(fwd)] != [a]:
+        if [j for j in spec.succs[a] if j in in_fwd] != [b] or [j for j in spec.preds[b] if j in in_fwd] != [a]:
             return None
     dist = [i for i in fwd if len(spec.blocks[i].devices) > 1]
     single = [i for i in fwd if len(spec.blocks[i].devices) == 1]
