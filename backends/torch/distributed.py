@@ -345,7 +345,10 @@ def median_step_timeline(
 def trace_summary(traces: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """Medians over the measured steps of one worker's trace (`runtime.trace=true`, a debug option): the step,
     the time blocked in receive waits, in isend calls, in waits for sends, in the step's set-up (posting the
-    receives, sending the parameters), and the count of receives and sends. Seconds. O(steps x messages)."""
+    receives, sending the parameters), and the count of receives and sends; and the step's tail after its last
+    op: the parameter moves (``tail_moves_s``), the waits for sends (``tail_send_wait_s``) and posting the next
+    step's receives (``tail_post_s``; gloo, about 13 us per receive on the lab's VM, session 18). Seconds.
+    O(steps x messages)."""
     if not traces:
         return {}
 
@@ -360,6 +363,9 @@ def trace_summary(traces: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         "setup_s": med([t["setup"] - t["t0"] for t in traces]),
         "receives": med([float(len(t["waited"])) for t in traces]),
         "sends": med([float(len(t["sent_at"])) for t in traces]),
+        "tail_moves_s": med([t["tail"]["moves"] for t in traces]),
+        "tail_send_wait_s": med([t["tail"]["send_wait"] for t in traces]),
+        "tail_post_s": med([t["tail"]["post"] for t in traces]),
     }
 
 

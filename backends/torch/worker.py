@@ -553,6 +553,7 @@ class _Worker:
                 now = time.perf_counter()
                 op_times[op] = now - t_last
                 t_last = now
+        t_ops = time.perf_counter()
         # new parameters and optimizer state replace the old ones on their Variable's device
         moves = []
         for ph, out in self.updates:
@@ -577,13 +578,16 @@ class _Worker:
             for w in works:
                 w.wait()
             ex.store[ph] = restrided(spec, val)
+        t_moves = time.perf_counter()
         for works in send_works.values():  # a gloo work must be waited for once only
             for w in works:
                 w.wait()
         for w in moves_out:
             w.wait()
+        t_sends = time.perf_counter()
         if not cuda and not last:
             self.next_recvs = self.post_receives()
+        t_posted = time.perf_counter()
         if cuda:
             ev_end = torch.cuda.Event(enable_timing=True)
             ev_end.record()
@@ -609,6 +613,8 @@ class _Worker:
                 "op_end": op_end,
                 "spent": spent,
                 "send_s": send_s,
+                # the step's tail after its last op: parameter moves, the waits for sends, the next receives
+                "tail": {"moves": t_moves - t_ops, "send_wait": t_sends - t_moves, "post": t_posted - t_sends},
             }
         if ex.node_dev[loss_nid] == d:
             out["loss"] = float(env[loss_nid])

@@ -178,6 +178,10 @@ def test_placed_step_matches_single_device(model_name, seed):
             # disjoint parts of the step (the set-up's own sends are in send_s too)
             assert 0 <= t["recv_wait_s"] + t["send_s"] <= 1.01 * t["step_s"] + 1e-3
             assert 0 <= t["setup_s"] <= t["step_s"]
+            # the tail after the last op (moves, send waits, the next step's receives) is part of the step
+            tail = t["tail_moves_s"] + t["tail_send_wait_s"] + t["tail_post_s"]
+            assert 0 <= tail <= t["step_s"]
+            assert min(t["tail_moves_s"], t["tail_send_wait_s"], t["tail_post_s"]) >= 0
     else:
         assert "trace" not in res.extra
     assert res.extra["max_grad_abs_diff"] < 1e-5
