@@ -21,7 +21,7 @@ prints:
     python experiments/step_anatomy.py --cases /tmp/cases --model transformer_tiny --placers single celeritas
 
 Session 18 (26 Nov 2026, quiet 2-vCPU VM, transformer_tiny on cpu2, the cases of session 17's second sweep):
-the ops of celeritas' placement ended within 2-6 % of the prediction, but the step went on 0.6-0.7 ms after its
+the ops of celeritas' placement ended 2-11 % after the predicted step's end, but the step went on 0.6-0.7 ms after its
 last op, posting about 50 receives for the next step (about 13 us each), which the simulator charges inside
 the receiving ops instead; local ops ran 1.3-1.5 times their profiled cost (view ops too), m-TOPO's 1.1-1.35,
 the single-device run's 0.94-1.0 (docs/fidelity.md). Cost per case and round: one profile (two workers) and
