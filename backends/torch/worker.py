@@ -175,14 +175,29 @@ def spawn_and_collect(
     """Spawn `n` processes running ``main(rank, *args, results)`` and collect the ``(rank, report)`` pairs they
     put on `results` (a spawn-context queue made here); `what` names them in errors. Raises `WorkerError`
     when a worker reports ``{"error": ...}`` (or calls ``on_error(rank, report, results)``, which raises),
-    exits with an error or without reporting, or when `timeout_s` passes; terminates what is left running."""
+    exits with an error or without reporting, or when `timeout_s` passes; terminates what is left running.
+
+    `args` reach the workers through a temporary file, not the spawn pipe: multiprocessing writes a process's
+    arguments into a pipe whose read end the parent itself keeps open until the write returns, so a child that
+    dies before reading them all (a script without an ``if __name__ == "__main__":`` guard, whose re-import in
+    the child fails) left the caller blocked forever once they passed the pipe's 64 KB (a transformer_tiny job
+    did, 26 Nov 2026). Through the file the pipe carries a path, the child's exit is seen and reported."""
+    import tempfile
+
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    pc = mp.start_processes(
-        _child, args=(main, os.getpid(), *args, results), nprocs=n, join=False, start_method="spawn"
-    )
+    fd, job_path = tempfile.mkstemp(prefix="placement-lab-job-", suffix=".pkl")
     reports: dict[int, dict[str, Any]] = {}
     deadline = time.monotonic() + timeout_s
+    try:
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(args, f, protocol=pickle.HIGHEST_PROTOCOL)
+        pc = mp.start_processes(
+            _child, args=(main, os.getpid(), job_path, results), nprocs=n, join=False, start_method="spawn"
+        )
+    except BaseException:
+        os.unlink(job_path)
+        raise
     try:
         while len(reports) < n:
             try:
@@ -194,7 +209,10 @@ def spawn_and_collect(
                         raise WorkerError(f"{what} exited without reporting") from None
                 bad = [(k, p.exitcode) for k, p in enumerate(pc.processes) if p.exitcode not in (None, 0)]
                 if bad:
-                    raise WorkerError(f"{what}: worker(s) {bad} exited with an error") from None
+                    raise WorkerError(
+                        f"{what}: worker(s) {bad} (rank, exit code) exited with an error; its traceback is on "
+                        "stderr (a script that starts workers must do so under `if __name__ == '__main__':`)"
+                    ) from None
                 if time.monotonic() > deadline:
                     raise WorkerError(f"{what} did not finish in {timeout_s:.0f} s") from None
                 continue
@@ -210,13 +228,20 @@ def spawn_and_collect(
                 p.terminate()
         for p in pc.processes:
             p.join(timeout=10)
+        try:
+            os.unlink(job_path)
+        except FileNotFoundError:
+            pass
     return reports
 
 
-def _child(rank: int, main: Any, parent_pid: int, *args: Any) -> None:
-    """Entry of every process `spawn_and_collect` starts: tied to the parent's life, then ``main(rank, *args)``."""
+def _child(rank: int, main: Any, parent_pid: int, job_path: str, results: Any) -> None:
+    """Entry of every process `spawn_and_collect` starts: tied to the parent's life, then ``main(rank, *args,
+    results)`` with the arguments read from `job_path`."""
     die_with_parent(parent_pid)
-    main(rank, *args)
+    with open(job_path, "rb") as f:
+        args = pickle.load(f)
+    main(rank, *args, results)
 
 
 def die_with_parent(parent_pid: int) -> None:
