@@ -47,9 +47,11 @@ class CommFit:
 class RunResult:
     """What a real placed execution measured.
 
-    `measured_step_s` is the median of `step_times_s` (the measured steps after warm-up), `step_iqr_s` their
-    inter-quartile range; `peak_memory_bytes` the measured peak per device; `workers` one entry per worker
-    process, ``{"device", "pid", "cores"}`` (result.json `runtime_workers`)."""
+    `step_times_s` are the measured steps after warm-up; `slow_steps` the indices of those a slow spell of a
+    worker's core touched (`backends.interference.slow_steps`), which the runtime leaves out; `measured_step_s` is
+    the median of the others (`counted_times`), `step_iqr_s` their inter-quartile range; `peak_memory_bytes` the
+    measured peak per device; `workers` one entry per worker process, ``{"device", "pid", "cores"}`` (result.json
+    `runtime_workers`)."""
 
     measured_step_s: float
     step_times_s: list[float]
@@ -59,6 +61,12 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
     step_iqr_s: float | None = None
     workers: list[dict[str, Any]] = field(default_factory=list)
+    slow_steps: list[int] = field(default_factory=list)
+
+    def counted_times(self) -> list[float]:
+        """The measured steps `measured_step_s` is the median of: `step_times_s` less `slow_steps`."""
+        slow = set(self.slow_steps)
+        return [t for k, t in enumerate(self.step_times_s) if k not in slow]
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,13 @@ times the cores. 0 on a quiet host; a share of 0.05 means other tasks held a twe
 Both counts come in the kernel's ticks (USER_HZ, 10 ms on Linux): over a second of measured steps the share is
 good to a few percent, which is what it is for (telling a clean run from a disturbed one), not a per-step
 correction. Linux only; elsewhere `sample` returns None. O(cores) per sample.
+
+A virtual machine's core can also slow down with nothing in the guest to show it: on the lab's VM each vCPU
+switches between two speeds about 1.7x apart, for spells of a fraction of a second to seconds, each core on its
+own, with no steal time and no other task (26 Nov 2026; a hypervisor neighbour on the same physical core, by
+all signs). `core_pace` is the sentinel for that: a fixed pure-Python loop each CPU worker times right before
+each measured step and after the last, and `slow_steps` marks the steps a slow spell touched, against the
+fastest pace this process has seen (`pace_floor`).
 """
 
 from __future__ import annotations
@@ -100,6 +107,60 @@ def others_share(spans: Sequence[tuple[CoreSample | None, CoreSample | None]]) -
     return min(1.0, max(0.0, (sum(busy.values()) - own - slack) / (window * len(busy))))
 
 
+PACE_TOLERANCE = 1.2
+"""A step is slow when a worker's pace before or after it exceeds the floor by more than this factor. The lab's
+VM's two speeds give paces of 26-29 and 35-43 microseconds (26 Nov 2026): 1.2 separates them."""
+
+_pace_floor = [float("inf")]
+
+
+def core_pace(loops: int = 3, n: int = 1000) -> float:
+    """Seconds a fixed pure-Python loop (`n` additions; 26-29 microseconds on the lab's VM at full speed) takes on
+    the calling thread's core now, the fastest of `loops` tries. Interpreter work, like the dispatch that
+    dominates the lab's small models' ops: a slow spell slows it as it slows them (transformer_tiny's
+    single-device step: 4.4-5.2 ms at paces of 27-29 microseconds, 8.5-10 ms at 37-43). O(loops * n)."""
+    best = float("inf")
+    for _ in range(loops):
+        t = time.perf_counter()
+        s = 0
+        for i in range(n):
+            s += i
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def pace_floor(paces: Sequence[float] = ()) -> float:
+    """The fastest pace this process has seen, `paces` included (inf before any). A process whose every pace so
+    far came in a slow spell has a floor that is too high, and marks nothing slow until it sees a faster one: a
+    fidelity sweep profiles first, and its many steps give the floor. O(len(paces))."""
+    if paces:
+        _pace_floor[0] = min(_pace_floor[0], min(paces))
+    return _pace_floor[0]
+
+
+def slow_steps(
+    paces: Sequence[Sequence[float]], tolerance: float = PACE_TOLERANCE, floor: float | None = None
+) -> list[bool] | None:
+    """Which of a run's measured steps a slow spell touched: `paces` holds, per worker, its `core_pace` before
+    each measured step and after the last (one more than the steps); step k is slow when any worker's pace k or
+    k + 1 exceeds ``tolerance * floor`` (by default `pace_floor`, updated with these paces first; a given `floor`
+    leaves the process's alone). None where a worker has no paces (a GPU run, or an older worker).
+    O(workers * steps)."""
+    if not paces or any(len(p) < 2 for p in paces) or len({len(p) for p in paces}) != 1:
+        return None
+    if floor is None:
+        floor = pace_floor([x for p in paces for x in p])
+    limit = tolerance * min(floor, *(x for p in paces for x in p))
+    n = len(paces[0]) - 1
+    return [any(p[k] > limit or p[k + 1] > limit for p in paces) for k in range(n)]
+
+
+def fast_share_needed(n: int) -> int:
+    """How many of `n` measured steps must be free of slow spells for their median to stand for the run: half
+    of them, rounded up (a run of 3 steps may lose one). O(1)."""
+    return max(1, (n + 1) // 2)
+
+
 def check_policy(max_interference: float | None, retries: int) -> tuple[float | None, int]:
     """A runtime's `max_interference` (0 to 1, or None: never repeat) and `retries` (>= 0), checked."""
     if max_interference is not None and not 0 <= float(max_interference) <= 1:
@@ -123,9 +184,10 @@ def least_disturbed(
         if share is None or max_interference is None or share <= max_interference:
             break
         log.warning(
-            "other processes used %.0f %% of the cores during the measured steps of %s (more than %.0f %%)%s",
-            100 * share,
+            "the measured steps of %s were %.0f %% disturbed (other processes' share of the cores, or the share of "
+            "steps in a core's slow spell when too many were; more than %.0f %%)%s",
             what,
+            100 * share,
             100 * max_interference,
             f": measuring again ({attempt + 1} of {retries})" if attempt < retries else ", after every retry",
         )
@@ -133,4 +195,14 @@ def least_disturbed(
     return share, result, [a[0] for a in attempts]
 
 
-__all__ = ["CoreSample", "check_policy", "least_disturbed", "others_share", "sample"]
+__all__ = [
+    "CoreSample",
+    "check_policy",
+    "core_pace",
+    "fast_share_needed",
+    "least_disturbed",
+    "others_share",
+    "pace_floor",
+    "sample",
+    "slow_steps",
+]

@@ -418,7 +418,7 @@ def run(
                     else None
                 )
                 runs = results[placer_name]
-                times = [t for res in runs for t in res.step_times_s]
+                times = [t for res in runs for t in res.counted_times()]  # slow spells left out
                 measured = statistics.median(times)
                 used = sorted({placement.assignment[o] for o in graph.ops})
                 # the prediction at the speed the host had during this placement's runs (probe before each run)
@@ -453,6 +453,8 @@ def run(
                         "measured_s": measured,
                         "iqr_s": iqr(times),
                         "round_medians_s": [res.measured_step_s for res in runs],
+                        # per round, the steps a slow spell of a core touched, left out (backends.interference)
+                        "slow_steps": [len(res.slow_steps) for res in runs],
                         "error": (sim.makespan - measured) / measured,
                         "predicted_peak": max(sim.peak_memory.values()),
                         "measured_peak": max(max(res.peak_memory_bytes.values()) for res in runs),

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     for k in range(args.runs):
         runtime = TorchDistributedRuntime(warmup=args.warmup, steps=args.steps, timeout_s=600)
         res = runtime.run(backend, model, graph, placement.assignment, order, cluster)
-        ts = list(res.step_times_s)
+        ts = res.counted_times()
         med = statistics.median(ts)
         medians.append(med)
         print(

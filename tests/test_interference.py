@@ -81,3 +81,83 @@ def test_the_measurements_own_processes_can_be_named():
     assert others_share([(a, b)]) < 0.5  # the child is the measurement's own (a TensorFlow worker)
     assert sample([core], [child.pid]) is None  # a process that has gone: no sample
     assert sample([]) is None
+
+
+US = 1e-6
+
+
+def test_a_step_is_slow_when_a_workers_pace_before_or_after_it_is():
+    from backends.interference import slow_steps
+
+    fast, slow = 27 * US, 40 * US
+    # two workers, four steps: cpu1's core slows after step 1 (its pace before step 2 and after it)
+    paces = [[fast] * 5, [fast, fast, slow, fast, fast]]
+    assert slow_steps(paces, floor=fast) == [False, True, True, False]
+    # within the tolerance (1.2 by default) is fast; a pace below the floor lowers the limit
+    assert slow_steps([[fast, 1.15 * fast, fast]], floor=fast) == [False, False]
+    assert slow_steps([[fast, 1.25 * fast, fast]], floor=fast) == [True, True]
+    assert slow_steps([[fast, fast, fast]], floor=2 * fast) == [False, False]
+    assert slow_steps([[2 * fast, 2 * fast]], floor=2 * fast) == [False]  # every pace slow: nothing to tell
+    # no paces (a GPU run) or ragged ones: no verdict
+    assert slow_steps([[], []]) is None and slow_steps([]) is None
+    assert slow_steps([[fast, fast], [fast, fast, fast]], floor=fast) is None
+
+
+def test_the_floor_is_the_fastest_pace_seen_and_a_real_pace_is_positive():
+    from backends.interference import core_pace, pace_floor
+
+    p = core_pace(loops=2, n=200)
+    assert 0 < p < 1
+    assert pace_floor([p]) <= p and pace_floor() <= p  # kept for the process
+
+
+def test_half_the_steps_must_be_fast():
+    from backends.interference import fast_share_needed
+
+    assert [fast_share_needed(n) for n in (1, 2, 3, 4, 5, 12)] == [1, 1, 2, 2, 3, 6]
+
+
+def test_the_runtime_leaves_slow_steps_out_only_while_enough_are_fast(monkeypatch):
+    import backends.interference as interference
+    from backends.torch.distributed import pace_filter, worst_disturbance
+
+    monkeypatch.setattr(interference, "_pace_floor", [float("inf")])  # this test's floor, not the process's
+    fast, slow = 1 * US, 2 * US
+    times = [5.0, 9.0, 5.1, 5.2, 4.9, 9.5]
+    paces = [[fast, slow, fast, fast, fast, slow, slow]]  # steps 0, 1 touched by the pace before 1; 4, 5 by 5
+    assert pace_filter([{"paces": paces[0]}], times) is None  # 2 fast steps left of 6, 3 needed
+    # with a second worker's paces fast, it is the same: any worker's slow pace marks the step
+    assert pace_filter([{"paces": paces[0]}, {"paces": [fast] * 7}], times) is None
+    one_slow = [fast, fast, slow, fast, fast, fast, fast]  # steps 1 and 2
+    assert pace_filter([{"paces": one_slow}], times) == [1, 2]  # the indices left out
+    assert pace_filter([{}], times) is None  # no paces (GPU)
+    # a run whose fast steps are too few weighs as disturbed as its share of slow steps
+    assert worst_disturbance(0.01, [{"paces": paces[0]}]) == pytest.approx(4 / 6)
+    assert worst_disturbance(0.01, [{"paces": one_slow}]) == 0.01
+    assert worst_disturbance(None, [{}]) is None and worst_disturbance(None, [{"paces": one_slow}]) == 0.0
+
+
+def test_the_profile_drops_a_slow_steps_op_samples_and_step_time(monkeypatch):
+    pytest.importorskip("torch")
+    import backends.interference as interference
+    from backends.torch.profiler import _without_slow_steps
+    from backends.torch.worker import untimed_flags
+
+    monkeypatch.setattr(interference, "_pace_floor", [float("inf")])
+    fast, slow = 1 * US, 2 * US
+    plain = untimed_flags(4, 4)  # timed, untimed, timed, untimed, ...
+    assert plain == [False, True] * 4
+    rep = {
+        "op_times": {"a": [1.0, 1.1, 1.2, 1.3], "b": [2.0, 2.1, 2.2, 2.3]},
+        "times": [3.0, 3.1, 3.2, 3.3],
+        "untimed_times": [2.9, 3.05, 3.15, 3.25],
+        "paces": [fast, fast, fast, fast, fast, fast, slow, fast, fast],  # steps 5, 6: untimed #2, timed #3
+    }
+    out = _without_slow_steps(rep, plain)
+    assert out is not None and out["slow_steps"] == 1  # timed steps left out
+    assert out["op_times"] == {"a": [1.0, 1.1, 1.2], "b": [2.0, 2.1, 2.2]} and out["times"] == [3.0, 3.1, 3.2]
+    assert out["untimed_times"] == [2.9, 3.05, 3.25]
+    # half the timed steps slow: the report cannot stand for a quiet core
+    rep["paces"] = [fast, slow, slow, fast, slow, fast, fast, fast, fast]
+    assert _without_slow_steps(rep, plain) is None
+    assert _without_slow_steps({**rep, "paces": []}, plain) is not None  # no paces: kept as it is

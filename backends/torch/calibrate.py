@@ -136,7 +136,7 @@ def calibrate_in_step(
         return g, float(chk["step_s"])
 
     def run(_: OpGraph, p: Mapping[str, str], o: Mapping[str, list[str]]) -> list[float]:
-        return runtime.run(backend, model, graph, p, o, pair).step_times_s
+        return runtime.run(backend, model, graph, p, o, pair).counted_times()
 
     return calibrate(
         graph,

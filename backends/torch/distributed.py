@@ -321,6 +321,33 @@ class Prepared:
     cluster_name: str
 
 
+def pace_filter(reports: Sequence[Mapping[str, Any]], times: Sequence[float]) -> list[int] | None:
+    """The indices of the measured steps (`times`) a slow spell of a worker's core touched
+    (`interference.slow_steps` on the workers' ``paces``), to be left out, when at least
+    `interference.fast_share_needed` are fast; None where the workers timed no paces (GPU) or too few steps were
+    fast (then every step counts and the run is a disturbed one, `worst_disturbance`). O(workers * steps)."""
+    flags = interference.slow_steps([r.get("paces") or [] for r in reports])
+    if flags is None or len(flags) != len(times):
+        return None
+    if len(flags) - sum(flags) < interference.fast_share_needed(len(times)):
+        return None
+    return [k for k, slow in enumerate(flags) if slow]
+
+
+def worst_disturbance(share: float | None, reports: Sequence[Mapping[str, Any]]) -> float | None:
+    """What `interference.least_disturbed` weighs a run by: others' share of the cores, or, when slow spells
+    touched more steps than `pace_filter` can leave out, the share of slow steps, whichever is larger (None when
+    neither was measured). O(workers * steps)."""
+    flags = interference.slow_steps([r.get("paces") or [] for r in reports])
+    slow = None
+    if flags:
+        n_slow = sum(flags)
+        slow = n_slow / len(flags) if len(flags) - n_slow < interference.fast_share_needed(len(flags)) else 0.0
+    if share is None or slow is None:
+        return share if slow is None else slow
+    return max(share, slow)
+
+
 def median_step_timeline(
     reports: Sequence[Mapping[str, Any]], times: Sequence[float], names: Sequence[str]
 ) -> list[dict[str, Any]]:
@@ -468,7 +495,8 @@ class TorchDistributedRuntime(Runtime):
 
         def measure() -> tuple[float | None, list[dict[str, Any]]]:
             reports = launch(prepared.job, self.timeout_s)
-            return interference.others_share([r.get("core_samples") or (None, None) for r in reports]), reports
+            share = interference.others_share([r.get("core_samples") or (None, None) for r in reports])
+            return worst_disturbance(share, reports), reports
 
         _, reports, shares = interference.least_disturbed(
             measure, self.max_interference, self.retries, f"{prepared.model_name} on {prepared.cluster_name}"
@@ -586,8 +614,13 @@ class TorchDistributedRuntime(Runtime):
             if not info["correct"]:
                 log.warning("placed step differs from the single-device step: %s", info)
             extra.update(info)
-        measured = statistics.median(times)
+        slow = pace_filter(reports, times)
+        counted = [t for k, t in enumerate(times) if k not in set(slow or ())]
+        measured = statistics.median(counted)
         names = prepared.names
+        extra["slow_steps"] = len(slow) if slow is not None else None
+        if slow is not None:
+            extra["core_pace_floor_s"] = interference.pace_floor()
         extra.update(
             {
                 "losses": losses,
@@ -599,6 +632,8 @@ class TorchDistributedRuntime(Runtime):
                     names[k]: r.get("lower_transport_threads", 0) for k, r in enumerate(reports)
                 },
                 "worker_step_s": {names[k]: statistics.median(r["times"]) for k, r in enumerate(reports)},
+                # worker.core_pace before each measured step and after the last (CPU workers)
+                "core_paces_s": {names[k]: r.get("paces", []) for k, r in enumerate(reports)},
                 "wall_step_s": statistics.median(
                     max(r.get("wall_times", r["times"])[k] for r in reports) for k in range(n_steps)
                 ),
@@ -638,8 +673,9 @@ class TorchDistributedRuntime(Runtime):
             traffic_bytes=float(traffic),
             loss=losses[0] if losses else None,
             extra=extra,
-            step_iqr_s=iqr(times),
+            step_iqr_s=iqr(counted),
             workers=[{"device": names[k], "pid": r["pid"], "cores": r["cores"]} for k, r in enumerate(reports)],
+            slow_steps=list(slow or ()),
         )
 
 

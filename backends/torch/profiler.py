@@ -211,6 +211,28 @@ def _launch_together(jobs: list[Any], launch: Any, timeout_s: float) -> list[Any
     return out
 
 
+def _without_slow_steps(rep: dict[str, Any], plain: list[bool]) -> dict[str, Any] | None:
+    """A profiling worker's report without the steps a slow spell of its core touched
+    (`interference.slow_steps` on its ``paces``; `plain[k]`: measured step k ran without per-op timing, as
+    `worker.untimed_flags` laid them out), with ``slow_steps`` (the timed steps left out) added. The report as
+    it is where it has no paces; None where fewer than `interference.fast_share_needed` of its timed or of its
+    untimed steps were fast. O(ops * steps)."""
+    flags = interference.slow_steps([rep.get("paces") or []])
+    if flags is None or len(flags) != len(plain):
+        return rep
+    timed_fast = [not f for f, p in zip(flags, plain) if not p]
+    plain_fast = [not f for f, p in zip(flags, plain) if p]
+    need = interference.fast_share_needed
+    if sum(timed_fast) < need(len(timed_fast)) or (plain_fast and sum(plain_fast) < need(len(plain_fast))):
+        return None
+    out = dict(rep)
+    out["op_times"] = {op: [x for x, ok in zip(xs, timed_fast) if ok] for op, xs in rep["op_times"].items()}
+    out["times"] = [x for x, ok in zip(rep["times"], timed_fast) if ok]
+    out["untimed_times"] = [x for x, ok in zip(rep.get("untimed_times", []), plain_fast) if ok]
+    out["slow_steps"] = len(timed_fast) - sum(timed_fast)  # timed steps left out
+    return out
+
+
 def _pooled(reports: list[dict[str, Any]]) -> dict[str, Any]:
     """One profiling report from several co-running workers: every worker's op samples and step times."""
     if len(reports) == 1:
@@ -287,6 +309,7 @@ def profile_in_worker(
     if statistic not in STATISTICS:
         raise ValueError(f"profiler statistic must be one of {STATISTICS}, got {statistic!r}")
     from .distributed import WorkerJob, dump_program, free_port, launch
+    from .worker import untimed_flags
 
     if steps < 1:
         raise ValueError(f"profiler.steps must be >= 1, got {steps}")
@@ -324,9 +347,16 @@ def profile_in_worker(
         for k in range(corun)
     ]
 
+    plain = untimed_flags(jobs[0].steps, jobs[0].untimed_steps)
+
     def measure() -> tuple[float | None, list[dict[str, Any]]]:
         reports = [r[0] for r in _launch_together(jobs, launch, timeout_s)]
-        return interference.others_share([r.get("core_samples") or (None, None) for r in reports]), reports
+        share = interference.others_share([r.get("core_samples") or (None, None) for r in reports])
+        kept = [_without_slow_steps(r, plain) for r in reports]
+        slow = [k is None for k in kept]
+        # a worker whose slow spells left too few fast steps disturbs the profile as much as a busy neighbour
+        worst = max([share or 0.0, *(1.0 if s else 0.0 for s in slow)]) if share is not None or any(slow) else None
+        return worst, [r if k is None else k for r, k in zip(reports, kept)]
 
     kept_share, kept, shares = interference.least_disturbed(
         measure, *interference.check_policy(max_interference, retries), f"the profile of {model.name}"
@@ -356,7 +386,8 @@ def profile_in_worker(
         "median_scale": step_median / sum_median if sum_median > 0 else 1.0,
         "statistic": statistic,
         "setting": setting,
-        "steps_measured": len(rep["times"]),  # over every co-running worker
+        "steps_measured": len(rep["times"]),  # over every co-running worker, slow spells left out
+        "slow_steps": sum(r.get("slow_steps", 0) for r in kept),
         "host_interference": kept_share,
         "interference_attempts": shares,
     }

@@ -702,9 +702,12 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
         # the cores' account around the measured steps (backends.interference): did other tasks share them?
         mine_cores = [] if job.cuda else mine
         before = after = None
+        paces: list[float] = []  # interference.core_pace() before each measured step, and after the last
         for k in bar:
             if k == job.warmup:
                 before = interference.sample(mine_cores)
+            if k >= job.warmup and not job.cuda:
+                paces.append(interference.core_pace())
             plain = k >= job.warmup and untimed[k - job.warmup]
             o = w.step(
                 retain=(k == 0 and job.retain_first),
@@ -727,6 +730,8 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                 for op, t in o["op_times"].items():
                     op_samples.setdefault(op, []).append(t)
         after = interference.sample(mine_cores)
+        if not job.cuda:
+            paces.append(interference.core_pace())
         peak = float(torch.cuda.max_memory_allocated(w.dev)) if job.cuda else w.peak
         rss_growth = rss_peak - rss0  # sampled after every step
         results.put(
@@ -750,6 +755,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                     "cores": list(job.cores[rank]) if not job.cuda else [],
                     "traces": traces,
                     "spans": step_spans,
+                    "paces": paces,
                 },
             )
         )

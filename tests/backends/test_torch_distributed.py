@@ -402,7 +402,7 @@ def test_corun_profile_pools_every_workers_samples():
     setting = {"runtime": "torch_distributed", "device": "cpu", "pinned": True, "cores": 1, "threads": 1}
     g, info = profile_in_worker(model, graph, setting={**setting, "corun": 2}, warmup=1, steps=3)
     assert set(g.ops) == set(graph.ops) and info["step_s"] > 0
-    assert info["steps_measured"] == 2 * 3  # both workers' steps
+    assert info["steps_measured"] + info["slow_steps"] == 2 * 3  # both workers' steps (slow spells left out)
     # others' share of the two workers' cores, each worker's own time subtracted; repeated above 5 %
     assert 1 <= len(info["interference_attempts"]) <= 3 and info["host_interference"] in info["interference_attempts"]
     assert sum(g.op(o)["compute_s"] for o in g.ops) == pytest.approx(info["sum_op_s"])
@@ -476,6 +476,7 @@ def test_a_run_other_tasks_disturbed_is_run_again_and_the_cleaner_one_kept(monke
         other = next(shares)
         for r in reports:  # one second on core 0, the worker busy 0.2 s of it, others `other`
             r["core_samples"] = (CoreSample({0: 0.0}, 0.0, 0.0), CoreSample({0: 0.2 + other}, 0.2, 1.0))
+            r.pop("paces", None)  # a slow spell of the core is another test's (test_interference.py)
         return reports
 
     monkeypatch.setattr(dist_mod, "launch", launch)
