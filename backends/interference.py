@@ -170,15 +170,23 @@ def check_policy(max_interference: float | None, retries: int) -> tuple[float | 
     return (None if max_interference is None else float(max_interference)), int(retries)
 
 
+RETRY_PAUSE_S = 2.0
+"""Seconds `least_disturbed` waits before measuring again: time for a core's slow spell (most last a fraction of
+a second to seconds) or another process's burst to pass."""
+
+
 def least_disturbed(
     measure: Callable[[], tuple[float | None, T]], max_interference: float | None, retries: int, what: str
 ) -> tuple[float | None, T, list[float | None]]:
     """Call `measure` (which returns others' share of the cores over its measurement, and its result) until a
-    share is at most `max_interference`, a share cannot be read, or `retries` repeats are spent; returns the
-    least disturbed attempt's share and result, and every attempt's share. Each repeat and a result still
-    disturbed at the end are logged, naming `what` was measured."""
+    share is at most `max_interference`, a share cannot be read, or `retries` repeats are spent, pausing
+    `RETRY_PAUSE_S` before each repeat; returns the least disturbed attempt's share and result, and every
+    attempt's share. Each repeat and a result still disturbed at the end are logged, naming `what` was
+    measured."""
     attempts: list[tuple[float | None, T]] = []
     for attempt in range(1 + retries):
+        if attempt:
+            time.sleep(RETRY_PAUSE_S)
         share, result = measure()
         attempts.append((share, result))
         if share is None or max_interference is None or share <= max_interference:

@@ -352,6 +352,7 @@ def profile_in_worker(
     def measure() -> tuple[float | None, list[dict[str, Any]]]:
         reports = [r[0] for r in _launch_together(jobs, launch, timeout_s)]
         share = interference.others_share([r.get("core_samples") or (None, None) for r in reports])
+        interference.pace_floor([x for r in reports for x in r.get("paces") or []])  # every worker's, first
         kept = [_without_slow_steps(r, plain) for r in reports]
         slow = [k is None for k in kept]
         # a worker whose slow spells left too few fast steps disturbs the profile as much as a busy neighbour
