@@ -615,7 +615,8 @@ class TorchDistributedRuntime(Runtime):
                 log.warning("placed step differs from the single-device step: %s", info)
             extra.update(info)
         slow = pace_filter(reports, times)
-        counted = [t for k, t in enumerate(times) if k not in set(slow or ())]
+        left_out = set(slow or ())
+        counted = [t for k, t in enumerate(times) if k not in left_out]
         measured = statistics.median(counted)
         names = prepared.names
         extra["slow_steps"] = len(slow) if slow is not None else None

@@ -6,6 +6,7 @@ distributed.py's docstring for the protocol. Cost per step: the ops plus O(N + U
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import pickle
@@ -228,10 +229,8 @@ def spawn_and_collect(
                 p.terminate()
         for p in pc.processes:
             p.join(timeout=10)
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(job_path)
-        except FileNotFoundError:
-            pass
     return reports
 
 
