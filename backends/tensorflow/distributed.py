@@ -309,7 +309,7 @@ class TFDistributedRuntime(Runtime):
                 bar.update()
             first = [True]
 
-            def measure() -> tuple[float | None, list[float]]:
+            def measure() -> tuple[float | None, list[float], bool]:
                 before = interference.sample(cores, pids)
                 times = []
                 for _ in range(self.steps):
@@ -320,7 +320,8 @@ class TFDistributedRuntime(Runtime):
                         losses.append(float(loss))
                         bar.update()
                 first[0] = False
-                return interference.others_share([(before, interference.sample(cores, pids))]), times
+                # no pace sentinel on TensorFlow's workers: only other processes can disturb it
+                return interference.others_share([(before, interference.sample(cores, pids))]), times, False
 
             kept_share, measured, shares = interference.least_disturbed(
                 measure, self.max_interference, self.retries, f"{model.name} on the TensorFlow workers"

@@ -493,10 +493,11 @@ class TorchDistributedRuntime(Runtime):
         used: each worker follows its device's order and receives as soon as a value is needed."""
         prepared = self.prepare(backend, model, graph, placement, schedule, cluster)
 
-        def measure() -> tuple[float | None, list[dict[str, Any]]]:
+        def measure() -> tuple[float | None, list[dict[str, Any]], bool]:
             reports = launch(prepared.job, self.timeout_s)
             share = interference.others_share([r.get("core_samples") or (None, None) for r in reports])
-            return worst_disturbance(share, reports), reports
+            quiet = share is None or self.max_interference is None or share <= self.max_interference
+            return worst_disturbance(share, reports), reports, quiet  # quiet: only slow spells can disturb it
 
         _, reports, shares = interference.least_disturbed(
             measure, self.max_interference, self.retries, f"{prepared.model_name} on {prepared.cluster_name}"

@@ -349,7 +349,7 @@ def profile_in_worker(
 
     plain = untimed_flags(jobs[0].steps, jobs[0].untimed_steps)
 
-    def measure() -> tuple[float | None, list[dict[str, Any]]]:
+    def measure() -> tuple[float | None, list[dict[str, Any]], bool]:
         reports = [r[0] for r in _launch_together(jobs, launch, timeout_s)]
         share = interference.others_share([r.get("core_samples") or (None, None) for r in reports])
         interference.pace_floor([x for r in reports for x in r.get("paces") or []])  # every worker's, first
@@ -357,11 +357,11 @@ def profile_in_worker(
         slow = [k is None for k in kept]
         # a worker whose slow spells left too few fast steps disturbs the profile as much as a busy neighbour
         worst = max([share or 0.0, *(1.0 if s else 0.0 for s in slow)]) if share is not None or any(slow) else None
-        return worst, [r if k is None else k for r, k in zip(reports, kept)]
+        quiet = share is None or limit is None or share <= limit  # then only slow spells can disturb it
+        return worst, [r if k is None else k for r, k in zip(reports, kept)], quiet
 
-    kept_share, kept, shares = interference.least_disturbed(
-        measure, *interference.check_policy(max_interference, retries), f"the profile of {model.name}"
-    )
+    limit, tries = interference.check_policy(max_interference, retries)
+    kept_share, kept, shares = interference.least_disturbed(measure, limit, tries, f"the profile of {model.name}")
     rep = _pooled(kept)
     stat: Any = statistics.fmean if statistic == "mean" else statistics.median
     sum_median = sum(statistics.median(v) for v in rep["op_times"].values())
