@@ -29,7 +29,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from algorithms.errors import ConfigError
 
@@ -178,42 +178,57 @@ a second to seconds) or another process's burst to pass."""
 
 SPELL_STREAK = 3
 """After this many measurements in a row stayed disturbed by slow spells alone through all their retries, the
-spells prevail (`spells_prevail`): `least_disturbed` stops repeating measurements for slow spells until one
-measurement finds enough fast steps. On 27 Nov 2026 the lab's VM ran slow most of the time, and every run and
-profile of a fidelity sweep was measured three times for nothing."""
+spells prevail (`spells_prevail`). On 27 Nov 2026 the lab's VM ran slow most of the time: every run and profile
+of a fidelity sweep was measured three times for nothing, and runs that found half their steps fast were compared
+with profiles that found too few and counted every step."""
 
 _spell_streak = [0]
 
+Kind = Literal["clean", "spells", "others"]
+"""What disturbed a measurement, as its `measure` reports it to `least_disturbed`: ``"others"`` when other
+processes took more than the limit of its cores, else ``"spells"`` when a slow spell touched any of its steps,
+else ``"clean"``."""
+
 
 def spells_prevail() -> bool:
-    """Whether the last `SPELL_STREAK` measurements of this process stayed disturbed by slow spells alone after
-    every retry (then repeating one more for a spell is unlikely to find a fast spell either). O(1)."""
+    """Whether the last `SPELL_STREAK` judged measurements of this process stayed disturbed by slow spells alone
+    after every retry, with no measurement free of spells since. While they prevail, `least_disturbed` does not
+    repeat a measurement for slow spells, and the runtime and the worker profile count every step, slow or not
+    (`backends.torch.distributed.pace_filter`, `backends.torch.profiler`): then a profile and a run describe the
+    same mix of the cores' speeds, instead of a run that found half its steps fast describing the fast state and
+    a profile that did not describing the mix. O(1)."""
     return _spell_streak[0] >= SPELL_STREAK
 
 
+def kind_of(others: float | None, flags: Sequence[bool] | None, limit: float | None) -> Kind:
+    """What disturbed a measurement (`Kind`): other processes' share of its cores `others` above `limit`, else a
+    slow spell on any step (`flags`, from `slow_steps`), else nothing. O(steps)."""
+    if others is not None and limit is not None and others > limit:
+        return "others"
+    return "spells" if flags and any(flags) else "clean"
+
+
 def least_disturbed(
-    measure: Callable[[], tuple[float | None, T, bool]], max_interference: float | None, retries: int, what: str
+    measure: Callable[[], tuple[float | None, T, Kind]], max_interference: float | None, retries: int, what: str
 ) -> tuple[float | None, T, list[float | None]]:
     """Call `measure` until a share is at most `max_interference`, a share cannot be read, or `retries` repeats
     are spent, pausing `RETRY_PAUSE_S` before each repeat; returns the least disturbed attempt's share and
     result, and every attempt's share. `measure` returns how disturbed its measurement was (the larger of other
     processes' share of the cores and, where too few steps were fast, the share of steps in a slow spell), its
-    result, and whether slow spells alone disturbed it (others' share within `max_interference`). While slow
-    spells prevail (`spells_prevail`) a measurement disturbed by spells alone is not repeated; others' share
-    still is. Each repeat and a result still disturbed at the end are logged, naming `what` was measured.
-    O(retries) measurements."""
+    result, and what disturbed it (`Kind`). While slow spells prevail (`spells_prevail`) a measurement disturbed
+    by spells alone is not repeated; others' share still is. The last attempt updates the streak: disturbed by
+    spells alone, one more; free of spells, back to 0. Each repeat and a result still disturbed at the end are
+    logged, naming `what` was measured. O(retries) measurements."""
     attempts: list[tuple[float | None, T]] = []
-    spells_only = False
+    kind: Kind = "clean"
     for attempt in range(1 + retries):
         if attempt:
             time.sleep(RETRY_PAUSE_S)
-        share, result, spells_only = measure()
+        share, result, kind = measure()
         attempts.append((share, result))
         if share is None or max_interference is None or share <= max_interference:
-            if max_interference is not None and share is not None:
-                _spell_streak[0] = 0  # a measurement found enough fast steps
             break
-        prevail = spells_only and spells_prevail()
+        prevail = kind == "spells" and spells_prevail()
         last = attempt == retries or prevail
         log.warning(
             "the measured steps of %s were %.0f %% disturbed (other processes' share of the cores, or the share of "
@@ -228,25 +243,30 @@ def least_disturbed(
             else ", after every retry",
         )
         if last:
-            if spells_only:
-                _spell_streak[0] += 1
-                if _spell_streak[0] == SPELL_STREAK:
-                    log.warning(
-                        "slow spells of the workers' cores disturbed the last %d measurements through all their "
-                        "retries: measurements disturbed by slow spells alone are no longer repeated, until one "
-                        "finds enough fast steps",
-                        SPELL_STREAK,
-                    )
             break
+    if max_interference is not None and share is not None:
+        if kind == "clean":
+            _spell_streak[0] = 0
+        elif kind == "spells" and share > max_interference:
+            _spell_streak[0] += 1
+            if _spell_streak[0] == SPELL_STREAK:
+                log.warning(
+                    "slow spells of the workers' cores disturbed the last %d measurements through all their "
+                    "retries: such measurements are no longer repeated, and every step counts, until a "
+                    "measurement finds no slow step",
+                    SPELL_STREAK,
+                )
     share, result = min(attempts, key=lambda a: -1.0 if a[0] is None else a[0])
     return share, result, [a[0] for a in attempts]
 
 
 __all__ = [
     "CoreSample",
+    "Kind",
     "check_policy",
     "core_pace",
     "fast_share_needed",
+    "kind_of",
     "least_disturbed",
     "others_share",
     "pace_floor",

@@ -170,13 +170,13 @@ def test_spells_that_prevail_stop_the_repeats_and_others_share_still_repeats(mon
     monkeypatch.setattr(interference, "_spell_streak", [0])
     calls: list[str] = []
 
-    def spells() -> tuple[float | None, str, bool]:
+    def spells() -> tuple[float | None, str, interference.Kind]:
         calls.append("spells")
-        return 1.0, "slow", True  # every step in a spell, the cores otherwise ours
+        return 1.0, "slow", "spells"  # every step in a spell, the cores otherwise ours
 
-    def busy() -> tuple[float | None, str, bool]:
+    def busy() -> tuple[float | None, str, interference.Kind]:
         calls.append("busy")
-        return 0.3, "busy", False  # another process held the cores
+        return 0.3, "busy", "others"  # another process held the cores
 
     # the first SPELL_STREAK measurements are each repeated twice, as before
     for _ in range(interference.SPELL_STREAK):
@@ -188,11 +188,39 @@ def test_spells_that_prevail_stop_the_repeats_and_others_share_still_repeats(mon
     # ... while one another process disturbed is still repeated
     assert interference.least_disturbed(busy, 0.05, 2, "x")[2] == [0.3, 0.3, 0.3]
     assert calls == ["spells", "busy", "busy", "busy"]
-    # a measurement with enough fast steps ends the streak: repeats resume
-    fast = iter([(0.0, "fast", True)])
-    interference.least_disturbed(lambda: next(fast), 0.05, 2, "x")
+    # enough fast steps, but some slow: the spells still prevail
+    interference.least_disturbed(lambda: (0.0, "mixed", "spells"), 0.05, 2, "x")
+    assert interference.spells_prevail()
+    # a measurement without a slow step ends the streak: repeats resume
+    interference.least_disturbed(lambda: (0.0, "fast", "clean"), 0.05, 2, "x")
     assert not interference.spells_prevail()
     assert len(interference.least_disturbed(spells, 0.05, 2, "x")[2]) == 3
     # without a limit nothing is judged and the streak is left alone
     interference.least_disturbed(spells, None, 2, "x")
     assert interference._spell_streak == [1]
+
+
+def test_what_disturbed_a_measurement():
+    from backends.interference import kind_of
+
+    assert kind_of(0.3, [False, True], 0.05) == "others"  # others' share first
+    assert kind_of(0.01, [False, True], 0.05) == "spells" and kind_of(None, [True], None) == "spells"
+    assert kind_of(0.01, [False, False], 0.05) == "clean" and kind_of(None, None, 0.05) == "clean"
+
+
+def test_while_spells_prevail_runs_and_profiles_count_every_step(monkeypatch):
+    pytest.importorskip("torch")
+    import backends.interference as interference
+    from backends.torch.distributed import pace_filter
+    from backends.torch.profiler import _without_slow_steps
+
+    monkeypatch.setattr(interference, "_pace_floor", [float("inf")])
+    fast, slow = 1 * US, 2 * US
+    one_slow = [fast, fast, slow, fast, fast]  # steps 1 and 2 of 4
+    rep = {"op_times": {"a": [1.0] * 4}, "times": [3.0] * 4, "paces": one_slow}
+    monkeypatch.setattr(interference, "_spell_streak", [0])
+    assert pace_filter([{"paces": one_slow}], [1.0] * 4) == [1, 2]
+    assert _without_slow_steps(rep, [False] * 4)["slow_steps"] == 2
+    monkeypatch.setattr(interference, "_spell_streak", [interference.SPELL_STREAK])
+    assert pace_filter([{"paces": one_slow}], [1.0] * 4) is None
+    assert _without_slow_steps(rep, [False] * 4) is rep

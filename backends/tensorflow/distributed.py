@@ -309,7 +309,7 @@ class TFDistributedRuntime(Runtime):
                 bar.update()
             first = [True]
 
-            def measure() -> tuple[float | None, list[float], bool]:
+            def measure() -> tuple[float | None, list[float], interference.Kind]:
                 before = interference.sample(cores, pids)
                 times = []
                 for _ in range(self.steps):
@@ -320,8 +320,9 @@ class TFDistributedRuntime(Runtime):
                         losses.append(float(loss))
                         bar.update()
                 first[0] = False
-                # no pace sentinel on TensorFlow's workers: only other processes can disturb it
-                return interference.others_share([(before, interference.sample(cores, pids))]), times, False
+                share = interference.others_share([(before, interference.sample(cores, pids))])
+                # no pace sentinel on TensorFlow's workers: only other processes are seen
+                return share, times, interference.kind_of(share, None, self.max_interference)
 
             kept_share, measured, shares = interference.least_disturbed(
                 measure, self.max_interference, self.retries, f"{model.name} on the TensorFlow workers"

@@ -325,9 +325,10 @@ def pace_filter(reports: Sequence[Mapping[str, Any]], times: Sequence[float]) ->
     """The indices of the measured steps (`times`) a slow spell of a worker's core touched
     (`interference.slow_steps` on the workers' ``paces``), to be left out, when at least
     `interference.fast_share_needed` are fast; None where the workers timed no paces (GPU) or too few steps were
-    fast (then every step counts and the run is a disturbed one, `worst_disturbance`). O(workers * steps)."""
+    fast (then every step counts and the run is a disturbed one, `worst_disturbance`), or while slow spells
+    prevail (`interference.spells_prevail`: every step counts, as in the profiles then). O(workers * steps)."""
     flags = interference.slow_steps([r.get("paces") or [] for r in reports])
-    if flags is None or len(flags) != len(times):
+    if flags is None or len(flags) != len(times) or interference.spells_prevail():
         return None
     if len(flags) - sum(flags) < interference.fast_share_needed(len(times)):
         return None
@@ -493,11 +494,12 @@ class TorchDistributedRuntime(Runtime):
         used: each worker follows its device's order and receives as soon as a value is needed."""
         prepared = self.prepare(backend, model, graph, placement, schedule, cluster)
 
-        def measure() -> tuple[float | None, list[dict[str, Any]], bool]:
+        def measure() -> tuple[float | None, list[dict[str, Any]], interference.Kind]:
             reports = launch(prepared.job, self.timeout_s)
             share = interference.others_share([r.get("core_samples") or (None, None) for r in reports])
-            quiet = share is None or self.max_interference is None or share <= self.max_interference
-            return worst_disturbance(share, reports), reports, quiet  # quiet: only slow spells can disturb it
+            flags = interference.slow_steps([r.get("paces") or [] for r in reports])
+            kind = interference.kind_of(share, flags, self.max_interference)
+            return worst_disturbance(share, reports), reports, kind
 
         _, reports, shares = interference.least_disturbed(
             measure, self.max_interference, self.retries, f"{prepared.model_name} on {prepared.cluster_name}"
@@ -621,6 +623,7 @@ class TorchDistributedRuntime(Runtime):
         measured = statistics.median(counted)
         names = prepared.names
         extra["slow_steps"] = len(slow) if slow is not None else None
+        extra["spells_prevail"] = interference.spells_prevail()  # then every step counted (pace_filter)
         if slow is not None:
             extra["core_pace_floor_s"] = interference.pace_floor()
         extra.update(

@@ -216,9 +216,10 @@ def _without_slow_steps(rep: dict[str, Any], plain: list[bool]) -> dict[str, Any
     (`interference.slow_steps` on its ``paces``; `plain[k]`: measured step k ran without per-op timing, as
     `worker.untimed_flags` laid them out), with ``slow_steps`` (the timed steps left out) added. The report as
     it is where it has no paces; None where fewer than `interference.fast_share_needed` of its timed or of its
-    untimed steps were fast. O(ops * steps)."""
+    untimed steps were fast. The report as it is, too, while slow spells prevail (`interference.spells_prevail`:
+    then every step counts, as in the runs). O(ops * steps)."""
     flags = interference.slow_steps([rep.get("paces") or []])
-    if flags is None or len(flags) != len(plain):
+    if flags is None or len(flags) != len(plain) or interference.spells_prevail():
         return rep
     timed_fast = [not f for f, p in zip(flags, plain) if not p]
     plain_fast = [not f for f, p in zip(flags, plain) if p]
@@ -349,7 +350,7 @@ def profile_in_worker(
 
     plain = untimed_flags(jobs[0].steps, jobs[0].untimed_steps)
 
-    def measure() -> tuple[float | None, list[dict[str, Any]], bool]:
+    def measure() -> tuple[float | None, list[dict[str, Any]], interference.Kind]:
         reports = [r[0] for r in _launch_together(jobs, launch, timeout_s)]
         share = interference.others_share([r.get("core_samples") or (None, None) for r in reports])
         interference.pace_floor([x for r in reports for x in r.get("paces") or []])  # every worker's, first
@@ -357,8 +358,9 @@ def profile_in_worker(
         slow = [k is None for k in kept]
         # a worker whose slow spells left too few fast steps disturbs the profile as much as a busy neighbour
         worst = max([share or 0.0, *(1.0 if s else 0.0 for s in slow)]) if share is not None or any(slow) else None
-        quiet = share is None or limit is None or share <= limit  # then only slow spells can disturb it
-        return worst, [r if k is None else k for r, k in zip(reports, kept)], quiet
+        flags = [interference.slow_steps([r.get("paces") or []]) for r in reports]
+        kind = interference.kind_of(share, [any(f) for f in flags if f], limit)
+        return worst, [r if k is None else k for r, k in zip(reports, kept)], kind
 
     limit, tries = interference.check_policy(max_interference, retries)
     kept_share, kept, shares = interference.least_disturbed(measure, limit, tries, f"the profile of {model.name}")
