@@ -163,6 +163,32 @@ def fast_share_needed(n: int) -> int:
     return max(1, (n + 1) // 2)
 
 
+def steps_to_drop(flags: Sequence[bool] | None, n: int) -> list[int] | None:
+    """The indices of a run's `n` measured steps a slow spell touched (`flags`, from `slow_steps`), to be left
+    out of its median, when at least `fast_share_needed` are fast; None where there are no flags for these
+    steps (a GPU run), too few steps were fast (then every step counts and the run is a disturbed one,
+    `spell_disturbance`), or while slow spells prevail (`spells_prevail`: every step counts, in profiles and
+    runs alike). The one rule of both backends' runtimes and profiles. O(steps)."""
+    if flags is None or len(flags) != n or spells_prevail():
+        return None
+    if n - sum(flags) < fast_share_needed(n):
+        return None
+    return [k for k, slow in enumerate(flags) if slow]
+
+
+def spell_disturbance(share: float | None, flags: Sequence[bool] | None) -> float | None:
+    """What `least_disturbed` weighs a measurement by: other processes' share of the cores (`share`), or, when
+    slow spells touched more steps than `steps_to_drop` can leave out, the share of slow steps, whichever is
+    larger (None when neither was measured). O(steps)."""
+    slow = None
+    if flags:
+        n_slow = sum(flags)
+        slow = n_slow / len(flags) if len(flags) - n_slow < fast_share_needed(len(flags)) else 0.0
+    if share is None or slow is None:
+        return share if slow is None else slow
+    return max(share, slow)
+
+
 def check_policy(max_interference: float | None, retries: int) -> tuple[float | None, int]:
     """A runtime's `max_interference` (0 to 1, or None: never repeat) and `retries` (>= 0), checked."""
     if max_interference is not None and not 0 <= float(max_interference) <= 1:
@@ -193,10 +219,10 @@ else ``"clean"``."""
 def spells_prevail() -> bool:
     """Whether the last `SPELL_STREAK` judged measurements of this process stayed disturbed by slow spells alone
     after every retry, with no measurement free of spells since. While they prevail, `least_disturbed` does not
-    repeat a measurement for slow spells, and the runtime and the worker profile count every step, slow or not
-    (`backends.torch.distributed.pace_filter`, `backends.torch.profiler`): then a profile and a run describe the
-    same mix of the cores' speeds, instead of a run that found half its steps fast describing the fast state and
-    a profile that did not describing the mix. O(1)."""
+    repeat a measurement for slow spells, and the runtimes and the profiles count every step, slow or not
+    (`steps_to_drop`, `backends.torch.profiler`, `backends.tensorflow.dist_profile`): then a profile and a run
+    describe the same mix of the cores' speeds, instead of a run that found half its steps fast describing the
+    fast state and a profile that did not describing the mix. O(1)."""
     return _spell_streak[0] >= SPELL_STREAK
 
 
@@ -272,5 +298,7 @@ __all__ = [
     "pace_floor",
     "sample",
     "slow_steps",
+    "spell_disturbance",
     "spells_prevail",
+    "steps_to_drop",
 ]

@@ -75,17 +75,23 @@ def kendall_tau(a: list[float], b: list[float]) -> float | None:
 
 def pooled(results: list[Any]) -> Any:
     """One result for a placement run in several rounds: the first, with the median and IQR over every round's
-    measured steps and the worst correctness check."""
+    counted steps (those no slow spell of a worker's core touched, `RunResult.counted_times`) and the worst
+    correctness check."""
     from backends.tensorflow.distributed import iqr
 
     if len(results) == 1:
         return results[0]
-    times = [t for r in results for t in r.step_times_s]
+    times = [t for r in results for t in r.counted_times()]
     extra = dict(results[0].extra)
     for key in ("loss_match", "grad_match"):
         extra[key] = all(r.extra.get(key) for r in results)
     return dataclasses.replace(
-        results[0], measured_step_s=statistics.median(times), step_iqr_s=iqr(times), step_times_s=times, extra=extra
+        results[0],
+        measured_step_s=statistics.median(times),
+        step_iqr_s=iqr(times),
+        step_times_s=times,
+        slow_steps=[],
+        extra=extra,
     )
 
 
@@ -239,7 +245,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     for r in mcal.placements
                 )
             )
-        steps_ms = ", ".join(f"{1e3 * i['untraced_step_s']:.3g}" for i in infos)
+        steps_ms = ", ".join(f"{1e3 * i['untraced_step_s']:.3g} ({i.get('pairs_counted')} pairs)" for i in infos)
         print(
             f"\n{name}: {len(graph)} ops; profiled in a pinned worker ({info['setting']}), {args.rounds} round(s): "
             f"traced op sum {info['traced_op_sum_s'] * 1e3:.3f} ms, measured single-device step per round "
@@ -252,6 +258,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         )
         for label, assign in assigns.items():
             res = pooled(runs[label])
+            rounds_ex = [r.extra for r in runs[label]]
             per_msg = {"send_overhead_s": fit.send_overhead_s, "recv_overhead_s": fit.recv_overhead_s}
             sim = simulate(graph, cluster, assign, **per_msg)
             used = len(set(assign.values()))
@@ -278,7 +285,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 "predicted_step_s": pred,
                 "measured_step_s": res.measured_step_s,
                 "measured_step_iqr_s": res.step_iqr_s,
-                "measured_steps": len(res.step_times_s),
+                "measured_steps": len(res.step_times_s),  # counted, over every round
+                # per round: steps a slow spell of a worker's core touched, left out (None: every step counted)
+                "slow_steps": [e.get("slow_steps") for e in rounds_ex],
+                "spells_prevail": [e.get("spells_prevail") for e in rounds_ex],
                 "rel_error": err,
                 "predicted_step_sequential_s": pred_seq,
                 "rel_error_sequential": err_seq,

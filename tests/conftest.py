@@ -55,3 +55,13 @@ class Lab:
 @pytest.fixture
 def lab(tmp_path) -> Lab:
     return Lab(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_spell_streak(monkeypatch):
+    """Each test starts with no streak of slow spells (`backends.interference.spells_prevail`): the streak is
+    this process's, and real runs in earlier tests on a VM in its slow state would otherwise decide whether a
+    later test's steps are judged at all."""
+    import backends.interference as interference
+
+    monkeypatch.setattr(interference, "_spell_streak", [0])

@@ -11,7 +11,12 @@ parsed by `profiler.parse_step_stats`). Two more figures are measured in the sam
   the worker's executor cost per step regardless of the graph (on this machine it is most of a tiny model's
   step).
 
-Both are reported beside the sum of the traced op times (``graph.nx.graph["profile"]``). With
+Both are reported beside the sum of the traced op times (``graph.nx.graph["profile"]``). The worker's core pace
+is taken before each (untraced, empty) pair and after the last, and the pairs a slow spell of the VM's cores
+touched are left out by the rule the runtimes follow (`interference.steps_to_drop`; a set with too few fast
+pairs, or disturbed by other processes, is measured again), so that a profile and a run describe the same
+state of the cores (27 Nov 2026: one model's single-device step read 4.1 and 5.0 ms in two profiles and 3.0 ms
+in its run, before the TensorFlow workers took paces). With
 ``calibration="untraced_step"`` (the default) every op time is scaled by (untraced step - empty step) /
 (traced op sum), so that the ops add up to the measured step less its fixed cost (tracing itself inflates
 op times); the untraced and empty steps alternate and the difference is the median of the pairs' differences
@@ -68,6 +73,7 @@ import tensorflow as tf
 from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
+from backends import interference
 from backends.base import CommFit
 
 from .comm import fit_linear, fit_linear_relative
@@ -145,8 +151,14 @@ def profile_distributed(
     statistic: str = "mean",
     calibration: str = "untraced_step",
     host_cores: list[int] | None = None,
+    max_interference: float | None = 0.05,
+    retries: int = 2,
 ) -> OpGraph:
-    """A copy of `graph` with costs measured in a pinned worker of `device` (the cluster's first by default)."""
+    """A copy of `graph` with costs measured in a pinned worker of `device` (the cluster's first by default).
+    The untraced and empty steps are measured as the runtime measures its steps: the worker's core pace
+    before each pair and after the last, pairs a slow spell touched left out (`interference.steps_to_drop`),
+    and a set disturbed beyond `max_interference` (other processes, or too few fast pairs) measured again up
+    to `retries` times (`interference.least_disturbed`)."""
     if calibration not in CALIBRATIONS:
         raise ConfigError(f"profile calibration {calibration!r} is not one of {list(CALIBRATIONS)}")
     if statistic not in ("mean", "median"):
@@ -174,14 +186,32 @@ def profile_distributed(
             _timed(sess, empty, 3)
             # untraced steps and empty steps alternate, so that a drift of the machine's speed hits both alike;
             # before any traced step, which may leave the session slower
-            pairs = _alternating(sess, fetches, empty, max(steps, 10))
+            cores = pool.workers[0].cores
+            pids = [w.pid for w in pool.workers]
+
+            def measure() -> tuple[float | None, list[tuple[float, float]], interference.Kind]:
+                before = interference.sample(cores, pids)
+                paces, got = [pool.paces()], []
+                for _ in range(max(steps, 10)):
+                    got.extend(_alternating(sess, fetches, empty, 1))
+                    paces.append(pool.paces())
+                share = interference.others_share([(before, interference.sample(cores, pids))])
+                flags = interference.slow_steps([list(p) for p in zip(*paces)])
+                drop = set(interference.steps_to_drop(flags, len(got)) or ())
+                kept = [pr for k, pr in enumerate(got) if k not in drop]
+                kind = interference.kind_of(share, flags, max_interference)
+                return interference.spell_disturbance(share, flags), kept, kind
+
+            limit, tries = interference.check_policy(max_interference, retries)
+            kept_share, pairs, shares = interference.least_disturbed(
+                measure, limit, tries, f"the profile of {model.name} on a TensorFlow worker"
+            )
             for _ in range(steps):
                 md = v1.RunMetadata()
                 sess.run(fetches, options=trace, run_metadata=md)
                 records.append(parse_step_stats(md.step_stats, known))
             walls = [w for w, _ in pairs]
             empties = [e for _, e in pairs]
-        cores = pool.workers[0].cores
     seen = apply_records(out, records, statistic)
     traced_sum = sum(a["compute_s"] for _, a in out.nx.nodes(data=True))
     step_s = statistics.median(walls)
@@ -212,6 +242,10 @@ def profile_distributed(
         "untraced_step_s": step_s,
         "step_overhead_s": overhead,
         "untraced_ops_s": ops_s,
+        "pairs_counted": len(pairs),  # untraced/empty pairs left after slow spells
+        "host_interference": kept_share,
+        "interference_attempts": shares,
+        "spells_prevail": interference.spells_prevail(),
         "calibration": calibration,
         "scale": scale,
     }

@@ -15,6 +15,13 @@ Measurements (module-level helpers do the parsing):
 
 * step time: wall clock of ``Session.run([train_op, loss])`` in the client; `warmup` steps discarded, then
   `steps` measured (10 by default); `measured_step_s` is their median, `step_iqr_s` the inter-quartile range.
+  Before each measured step and after the last the client asks every worker for its core's pace
+  (`WorkerPool.paces`, `interference.core_pace` on the worker's pinned core); the steps a slow spell of the
+  VM's cores touched are left out of the median by the rule the PyTorch runtime and both backends' profiles
+  follow (`interference.steps_to_drop`; `RunResult.slow_steps`, their count in ``extra["slow_steps"]``), and
+  a set with too few fast steps is measured again like one other processes disturbed
+  (`interference.least_disturbed`). Before 27 Nov 2026 the TensorFlow workers took no paces and only
+  other processes were seen.
 * traffic: measured, from one extra traced step (``FULL_TRACE``): the ``RecvTensor`` records TensorFlow's
   gRPC rendezvous writes, ``[<bytes>B] ... <tensor> from <task> to <task>``, summed over pairs of different
   tasks. The graph-edge estimate the simulator uses is in ``extra["traffic_estimate_bytes"]``.
@@ -309,24 +316,29 @@ class TFDistributedRuntime(Runtime):
                 bar.update()
             first = [True]
 
-            def measure() -> tuple[float | None, list[float], interference.Kind]:
+            def measure() -> tuple[float | None, tuple[list[float], list[bool] | None], interference.Kind]:
                 before = interference.sample(cores, pids)
                 times = []
+                paces = [pool.paces()]  # every worker's core pace before each measured step and after the last
                 for _ in range(self.steps):
                     t0 = time.perf_counter()
                     _, loss = sess.run(fetches)
                     times.append(time.perf_counter() - t0)
+                    paces.append(pool.paces())
                     if first[0]:  # the losses of the first measured set follow the warm-up's
                         losses.append(float(loss))
                         bar.update()
                 first[0] = False
                 share = interference.others_share([(before, interference.sample(cores, pids))])
-                # no pace sentinel on TensorFlow's workers: only other processes are seen
-                return share, times, interference.kind_of(share, None, self.max_interference)
+                flags = interference.slow_steps([list(p) for p in zip(*paces)])
+                kind = interference.kind_of(share, flags, self.max_interference)
+                return interference.spell_disturbance(share, flags), (times, flags), kind
 
-            kept_share, measured, shares = interference.least_disturbed(
+            kept_share, (times, flags), shares = interference.least_disturbed(
                 measure, self.max_interference, self.retries, f"{model.name} on the TensorFlow workers"
             )
+            slow = interference.steps_to_drop(flags, len(times))
+            measured = [t for k, t in enumerate(times) if k not in set(slow or ())]
             bar.close()
             md = v1.RunMetadata()
             sess.run(fetches, options=trace, run_metadata=md)
@@ -387,6 +399,9 @@ class TFDistributedRuntime(Runtime):
             "runtime": "tf.distribute.Server per device",
             "host_interference": kept_share,
             "interference_attempts": shares,
+            # steps a slow spell of a worker's core touched, left out of the median (None: every step counted)
+            "slow_steps": None if slow is None else len(slow),
+            "spells_prevail": interference.spells_prevail(),
         }
         loss = losses[1] if len(losses) > 1 else losses[0]
         if self.check_correctness:
@@ -419,13 +434,14 @@ class TFDistributedRuntime(Runtime):
                 )
         result = RunResult(
             measured_step_s=float(statistics.median(measured)),
-            step_times_s=measured,
+            step_times_s=times,
             peak_memory_bytes=peaks,
             traffic_bytes=float(sum(by_pair.values())),
             loss=loss,
             extra=extra,
             step_iqr_s=iqr(measured),
             workers=[w.to_dict() for w in pool.workers],
+            slow_steps=list(slow or ()),
         )
         log.info(
             "ran %s on %d worker processes: step %.4g s (median of %d, IQR %.3g) after %d warm-up; traffic %.4g bytes",

@@ -14,8 +14,10 @@ one op at a time on its own cores, the way the simulator runs a device (ECOSYSTE
 execution").
 
 Protocol: JSON lines; the worker answers ``ready`` (pid, gRPC target, affinity, resident set) or ``error``
-(traceback) once, then ``stat`` (resident set and its high-water mark ``ru_maxrss``, bytes) per request, and
-exits on ``stop`` or when its stdin closes (the parent went away, even by SIGKILL).
+(traceback) once, then ``stat`` (resident set and its high-water mark ``ru_maxrss``, bytes) or ``pace``
+(`backends.interference.core_pace` on the worker's pinned core: the sentinel of the VM's slow spells, which the
+runtime and the profile take between steps) per request, and exits on ``stop`` or when its stdin closes (the
+parent went away, even by SIGKILL).
 
 Ports are picked per pool by binding port 0 and releasing it just before the servers bind (a small race with
 other programs, retried once). `close` asks every worker to stop, then terminates and finally kills whatever
@@ -42,6 +44,7 @@ from typing import Any
 
 from algorithms.cluster import Cluster, oversubscription, worker_cores
 from algorithms.errors import ConfigError, LabError
+from backends.interference import core_pace
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +135,8 @@ def _serve(args: dict[str, Any], out: Any) -> None:
         cmd = line.strip()
         if cmd == "stat":
             send("stat", _rss_bytes(), _maxrss_bytes())
+        elif cmd == "pace":  # the sentinel of a core's slow spells, on this worker's pinned core
+            send("pace", core_pace())
         elif cmd == "stop":
             send("stopped")
             return
@@ -296,6 +301,13 @@ class WorkerPool:
             _, rss, maxrss = self._recv(w, 30.0, "stat")
             out[w.device] = {"rss": rss, "maxrss": maxrss, "rss_at_start": w.rss_at_start}
         return out
+
+    def paces(self) -> list[float]:
+        """Each live worker's `interference.core_pace` now, in worker order: asked of every worker first and
+        then read, so that they time their cores at the same moment. O(workers)."""
+        for w in self.workers:
+            self._send(w, "pace")
+        return [float(self._recv(w, 30.0, "pace")[1]) for w in self.workers]
 
     def pids(self) -> list[int]:
         return [w.process.pid for w in self.workers]

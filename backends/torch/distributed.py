@@ -322,31 +322,16 @@ class Prepared:
 
 
 def pace_filter(reports: Sequence[Mapping[str, Any]], times: Sequence[float]) -> list[int] | None:
-    """The indices of the measured steps (`times`) a slow spell of a worker's core touched
-    (`interference.slow_steps` on the workers' ``paces``), to be left out, when at least
-    `interference.fast_share_needed` are fast; None where the workers timed no paces (GPU) or too few steps were
-    fast (then every step counts and the run is a disturbed one, `worst_disturbance`), or while slow spells
-    prevail (`interference.spells_prevail`: every step counts, as in the profiles then). O(workers * steps)."""
-    flags = interference.slow_steps([r.get("paces") or [] for r in reports])
-    if flags is None or len(flags) != len(times) or interference.spells_prevail():
-        return None
-    if len(flags) - sum(flags) < interference.fast_share_needed(len(times)):
-        return None
-    return [k for k, slow in enumerate(flags) if slow]
+    """The indices of the measured steps (`times`) a slow spell of a worker's core touched, to be left out
+    (`interference.steps_to_drop` on the flags `interference.slow_steps` gives the workers' ``paces``); None
+    where every step counts. O(workers * steps)."""
+    return interference.steps_to_drop(interference.slow_steps([r.get("paces") or [] for r in reports]), len(times))
 
 
 def worst_disturbance(share: float | None, reports: Sequence[Mapping[str, Any]]) -> float | None:
-    """What `interference.least_disturbed` weighs a run by: others' share of the cores, or, when slow spells
-    touched more steps than `pace_filter` can leave out, the share of slow steps, whichever is larger (None when
-    neither was measured). O(workers * steps)."""
-    flags = interference.slow_steps([r.get("paces") or [] for r in reports])
-    slow = None
-    if flags:
-        n_slow = sum(flags)
-        slow = n_slow / len(flags) if len(flags) - n_slow < interference.fast_share_needed(len(flags)) else 0.0
-    if share is None or slow is None:
-        return share if slow is None else slow
-    return max(share, slow)
+    """What `interference.least_disturbed` weighs a run by (`interference.spell_disturbance` on the workers'
+    paces). O(workers * steps)."""
+    return interference.spell_disturbance(share, interference.slow_steps([r.get("paces") or [] for r in reports]))
 
 
 def median_step_timeline(
