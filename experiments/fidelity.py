@@ -455,6 +455,8 @@ def run(
                         "round_medians_s": [res.measured_step_s for res in runs],
                         # per round, the steps a slow spell of a core touched, left out (backends.interference)
                         "slow_steps": [len(res.slow_steps) for res in runs],
+                        # per round, whether slow spells prevailed then (every step counted, in runs and profiles)
+                        "spells_prevail": [res.extra.get("spells_prevail") for res in runs],
                         "error": (sim.makespan - measured) / measured,
                         "predicted_peak": max(sim.peak_memory.values()),
                         "measured_peak": max(max(res.peak_memory_bytes.values()) for res in runs),

@@ -52,6 +52,15 @@ _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 _OPEN: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
 
 
+PACE_LOOPS = 10
+"""Tries of `core_pace` a worker takes the fastest of (the PyTorch workers take 3). Right after a two-device step
+a worker's pace read higher than a single-device worker's in the same minutes (medians of 41-58 against 36-40
+microseconds with 3 tries, gnmt_tiny, 27 Nov 2026), perhaps the server's gRPC threads winding down on its core;
+more tries give a quiet loop more chances. A choice: on a slow VM ten tries read the same as three (45-59
+microseconds for both kinds). Ten tries of about 50 microseconds cost half a millisecond between steps, outside
+the timed step."""
+
+
 class WorkerError(LabError):
     """A worker process failed to start or died."""
 
@@ -136,7 +145,7 @@ def _serve(args: dict[str, Any], out: Any) -> None:
         if cmd == "stat":
             send("stat", _rss_bytes(), _maxrss_bytes())
         elif cmd == "pace":  # the sentinel of a core's slow spells, on this worker's pinned core
-            send("pace", core_pace())
+            send("pace", core_pace(loops=PACE_LOOPS))
         elif cmd == "stop":
             send("stopped")
             return
