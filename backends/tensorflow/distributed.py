@@ -338,7 +338,8 @@ class TFDistributedRuntime(Runtime):
                 measure, self.max_interference, self.retries, f"{model.name} on the TensorFlow workers"
             )
             slow = interference.steps_to_drop(flags, len(times))
-            measured = [t for k, t in enumerate(times) if k not in set(slow or ())]
+            left_out = set(slow or ())
+            measured = [t for k, t in enumerate(times) if k not in left_out]
             bar.close()
             md = v1.RunMetadata()
             sess.run(fetches, options=trace, run_metadata=md)
