@@ -151,9 +151,12 @@ class MeasuredProfiler(Profiler):
             return f"{type(self).__name__} cannot measure in a worker process"
         return None
 
-    def worker_setting(self, backend: Backend, cluster: Cluster, threads: int | None) -> dict[str, Any]:
+    def worker_setting(
+        self, backend: Backend, cluster: Cluster, threads: int | None, cuda_graph: bool = False
+    ) -> dict[str, Any]:
         """What the runtime's workers look like (for the cache keys): overridden by the backends' subclasses.
-        `threads` is the runtime's intra-op thread count (None: one per core)."""
+        `threads` is the runtime's intra-op thread count (None: one per core); `cuda_graph`: the runtime
+        replays each step as a CUDA graph (`runtime.cuda_graph`; a ConfigError where the backend has none)."""
         raise ConfigError(f"{type(self).__name__} cannot measure in a worker process")
 
     def use_workers(self, setting: dict[str, Any] | None) -> None:

@@ -5,7 +5,9 @@
 # ./cuda_check). Needs the project's Python dependencies importable (hydra-core, omegaconf, orjson, scipy, ...).
 # First, Celeritas' Table 2 / Table 5 / Figure 5 at the paper's sizes with GPU op times
 # (experiments/celeritas_gpu.py; its profiled graphs land in $1/celeritas_graphs.tar).
-# CELERITAS=skip leaves that out; FIDELITY_WARMUP / FIDELITY_STEPS / FIDELITY_ROUNDS set the gpu1 sweep's.
+# CELERITAS=skip leaves that out; FIDELITY_WARMUP / FIDELITY_STEPS / FIDELITY_ROUNDS set the gpu1 sweep's;
+# CUDA_GRAPH=run repeats the sweep with the step replayed as a CUDA graph (runtime.cuda_graph);
+# EAGER=skip leaves out the eager sweep.
 # TWO_RANKS_ON_ONE_GPU=skip leaves out the NCCL two-ranks-on-one-GPU probe (NCCL 2.28 refused it).
 #     bash experiments/cuda_check.sh /tmp/cuda_check
 # A bare GPU host (the lab's lent machines) has torch but not the project's other dependencies: the script
@@ -30,11 +32,18 @@ if [ "${CELERITAS:-run}" != skip ]; then
         --graphs "$graphs" --budget-s "${CELERITAS_BUDGET:-200}" 2>&1 | grep -v "it/s\]" | tee "$out/celeritas_gpu.txt"
     tar -cf "$out/celeritas_graphs.tar" -C "$graphs" .
 fi
-timeout "${FIDELITY_TIMEOUT:-280}" python3 experiments/fidelity.py --models $models --placers single --clusters gpu1 \
-    --warmup "${FIDELITY_WARMUP:-5}" --steps "${FIDELITY_STEPS:-30}" --rounds "${FIDELITY_ROUNDS:-2}" \
-    --json "$out/fidelity_gpu1.json" 2>&1 | grep -v "it/s\]" | tee "$out/fidelity_gpu1.txt"
+if [ "${EAGER:-run}" != skip ]; then
+    timeout "${FIDELITY_TIMEOUT:-280}" python3 experiments/fidelity.py --models $models --placers single --clusters gpu1 \
+        --warmup "${FIDELITY_WARMUP:-5}" --steps "${FIDELITY_STEPS:-30}" --rounds "${FIDELITY_ROUNDS:-2}" \
+        --json "$out/fidelity_gpu1.json" 2>&1 | grep -v "it/s\]" | tee "$out/fidelity_gpu1.txt"
+fi
+if [ "${CUDA_GRAPH:-skip}" != skip ]; then  # the same sweep with the step replayed as a CUDA graph
+    timeout "${FIDELITY_TIMEOUT:-280}" python3 experiments/fidelity.py --models $models --placers single --clusters gpu1 \
+        --warmup "${FIDELITY_WARMUP:-5}" --steps "${FIDELITY_STEPS:-30}" --rounds "${FIDELITY_ROUNDS:-2}" --cuda-graph \
+        --json "$out/fidelity_gpu1_graph.json" 2>&1 | grep -v "it/s\]" | tee "$out/fidelity_gpu1_graph.txt"
+fi
 timeout "${PYTEST_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider -m cuda tests/backends/test_torch_distributed.py \
-    tests/backends/test_torch_runtime.py 2>&1 | tee "$out/pytest_cuda.txt"
+    tests/backends/test_torch_runtime.py tests/backends/test_torch_cudagraph.py 2>&1 | tee "$out/pytest_cuda.txt"
 two=0
 if [ "$(python3 -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
     two=1

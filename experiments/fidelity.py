@@ -239,6 +239,7 @@ def run(
     transport_priority: str = "idle",
     save_cases: Path | None = None,
     shared_core_slowdown: float = 0.0,
+    cuda_graph: bool = False,
 ) -> list:
     """The sweep (see the module docstring). With ``rounds`` > 1 the model is profiled again in every round and
     every placement runs once per round, in a new random order each round: this machine's speed drifts by tens
@@ -260,7 +261,8 @@ def run(
     benchmarks') gloo transport-thread policy (`backends.torch.worker.lower_transport_threads`).
     `shared_core_slowdown`: the simulator's charge for time-sharing a core (`algorithms.simulator`), used by the
     in-step calibration's fit and by the predictions; each row also has the prediction without it
-    (``predicted_no_slowdown_s``, the same message costs)."""
+    (``predicted_no_slowdown_s``, the same message costs). `cuda_graph`: GPU clusters only, the runs replay the
+    step as a CUDA graph and the profile times ops in a graph (`backends.torch.cudagraph`)."""
     import random
 
     import hydra.utils
@@ -345,7 +347,7 @@ def run(
             cfg = compose_cfg(model_name, cl_name, "single")
             model = backend.build(OmegaConf.to_container(cfg.model, resolve=True))
             graph = backend.capture(model)
-            setting = worker_setting(cluster, cuda=cuda)
+            setting = worker_setting(cluster, cuda=cuda, cuda_graph=cuda_graph)
             sync_graph = None
             if cuda:  # for comparison: every op between two synchronisations, in this process
                 try:
@@ -390,7 +392,11 @@ def run(
                     placement = placements[placer_name]
                     probes_run.setdefault(placer_name, []).append(host_speed_probe(probe_cores))
                     res = TorchDistributedRuntime(
-                        warmup=warmup, steps=steps, timeout_s=timeout_s, transport_priority=transport_priority
+                        warmup=warmup,
+                        steps=steps,
+                        timeout_s=timeout_s,
+                        transport_priority=transport_priority,
+                        cuda_graph=cuda_graph,
                     ).run(backend, model, graph, placement.assignment, order_for(g, cluster, placement), cluster)
                     results.setdefault(placer_name, []).append(res)
             mean_graph = mean_profile(profiled)
@@ -639,6 +645,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the simulator's charge for time-sharing a core (algorithms.simulator), in calibration and predictions "
         "(default: the measured profiler's comm_shared_core_slowdown, conf/profiler/measured.yaml)",
     )
+    ap.add_argument(
+        "--cuda-graph",
+        action="store_true",
+        help="GPU clusters: replay each step as a CUDA graph, profile ops in one (runtime.cuda_graph)",
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     if args.autogroup_nice is not None:
@@ -674,6 +685,7 @@ def main(argv: list[str] | None = None) -> int:
         shared_core_slowdown=slowdown,
         transport_priority=args.transport_priority,
         save_cases=args.save_cases,
+        cuda_graph=args.cuda_graph,
     )
     summary = summarise(rows)
     print(

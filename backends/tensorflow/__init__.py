@@ -197,7 +197,11 @@ class TFMeasuredProfiler(MeasuredProfiler):
             return "benchmark"
         return super().calibration()
 
-    def worker_setting(self, backend: Backend, cluster: Cluster, threads: int | None) -> dict[str, Any]:
+    def worker_setting(
+        self, backend: Backend, cluster: Cluster, threads: int | None, cuda_graph: bool = False
+    ) -> dict[str, Any]:
+        if cuda_graph:
+            raise ConfigError("runtime.cuda_graph=true is a PyTorch GPU option; the TensorFlow runtime has none")
         cores = int(cluster.devices[0].cores)
         return {
             "runtime": "tf_distributed",

@@ -225,6 +225,7 @@ class TFDistributedRuntime(Runtime):
     of the workers' cores (`backends.interference`, the client and its workers counted as the measurement's own;
     0.05 by default, None: never) are measured again in the same session, up to `retries` more times (2); the
     least disturbed set is kept (`extra["host_interference"]`, every attempt's in `extra["interference_attempts"]`).
+    `cuda_graph` (conf/runtime/real.yaml's key for the PyTorch runtime) must stay false.
     """
 
     name = "real"
@@ -242,7 +243,10 @@ class TFDistributedRuntime(Runtime):
         start_timeout_s: float = 300.0,
         max_interference: float | None = 0.05,
         retries: int = 2,
+        cuda_graph: bool = False,
     ):
+        if cuda_graph:
+            raise ConfigError("runtime.cuda_graph=true is a PyTorch GPU option; the TensorFlow runtime has none")
         if int(warmup) < 0 or int(steps) < 1:
             raise ConfigError(f"runtime needs warmup >= 0 and steps >= 1, got warmup={warmup}, steps={steps}")
         if not (loss_rtol >= 0 and grad_rtol >= 0 and grad_atol >= 0):

@@ -326,11 +326,13 @@ class TorchMeasuredProfiler(MeasuredProfiler):
             return "benchmark"
         return super().calibration()
 
-    def worker_setting(self, backend: Backend, cluster: Cluster, threads: int | None) -> dict[str, Any]:
+    def worker_setting(
+        self, backend: Backend, cluster: Cluster, threads: int | None, cuda_graph: bool = False
+    ) -> dict[str, Any]:
         from .distributed import uses_cuda
         from .profiler import worker_setting
 
-        return worker_setting(cluster, threads, cuda=uses_cuda(cluster))
+        return worker_setting(cluster, threads, cuda=uses_cuda(cluster), cuda_graph=cuda_graph)
 
     def profile_in_workers(
         self, backend: Backend, model: Any, graph: OpGraph, cluster: Cluster

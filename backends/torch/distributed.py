@@ -417,7 +417,10 @@ class TorchDistributedRuntime(Runtime):
     in fresh workers, up to `retries` more times (2), and the least disturbed attempt is kept; every attempt's
     share is in `extra["interference_attempts"]`, the kept one in `extra["host_interference"]`. Why: an idle-class
     transport thread waits for a core that another task holds, so a quarter of the cores taken by another process
-    made transformer_tiny's m-SCT step 31 ms against 9 ms quiet (26 Nov 2026).
+    made transformer_tiny's m-SCT step 31 ms against 9 ms quiet (26 Nov 2026); cuda_graph: on a GPU, the
+    measured steps replay a CUDA graph of the step captured after warm-up (`backends.torch.cudagraph`: the
+    device's time without the host's per-op launches; `extra["cuda_graph"]`), for placements that use one GPU
+    (a ConfigError otherwise: NCCL inside the graph is not written).
     """
 
     name = "torch_distributed"
@@ -438,6 +441,7 @@ class TorchDistributedRuntime(Runtime):
         transport_priority: str = "idle",
         max_interference: float | None = 0.05,
         retries: int = 2,
+        cuda_graph: bool = False,
     ):
         if int(steps) < 1:
             raise ConfigError(f"runtime.steps must be >= 1, got {steps}")
@@ -460,6 +464,9 @@ class TorchDistributedRuntime(Runtime):
             )
         self.transport_priority = transport_priority
         self.max_interference, self.retries = interference.check_policy(max_interference, retries)
+        self.cuda_graph = bool(cuda_graph)
+        if self.cuda_graph and self.warmup < 1:
+            raise ConfigError("runtime.cuda_graph=true needs runtime.warmup >= 1 (the first step runs eagerly)")
 
     def use_cuda(self, cluster: Cluster) -> bool:
         return uses_cuda(cluster, self.device)
@@ -530,6 +537,13 @@ class TorchDistributedRuntime(Runtime):
         names = [cluster.names[k] for k in keep]
         cores = [cores[k] for k in keep]
         sched = {n: sched[n] for n in names}
+        if self.cuda_graph and not cuda:
+            raise ConfigError(f"runtime.cuda_graph=true needs GPU workers; cluster {cluster.name!r} runs on CPUs")
+        if self.cuda_graph and len(keep) > 1:
+            raise ConfigError(
+                f"runtime.cuda_graph=true runs a placement on one GPU; this one uses {names} (NCCL send/recv "
+                "inside a CUDA graph is not written)"
+            )
         ratio = oversubscription(cluster, len(host))
         extra: dict[str, Any] = {"host_cores": len(host), "backend": "nccl" if cuda else "gloo"}
         if idle:
@@ -563,6 +577,7 @@ class TorchDistributedRuntime(Runtime):
             pin_transport=self.pin_transport_threads,
             transport_policy=self.transport_priority,
             memory_limits=[float(cluster.devices[k].memory_bytes) for k in keep],
+            cuda_graph=self.cuda_graph,
         )
         return Prepared(job, prog, flat, extra, names, model.name, cluster.name)
 
@@ -602,6 +617,9 @@ class TorchDistributedRuntime(Runtime):
             if not info["correct"]:
                 log.warning("placed step differs from the single-device step: %s", info)
             extra.update(info)
+        if prepared.job.cuda_graph or prepared.job.host_graphs:
+            extra["cuda_graph"] = True
+            extra["cuda_graph_check"] = reports[0].get("graph_check")
         slow = pace_filter(reports, times)
         left_out = set(slow or ())
         counted = [t for k, t in enumerate(times) if k not in left_out]

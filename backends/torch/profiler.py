@@ -162,11 +162,16 @@ def profile_graph(
 STATISTICS = ("scaled_median", "median", "mean")
 
 
-def worker_setting(cluster: Any, threads: int | None = None, cuda: bool = False) -> dict[str, Any]:
+def worker_setting(
+    cluster: Any, threads: int | None = None, cuda: bool = False, cuda_graph: bool = False
+) -> dict[str, Any]:
     """What the process-per-device runtime's workers look like, for a profile cache key: the runtime, the
-    cores each worker owns and its intra-op threads (None: one per core), pinned or not, the device kind.
-    A cluster whose CPU devices own different core counts is profiled with the first device's setting (a
-    warning names the others)."""
+    cores each worker owns and its intra-op threads (None: one per core), pinned or not, the device kind, and
+    ``cuda_graph: true`` where GPU workers replay the step as a CUDA graph (`backends.torch.cudagraph`; the key
+    is absent otherwise, so earlier profiles keep their keys). A cluster whose CPU devices own different core
+    counts is profiled with the first device's setting (a warning names the others)."""
+    if cuda_graph and not cuda:
+        raise ConfigError(f"runtime.cuda_graph=true needs GPU workers; cluster {cluster.name!r} runs on CPUs")
     cores = sorted({d.cores for d in cluster.devices})
     if len(cores) > 1:
         log.warning(
@@ -174,7 +179,7 @@ def worker_setting(cluster: Any, threads: int | None = None, cuda: bool = False)
         )
     c = int(cluster.devices[0].cores)
     host = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    return {
+    setting: dict[str, Any] = {
         "runtime": "torch_distributed",
         "device": "cuda" if cuda else "cpu",
         "pinned": not cuda,
@@ -183,6 +188,9 @@ def worker_setting(cluster: Any, threads: int | None = None, cuda: bool = False)
         # the workers busy at once in a placed run, one per device while the host has cores for them
         "corun": 1 if cuda else max(1, min(len(cluster.devices), host // max(1, c))),
     }
+    if cuda_graph:
+        setting["cuda_graph"] = True
+    return setting
 
 
 def _launch_together(jobs: list[Any], launch: Any, timeout_s: float) -> list[Any]:
@@ -297,7 +305,10 @@ def profile_in_worker(
     scaled median spreads what the step has beyond the ops' sum over the ops. A choice: timing each op on the
     device instead perturbs what it measures (an event recorded after each of gnmt_tiny's 1632 ops took its
     H200 step from 23.8 to 69.8 ms; ops between synchronisations, `profile_graph`, summed to 48.9 ms), and a
-    model whose kernels outlast their launches would need the device's times too (not done).
+    model whose kernels outlast their launches would need the device's times too (not done). With
+    ``setting["cuda_graph"]`` the worker replays the step as a CUDA graph after warm-up (`backends.torch.cudagraph`)
+    and an op's sample is its time on the device between two event nodes of a timed graph; the scaled median
+    scales them to the plain graph's replay, which is what a `runtime.cuda_graph=true` run measures.
 
     Returns the profiled graph and a check: the sum of the op costs against the same statistic of the measured
     single-device steps of that run (``sum_op_s``, ``step_s``, ``overhead_s``), the sum of the op medians and
@@ -344,6 +355,7 @@ def profile_in_worker(
             time_ops=True,
             threads=int(setting["threads"]),
             untimed_steps=int(steps if untimed_steps is None else untimed_steps) if statistic == "scaled_median" else 0,
+            cuda_graph=cuda and bool(setting.get("cuda_graph")),
         )
         for k in range(corun)
     ]
@@ -375,7 +387,7 @@ def profile_in_worker(
         def stat(xs: list[float]) -> float:
             return scale * statistics.median(xs)
 
-    where = "cuda-worker" if cuda else "cpu-worker"
+    where = ("cuda-graph-worker" if setting.get("cuda_graph") else "cuda-worker") if cuda else "cpu-worker"
     out = _write_costs(graph, measured, rep["op_times"], {}, where, b, batch_size, stat)
     total = sum(out.op(o)["compute_s"] for o in out.ops)
     step = statistics.fmean(rep["times"]) if statistic == "mean" else step_median

@@ -26,6 +26,7 @@ from tqdm import tqdm
 from algorithms.errors import ConfigError, LabError, OutOfMemory
 
 from .. import interference
+from .cudagraph import GraphedStep
 from .devices import PhysDevice
 from .program import Program, device_kwargs, resolve, tensors_of
 from .runtime import PlacedExecutor
@@ -163,6 +164,10 @@ class WorkerJob:
     # with `time_ops`: this many more measured steps without the per-op timing, alternating with the timed ones
     # (reported as ``untimed_times``): the step the ops add up to when nothing times them, as a placed run's
     untimed_steps: int = 0
+    # GPU, one worker: the steps after warm-up replay a CUDA graph of the step (`backends.torch.cudagraph`);
+    # host_graphs: the same on the host (tests on a CPU)
+    cuda_graph: bool = False
+    host_graphs: bool = False
 
 
 def spawn_and_collect(
@@ -702,17 +707,24 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
         mine_cores = [] if job.cuda else mine
         before = after = None
         paces: list[float] = []  # interference.core_pace() before each measured step, and after the last
+        graphed: GraphedStep | None = None
+        graph_check: float | None = None
         for k in bar:
+            if k == job.warmup and (job.cuda_graph or job.host_graphs):
+                if k < 1:
+                    raise ConfigError("a graphed step needs warmup >= 1 (the first step runs eagerly)")
+                graphed = GraphedStep(w, timed=job.time_ops, host_graphs=job.host_graphs)
+                graph_check = graphed.check()
             if k == job.warmup:
                 before = interference.sample(mine_cores)
             if k >= job.warmup and not job.cuda:
                 paces.append(interference.core_pace())
             plain = k >= job.warmup and untimed[k - job.warmup]
-            o = w.step(
-                retain=(k == 0 and job.retain_first),
-                time_ops=job.time_ops and k >= job.warmup and not plain,
-                last=k == len(steps) - 1,
-            )
+            timed = job.time_ops and k >= job.warmup and not plain
+            if graphed is not None:
+                o = graphed.replay(time_ops=timed)
+            else:
+                o = w.step(retain=(k == 0 and job.retain_first), time_ops=timed, last=k == len(steps) - 1)
             if "grads" in o:
                 grads = o["grads"]
             if "loss" in o:
@@ -755,6 +767,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                     "traces": traces,
                     "spans": step_spans,
                     "paces": paces,
+                    "graph_check": graph_check,  # GraphedStep.check's largest relative difference
                 },
             )
         )

@@ -77,8 +77,10 @@ def job_profiler(ctx: JobContext, cluster: Cluster) -> Profiler:
     profiler = build_profiler(ctx.cfg.profiler, backend)
     if isinstance(profiler, MeasuredProfiler) and backend is not None:
         if profiler.resolve(runtime_in_workers(ctx), cluster):
-            threads = ctx.cfg.runtime.get("threads") if ctx.cfg.get("runtime") is not None else None
-            profiler.use_workers(profiler.worker_setting(backend, cluster, threads))
+            rt = ctx.cfg.get("runtime")
+            threads = rt.get("threads") if rt is not None else None
+            graphed = bool(rt.get("cuda_graph", False)) if rt is not None else False
+            profiler.use_workers(profiler.worker_setting(backend, cluster, threads, cuda_graph=graphed))
             if ctx.cfg.get("runtime") is not None and ctx.cfg.runtime.get("transport_priority") is not None:
                 profiler.transport_policy = str(ctx.cfg.runtime.transport_priority)
     return profiler
