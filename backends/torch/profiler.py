@@ -34,6 +34,7 @@ from algorithms.graph import OpGraph
 
 from .. import interference
 from .capture import build_graph, program_matching, trace_program
+from .cudagraph import costs_less_event_nodes
 from .models.common import TorchModel
 from .program import Program, resolve
 
@@ -308,7 +309,8 @@ def profile_in_worker(
     model whose kernels outlast their launches would need the device's times too (not done). With
     ``setting["cuda_graph"]`` the worker replays the step as a CUDA graph after warm-up (`backends.torch.cudagraph`)
     and an op's sample is its time on the device between two event nodes of a timed graph; the scaled median
-    scales them to the plain graph's replay, which is what a `runtime.cuda_graph=true` run measures.
+    then takes the same cost per event node off every op's median (`cudagraph.costs_less_event_nodes`) so that
+    the ops add up to the plain graph's replay, which is what a `runtime.cuda_graph=true` run measures.
 
     Returns the profiled graph and a check: the sum of the op costs against the same statistic of the measured
     single-device steps of that run (``sum_op_s``, ``step_s``, ``overhead_s``), the sum of the op medians and
@@ -388,7 +390,17 @@ def profile_in_worker(
             return scale * statistics.median(xs)
 
     where = ("cuda-graph-worker" if setting.get("cuda_graph") else "cuda-worker") if cuda else "cpu-worker"
-    out = _write_costs(graph, measured, rep["op_times"], {}, where, b, batch_size, stat)
+    samples = rep["op_times"]
+    per_event = None
+    if cuda and setting.get("cuda_graph") and statistic == "scaled_median":
+        # the timed graph's event nodes cost about the same per op: taken off each op, not scaled away
+        costs, per_event = costs_less_event_nodes({op: statistics.median(v) for op, v in samples.items()}, step_median)
+        samples = {op: [c] for op, c in costs.items()}
+
+        def stat(xs: list[float]) -> float:
+            return xs[0]
+
+    out = _write_costs(graph, measured, samples, {}, where, b, batch_size, stat)
     total = sum(out.op(o)["compute_s"] for o in out.ops)
     step = statistics.fmean(rep["times"]) if statistic == "mean" else step_median
     info = {
@@ -406,6 +418,8 @@ def profile_in_worker(
         "host_interference": kept_share,
         "interference_attempts": shares,
     }
+    if per_event is not None:
+        info["event_node_s"] = per_event  # `cudagraph.costs_less_event_nodes`'s cost per event node
     log.info(
         "profiled %s at batch %d in a worker (%s): %d ops; sum of op %ss %.4g s against the %s single-device step "
         "%.4g s (%.1f%% outside the ops); sum of op medians %.4g s, median step %.4g s",
