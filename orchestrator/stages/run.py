@@ -70,7 +70,8 @@ def stage_run(
     result["measured_traffic_bytes"] = rr.traffic_bytes
     result["runtime_workers"] = list(rr.workers)
     result["loss"] = rr.loss
-    for k in ("oversubscribed", "correct", "memory_source", "host_interference", "slow_steps", "spells_prevail"):
+    keys = ("oversubscribed", "correct", "memory_source", "host_interference", "slow_steps", "spells_prevail")
+    for k in (*keys, "cuda_graph", "cuda_graph_check"):
         if k in (rr.extra or {}):
             result[k] = rr.extra[k]
     for d, v in rr.peak_memory_bytes.items():
