@@ -6,7 +6,7 @@
 # First, Celeritas' Table 2 / Table 5 / Figure 5 at the paper's sizes with GPU op times
 # (experiments/celeritas_gpu.py; its profiled graphs land in $1/celeritas_graphs.tar).
 # CELERITAS=skip leaves that out; FIDELITY_WARMUP / FIDELITY_STEPS / FIDELITY_ROUNDS set the gpu1 sweep's;
-# CUDA_GRAPH=run repeats the sweep with the step replayed as a CUDA graph (runtime.cuda_graph);
+# then the same sweep with the step replayed as a CUDA graph (runtime.cuda_graph; CUDA_GRAPH=skip leaves it out);
 # EAGER=skip leaves out the eager sweep.
 # TWO_RANKS_ON_ONE_GPU=skip leaves out the NCCL two-ranks-on-one-GPU probe (NCCL 2.28 refused it).
 #     bash experiments/cuda_check.sh /tmp/cuda_check
@@ -37,7 +37,7 @@ if [ "${EAGER:-run}" != skip ]; then
         --warmup "${FIDELITY_WARMUP:-5}" --steps "${FIDELITY_STEPS:-30}" --rounds "${FIDELITY_ROUNDS:-2}" \
         --json "$out/fidelity_gpu1.json" 2>&1 | grep -v "it/s\]" | tee "$out/fidelity_gpu1.txt"
 fi
-if [ "${CUDA_GRAPH:-skip}" != skip ]; then  # the same sweep with the step replayed as a CUDA graph
+if [ "${CUDA_GRAPH:-run}" != skip ]; then  # the same sweep with the step replayed as a CUDA graph
     timeout "${FIDELITY_TIMEOUT:-280}" python3 experiments/fidelity.py --models $models --placers single --clusters gpu1 \
         --warmup "${FIDELITY_WARMUP:-5}" --steps "${FIDELITY_STEPS:-30}" --rounds "${FIDELITY_ROUNDS:-2}" --cuda-graph \
         --json "$out/fidelity_gpu1_graph.json" 2>&1 | grep -v "it/s\]" | tee "$out/fidelity_gpu1_graph.txt"
