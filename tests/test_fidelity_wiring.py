@@ -482,3 +482,33 @@ def test_gpu_cluster_profiles_in_a_gpu_worker_and_fits_over_nccl(monkeypatch):
     monkeypatch.setattr(torch_comm, "comm_benchmark_distributed", lambda cluster, *a, **k: seen.update(k) or "fit")
     assert prof.comm_in_workers(TorchBackend(device="cpu"), gpu) == "fit"
     assert seen["cuda"] is True and seen["in_step"] is False
+
+
+def test_cuda_graph_runs_profile_under_their_own_key(tmp_path, monkeypatch):
+    """runtime.cuda_graph=true reaches the profile's worker setting (its own cache key, CUDA faked present);
+    on a CPU cluster it is refused, naming the key."""
+    torch = pytest.importorskip("torch")
+    from algorithms.errors import ConfigError
+    from backends.torch import TorchMeasuredProfiler
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    seen: list[dict[str, Any]] = []
+
+    def fake_worker_profile(self, backend, model, graph, cluster):
+        seen.append(dict(self.workers))
+        return graph, {"sum_op_s": 1.0, "step_s": 1.0, "setting": dict(self.workers)}
+
+    monkeypatch.setattr(TorchMeasuredProfiler, "profile_in_workers", fake_worker_profile)
+    cache = StageCache(tmp_path / "cache")
+    g = _tiny_graph()
+
+    def key(*overrides: str) -> str:
+        ctx, cluster = _ctx(tmp_path, cache, *TORCH, "runtime=real", *overrides)
+        return stage_profile(ctx, g, "graphkey", cluster)[1]
+
+    eager = key("cluster=gpu1")
+    graphed = key("cluster=gpu1", "runtime.cuda_graph=true")
+    assert graphed != eager and seen[-1]["cuda_graph"] is True and "cuda_graph" not in seen[0]
+    with pytest.raises(ConfigError, match="runtime.cuda_graph"):
+        key("cluster=cpu2", "runtime.cuda_graph=true")

@@ -79,8 +79,9 @@ def job_profiler(ctx: JobContext, cluster: Cluster) -> Profiler:
         if profiler.resolve(runtime_in_workers(ctx), cluster):
             rt = ctx.cfg.get("runtime")
             threads = rt.get("threads") if rt is not None else None
-            graphed = bool(rt.get("cuda_graph", False)) if rt is not None else False
-            profiler.use_workers(profiler.worker_setting(backend, cluster, threads, cuda_graph=graphed))
+            # only when asked: a plugin's worker_setting written before runtime.cuda_graph keeps working
+            graphed = {"cuda_graph": True} if rt is not None and rt.get("cuda_graph", False) else {}
+            profiler.use_workers(profiler.worker_setting(backend, cluster, threads, **graphed))
             if ctx.cfg.get("runtime") is not None and ctx.cfg.runtime.get("transport_priority") is not None:
                 profiler.transport_policy = str(ctx.cfg.runtime.transport_priority)
     return profiler
