@@ -91,3 +91,32 @@ def test_host_speed_probe_times_a_fixed_loop_and_restores_the_affinity():
     assert s["median_abs_error"] == pytest.approx(0.2) and s["median_abs_error_at_run_speed"] == pytest.approx(0.08)
     (s,) = summarise([{**row, "predicted_at_run_speed_s": None}])
     assert s["median_abs_error_at_run_speed"] is None  # no probe: no figure
+
+
+def test_a_factor_on_the_message_costs_is_recovered_from_saved_cases(tmp_path):
+    """Steps simulated with the per-message costs 1.3 times the saved ones: the message_scale fit finds 1.3,
+    held out or not, and the errors at 1.0 (no change) are reported beside it."""
+    from experiments.fidelity import predict, save_case
+    from experiments.fit_shared_core import fit
+
+    rows = []
+    for model, n in (("m1", 10), ("m2", 14)):
+        g = OpGraph(model)
+        for k in range(n):
+            g.add_op(f"o{k}", compute_s=1e-4 * (1 + k % 3), output_bytes=1e3)
+        for k in range(1, n):
+            g.add_edge(f"o{k - 1}", f"o{k}", bytes=1e3)  # a chain that crosses devices at every op
+        cl = uniform_cluster(2, 8e9, latency_s=1e-5, bytes_per_s=3e9)
+        for placer, dev in (("alternate", lambda k: k % 2), ("halves", lambda k: 2 * k // n)):
+            assign = {f"o{k}": f"cpu{dev(k)}" for k in range(n)}
+            sched = topological_schedule(g, assign, cl.names)
+            at = (g, assign, sched, None, "step_start")
+            step = predict(*at, cl, (1.3e-5, 2.6e-5), "at_arrival").makespan
+            save_case(tmp_path, model, "cpu2", placer, at, cl, (1e-5, 2e-5))
+            rows.append({"model": model, "placer": placer, "measured_s": step})
+    res = fit(tmp_path, rows, grid=(1.0, 1.1, 1.2, 1.3, 1.4), parameter="message_scale")
+    assert res["fitted"] == 1.3 and res["median_abs_error"] == pytest.approx(0.0, abs=1e-12)
+    assert all(h["fitted_on_others"] == 1.3 for h in res["held_out"].values())
+    assert res["median_abs_error_without"] > 0.01
+    with pytest.raises(ValueError, match="message_scale"):
+        fit(tmp_path, rows, parameter="bytes")
