@@ -34,27 +34,38 @@ def test_a_saved_case_simulates_to_the_same_step(tmp_path):
     assert got == pytest.approx(want, rel=1e-12)
 
 
-def test_the_shared_core_charge_is_recovered_from_saved_cases(tmp_path):
-    """Steps simulated with a charge of 0.3 as the 'measured' ones: the fit over the saved cases finds 0.3, and
-    each model left out is predicted exactly by the value fitted on the other."""
+def _saved_sweep(folder, cluster_name, cluster, stride, placers, host_cores, costs, saved_costs, compute_s, **truth):
+    """Two small models saved as a sweep's cases (`fidelity.save_case`, with `saved_costs`) whose rows' measured
+    steps are the simulator's with `costs` and `truth`: ops in `stride` interleaved chains, placed by each of
+    `placers` ((name, device index of op k in n ops))."""
     from experiments.fidelity import predict, save_case
-    from experiments.fit_shared_core import fit
 
     rows = []
     for model, n in (("m1", 12), ("m2", 16)):
         g = OpGraph(model)
         for k in range(n):
-            g.add_op(f"o{k}", compute_s=1e-3 * (1 + k % 3), output_bytes=1e3)
-        for k in range(4, n):
-            g.add_edge(f"o{k - 4}", f"o{k}", bytes=1e3)  # four interleaved chains: devices run at once
-        cl = uniform_cluster(4, 8e9, latency_s=1e-5, bytes_per_s=3e9)
-        for placer, dev in (("split", lambda k: k % 4), ("pairs", lambda k: (k // 2) % 4)):
-            assign = {f"o{k}": f"cpu{dev(k)}" for k in range(n)}
-            sched = topological_schedule(g, assign, cl.names)
-            at = (g, assign, sched, 2, "step_start")
-            step = predict(*at, cl, (1e-5, 1e-5), "at_arrival", shared_core_slowdown=0.3).makespan
-            save_case(tmp_path, model, "cpu4", placer, at, cl, (1e-5, 1e-5))
+            g.add_op(f"o{k}", compute_s=compute_s * (1 + k % 3), output_bytes=1e3)
+        for k in range(stride, n):
+            g.add_edge(f"o{k - stride}", f"o{k}", bytes=1e3)
+        for placer, dev in placers:
+            assign = {f"o{k}": f"cpu{dev(k, n)}" for k in range(n)}
+            sched = topological_schedule(g, assign, cluster.names)
+            at = (g, assign, sched, host_cores, "step_start")
+            step = predict(*at, cluster, costs, "at_arrival", **truth).makespan
+            save_case(folder, model, cluster_name, placer, at, cluster, saved_costs)
             rows.append({"model": model, "placer": placer, "measured_s": step})
+    return rows
+
+
+def test_the_shared_core_charge_is_recovered_from_saved_cases(tmp_path):
+    """Steps simulated with a charge of 0.3 as the 'measured' ones: the fit over the saved cases finds 0.3, and
+    each model left out is predicted exactly by the value fitted on the other."""
+    from experiments.fit_shared_core import fit
+
+    cl = uniform_cluster(4, 8e9, latency_s=1e-5, bytes_per_s=3e9)
+    placers = (("split", lambda k, n: k % 4), ("pairs", lambda k, n: (k // 2) % 4))  # devices run at once
+    costs = (1e-5, 1e-5)
+    rows = _saved_sweep(tmp_path, "cpu4", cl, 4, placers, 2, costs, costs, 1e-3, shared_core_slowdown=0.3)
     res = fit(tmp_path, rows, grid=(0.0, 0.1, 0.2, 0.3, 0.4))
     assert res["fitted"] == 0.3 and res["median_abs_error"] == pytest.approx(0.0, abs=1e-12)
     for h in res["held_out"].values():
@@ -96,24 +107,11 @@ def test_host_speed_probe_times_a_fixed_loop_and_restores_the_affinity():
 def test_a_factor_on_the_message_costs_is_recovered_from_saved_cases(tmp_path):
     """Steps simulated with the per-message costs 1.3 times the saved ones: the message_scale fit finds 1.3,
     held out or not, and the errors at 1.0 (no change) are reported beside it."""
-    from experiments.fidelity import predict, save_case
     from experiments.fit_shared_core import fit
 
-    rows = []
-    for model, n in (("m1", 10), ("m2", 14)):
-        g = OpGraph(model)
-        for k in range(n):
-            g.add_op(f"o{k}", compute_s=1e-4 * (1 + k % 3), output_bytes=1e3)
-        for k in range(1, n):
-            g.add_edge(f"o{k - 1}", f"o{k}", bytes=1e3)  # a chain that crosses devices at every op
-        cl = uniform_cluster(2, 8e9, latency_s=1e-5, bytes_per_s=3e9)
-        for placer, dev in (("alternate", lambda k: k % 2), ("halves", lambda k: 2 * k // n)):
-            assign = {f"o{k}": f"cpu{dev(k)}" for k in range(n)}
-            sched = topological_schedule(g, assign, cl.names)
-            at = (g, assign, sched, None, "step_start")
-            step = predict(*at, cl, (1.3e-5, 2.6e-5), "at_arrival").makespan
-            save_case(tmp_path, model, "cpu2", placer, at, cl, (1e-5, 2e-5))
-            rows.append({"model": model, "placer": placer, "measured_s": step})
+    cl = uniform_cluster(2, 8e9, latency_s=1e-5, bytes_per_s=3e9)
+    placers = (("alternate", lambda k, n: k % 2), ("halves", lambda k, n: 2 * k // n))  # a chain that crosses
+    rows = _saved_sweep(tmp_path, "cpu2", cl, 1, placers, None, (1.3e-5, 2.6e-5), (1e-5, 2e-5), 1e-4)
     res = fit(tmp_path, rows, grid=(1.0, 1.1, 1.2, 1.3, 1.4), parameter="message_scale")
     assert res["fitted"] == 1.3 and res["median_abs_error"] == pytest.approx(0.0, abs=1e-12)
     assert all(h["fitted_on_others"] == 1.3 for h in res["held_out"].values())
