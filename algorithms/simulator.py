@@ -44,7 +44,12 @@ Model
   it, in the first op that needs it). With ``send_overhead_s`` an op that sends its value to k other devices
   runs k * send_overhead_s longer; with ``recv_overhead_s`` the first consumer of a received value on its
   device (first in the device's static order, or in topological order under a policy) runs recv_overhead_s
-  longer, once per (value, device).
+  longer, once per (value, device). With ``send_byte_s`` / ``recv_byte_s`` each of those charges grows by that
+  many seconds per byte of the message (the value's bytes, the largest tensor it sends): on loopback TCP the
+  kernel's copies of a message run on the workers' own cores (gloo's transport threads are pinned with the
+  worker), so a large message takes processor time from the compute on both sides, beyond the hop's
+  ``bytes / bandwidth`` (which only delays the arrival). Session 23 (docs/fidelity.md): calibration programs of
+  wider layers (64-256 KB messages) were under-predicted by 15-39 % with per-message costs fitted on 4 KB ones.
 * Time advances event by event. All events at time t (op completions, arrivals) are processed before any
   device decides what to run at t, which is the thesis' rule (3.2) that the device with the lowest local time
   decides next and never decides without knowing what is executable at that moment.
@@ -126,6 +131,8 @@ def simulate(
     recv_buffers: str = "arrival",
     shared_core_reads: str = "at_arrival",
     shared_core_slowdown: float = 0.0,
+    send_byte_s: float = 0.0,
+    recv_byte_s: float = 0.0,
 ) -> SimResult:
     """Simulate one training step of `graph` placed by `placement` on `cluster`.
 
@@ -134,7 +141,8 @@ def simulate(
     the op it waits on and the missing input). `host_cores`: the number of host cores real CPU workers are
     pinned to; when the devices ask for more, devices sharing a core take turns (see the module docstring).
     `send_overhead_s` / `recv_overhead_s`: processor time a device spends per message it sends / receives
-    (see the module docstring; 0 by default). `recv_buffers`: when a received copy's memory is taken,
+    (see the module docstring; 0 by default); `send_byte_s` / `recv_byte_s`: the same per byte of the message.
+    `recv_buffers`: when a received copy's memory is taken,
     ``"arrival"`` (the default, the placers' model) or ``"step_start"`` (a runtime that posts every receive, with
     its buffer, before the step starts, as the process-per-device runtime does on gloo). `shared_core_reads`:
     when a message to a device on a shared core is read, ``"when_idle"`` or ``"at_arrival"`` (module docstring).
@@ -147,8 +155,11 @@ def simulate(
         raise InvalidCluster(f"shared_core_reads must be one of {list(SHARED_CORE_READS)}, got {shared_core_reads!r}")
     if not shared_core_slowdown >= 0:  # NaN too
         raise InvalidCluster(f"shared_core_slowdown must be >= 0, got {shared_core_slowdown!r}")
-    if send_overhead_s < 0 or recv_overhead_s < 0:
+    if not (send_overhead_s >= 0 and recv_overhead_s >= 0):  # NaN too
         raise InvalidCluster(f"message overheads must be >= 0, got {send_overhead_s!r}, {recv_overhead_s!r}")
+    if not (send_byte_s >= 0 and recv_byte_s >= 0):
+        raise InvalidCluster(f"per-byte message overheads must be >= 0, got {send_byte_s!r}, {recv_byte_s!r}")
+    charged = bool(send_overhead_s or recv_overhead_s or send_byte_s or recv_byte_s)
     assign = placement.assignment if isinstance(placement, Placement) else placement
     idx = graph.index()
     n = idx.n
@@ -207,7 +218,7 @@ def simulate(
         static
         and n >= COMPILED_MIN_OPS
         and core_sets is None
-        and not (record_decisions or send_overhead_s or recv_overhead_s)
+        and not (record_decisions or charged)
         and _compiled() is not None
     ):  # the same result from the compiled loop (`algorithms.sim_kernel`, issue 22)
         from .sim_kernel import simulate_static
@@ -219,7 +230,7 @@ def simulate(
         not static
         and n >= COMPILED_MIN_OPS
         and core_sets is None
-        and not (record_decisions or send_overhead_s or recv_overhead_s)
+        and not (record_decisions or charged)
         and _compiled() is not None
     ):  # the readiness order compiled (`sim_kernel.simulate_ready`, issue 22) for the policies it knows
         rank = _ready_rank(pol, n)
@@ -255,18 +266,17 @@ def simulate(
                     ent[1].append(j)
     # per-message processor time: the sender after the op that produced the value, the receiver in its first
     # consumer there (first in the device's static order; without one, first in topological order)
-    if send_overhead_s or recv_overhead_s:
+    if charged:
         first_key = list(range(n))
         if static:
             for seq in seq_of:
                 for k, j in enumerate(seq):
                     first_key[j] = k
         for i in range(n):
-            if remote[i]:
-                dur[i] += send_overhead_s * len(remote[i])
-                if recv_overhead_s:
-                    for _, consumers in remote[i].values():
-                        dur[min(consumers, key=first_key.__getitem__)] += recv_overhead_s
+            for nbytes, consumers in remote[i].values():  # one message per (value, device), its bytes the transfer's
+                dur[i] += send_overhead_s + send_byte_s * nbytes
+                if recv_overhead_s or recv_byte_s:
+                    dur[min(consumers, key=first_key.__getitem__)] += recv_overhead_s + recv_byte_s * nbytes
     # one arrival per predecessor (a DiGraph has at most one edge per pair)
     missing = [len(pred[i]) for i in range(n)]
     unfinished_preds = [len(pred[i]) for i in range(n)]

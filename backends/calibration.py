@@ -1,7 +1,8 @@
 """The framework-neutral part of the in-step calibration of per-message costs (issue 16): calibration placements
-by blocks of the topological order, and the fit of the hop latency and the per-message processor time to
-measured placed steps. The backends run the steps: `backends.torch.calibrate` (gloo workers) and
-`backends.tensorflow.calibrate` (gRPC servers); `backends/torch/calibrate.py`'s docstring says why and how.
+by blocks of the topological order, the fit of the hop latency and the per-message processor time to measured
+placed steps, and the fit of a per-byte processor time to the placed steps of a second, wider program. The
+backends run the steps: `backends.torch.calibrate` (gloo workers) and `backends.tensorflow.calibrate` (gRPC
+servers); `backends/torch/calibrate.py`'s docstring says why and how.
 """
 
 from __future__ import annotations
@@ -34,6 +35,20 @@ CALIBRATION_MODEL: dict[str, Any] = {
     "seed": 0,
 }
 
+# the second calibration program (session 23): the same kind of step with 8 layers 16 times as wide and a batch
+# 8 times as large, so that its messages carry 128 KB (activations) to 1 MB (weights, gradients) where the first
+# program's carry 1-4 KB: the sizes that dominate the traffic of full-size models (gnmt: 84-85 % of the bytes
+# in messages of 512 KB and more). The per-byte processor time is fitted on it (`fit_byte_costs`). Measured on
+# the lab's VM (session 23, same minutes): 1.42 ns per byte on this program, 1.06 ns on one of 12 layers 256
+# wide (64-256 KB), against the 1.5-2 ns that full-size gnmt's and mlp's two-device runs asked for.
+WIDE_CALIBRATION_MODEL: dict[str, Any] = {
+    **CALIBRATION_MODEL,
+    "name": "calibration_mlp_wide",
+    "batch_size": 64,
+    "in_features": 512,
+    "hidden": [512] * 8,
+}
+
 
 @dataclass
 class InStepCalibration:
@@ -52,10 +67,17 @@ class InStepCalibration:
     rel_rms_fixed_latency: float = 0.0
     # the benchmark's own costs on the same placements (NaN where not computed)
     rel_rms_benchmark: float = math.nan
+    # the per-byte processor time fitted on the wide program (0 where it was not run), its placements (as
+    # `placements`, plus the prediction without per-byte costs) and the relative RMS error at the fit
+    send_byte_s: float = 0.0
+    recv_byte_s: float = 0.0
+    byte_placements: list[dict[str, Any]] = field(default_factory=list)
+    rel_rms_bytes: float = math.nan
 
 
-#: (cluster with the latency tried, placement, schedule, send s, receive s) -> predicted step seconds
-Predictor = Callable[[Cluster, Mapping[str, str], Mapping[str, list[str]], float, float], float]
+#: (cluster with the latency tried, placement, schedule, send s, receive s) -> predicted step seconds; a
+#: predictor that models per-byte costs also takes ``send_byte_s=`` and ``recv_byte_s=`` (`gloo_predictor`)
+Predictor = Callable[..., float]
 
 
 def block_placement(graph: OpGraph, devices: Sequence[str], block: int) -> dict[str, str]:
@@ -101,7 +123,15 @@ def gloo_predictor(graph: OpGraph, host_cores: int | None, shared_core_slowdown:
     """The simulator's step in the PyTorch workers' setting: every receive posted at the step's start (gloo),
     devices sharing `host_cores` cores (at `shared_core_slowdown`, `algorithms.simulator`)."""
 
-    def pred(cl: Cluster, p: Mapping[str, str], o: Mapping[str, list[str]], s: float, r: float) -> float:
+    def pred(
+        cl: Cluster,
+        p: Mapping[str, str],
+        o: Mapping[str, list[str]],
+        s: float,
+        r: float,
+        send_byte_s: float = 0.0,
+        recv_byte_s: float = 0.0,
+    ) -> float:
         return simulate(
             graph,
             cl,
@@ -110,6 +140,8 @@ def gloo_predictor(graph: OpGraph, host_cores: int | None, shared_core_slowdown:
             host_cores=host_cores,
             send_overhead_s=s,
             recv_overhead_s=r,
+            send_byte_s=send_byte_s,
+            recv_byte_s=recv_byte_s,
             recv_buffers="step_start",
             record_memory=False,
             shared_core_slowdown=shared_core_slowdown,
@@ -182,6 +214,63 @@ def fit_message_costs(
     return lat, send_share * msg, (1.0 - send_share) * msg, math.sqrt(best[0] / len(runs))
 
 
+def fit_byte_costs(
+    cluster: Cluster,
+    runs: Sequence[tuple[Mapping[str, str], Mapping[str, list[str]], float]],
+    predictor: Predictor,
+    send_s: float,
+    recv_s: float,
+    send_share: float = 0.5,
+    max_byte_s: float = 10e-9,
+    points: int = 21,
+    refinements: int = 4,
+) -> tuple[float, float, float]:
+    """(send_byte_s, recv_byte_s, relative RMS error): the processor time per byte of a message (split
+    ``send_share : 1 - send_share`` as the per-message time is) that minimises the squared relative error of
+    `predictor` over `runs` = [(placement, schedule, measured step s)] on `cluster` (the fitted latency), with the
+    per-message costs (`send_s`, `recv_s`) kept. The per-message costs come from the narrow program, whose
+    messages are too small (1-4 KB) for their bytes to matter; the wide program's messages (64-256 KB) then tell
+    the per-byte time apart (a sequential fit, not a joint one: each parameter is fitted where it dominates). A
+    grid of `points` over [0, `max_byte_s`] refined `refinements` - 1 times (a quarter of the span each time;
+    ties to the smaller value). O(refinements points len(runs)) simulations."""
+    if not runs:
+        raise ConfigError("fit_byte_costs: no calibration runs")
+    if any(m <= 0 for _, _, m in runs):
+        raise ConfigError("fit_byte_costs: a measured step is not positive")
+
+    def loss(x: float) -> float:
+        sb, rb = send_share * x, (1.0 - send_share) * x
+        return sum(
+            ((predictor(cluster, p, o, send_s, recv_s, send_byte_s=sb, recv_byte_s=rb) - m) / m) ** 2
+            for p, o, m in runs
+        )
+
+    lo, span = 0.0, float(max_byte_s)
+    best = (math.inf, 0.0)
+    for _ in range(refinements):
+        for b in range(points):
+            x = lo + b * span / (points - 1)
+            if x < 0:
+                continue
+            val = loss(x)
+            if val < best[0] - 1e-15:
+                best = (val, x)
+        span /= 4.0
+        lo = best[1] - span / 2
+    _, x = best
+    return send_share * x, (1.0 - send_share) * x, math.sqrt(best[0] / len(runs))
+
+
+@dataclass
+class WideProgram:
+    """The second calibration program of `calibrate` (`WIDE_CALIBRATION_MODEL`'s capture): its graph, and how to
+    profile it and run a placement of it (as `calibrate`'s `profile` and `run`)."""
+
+    graph: OpGraph
+    profile: Callable[[], tuple[OpGraph, float]]
+    run: Callable[[OpGraph, Mapping[str, str], Mapping[str, list[str]]], list[float]]
+
+
 def calibrate(
     graph: OpGraph,
     pair: Cluster,
@@ -195,6 +284,7 @@ def calibrate(
     send_share: float = 0.5,
     benchmark_costs: tuple[float, float] | None = None,
     what: str = "",
+    wide: WideProgram | None = None,
 ) -> InStepCalibration:
     """The calibration both backends run: `graph` (the calibration program's capture) placed by each block
     length of `blocks` over the two devices of `pair`; `rounds` rounds of one `profile()` (the profiled graph
@@ -203,8 +293,11 @@ def calibrate(
     steps on the mean profile with the runtime's `make_predictor(profile)`, or, where it fits better, the
     per-message costs with `pair`'s latency kept (the error is piecewise linear and not convex in the two: the
     refined grid may settle in a worse cell than the one-dimensional fit). `benchmark_costs`: the benchmark's
-    (send, receive) costs, whose error on the same placements is reported beside. Cost: rounds x (one profile +
-    len(blocks) runs), and the fits' simulations."""
+    (send, receive) costs, whose error on the same placements is reported beside. With `wide` (a predictor that
+    takes per-byte costs), each round also profiles the wide program and runs its placements by the same
+    blocks, and the per-byte processor time is fitted on them with the latency and per-message costs kept
+    (`fit_byte_costs`). Cost: rounds x (one profile + len(blocks) runs) per program, and the fits'
+    simulations."""
     import random
     import statistics
 
@@ -213,23 +306,29 @@ def calibrate(
     if rounds < 1:
         raise ConfigError(f"calibration rounds must be >= 1, got {rounds}")
     names = pair.names
-    cases = []
-    for b in blocks:
-        p = block_placement(graph, names, int(b))
-        cases.append((int(b), p, topo_schedule(graph, p, names)))
+    programs = [(graph, profile, run)] + ([(wide.graph, wide.profile, wide.run)] if wide is not None else [])
+    cases: list[list[tuple[int, dict[str, str], dict[str, list[str]]]]] = []
+    for g0, _, _ in programs:
+        cs = []
+        for b in blocks:
+            p = block_placement(g0, names, int(b))
+            cs.append((int(b), p, topo_schedule(g0, p, names)))
+        cases.append(cs)
     rng = random.Random(seed)
-    profiles: list[OpGraph] = []
+    profiles: list[list[OpGraph]] = [[] for _ in programs]
     steps: list[float] = []
-    times: dict[int, list[float]] = {b: [] for b, _, _ in cases}
+    times: list[dict[int, list[float]]] = [{b: [] for b, _, _ in cs} for cs in cases]
     for _ in range(rounds):
-        g, step = profile()
-        profiles.append(g)
-        steps.append(step)
-        for b, p, o in rng.sample(cases, len(cases)):
-            times[b].extend(run(g, p, o))
-    prof = mean_profile(profiles)
+        for k, (_, prof_fn, run_fn) in enumerate(programs):
+            g, step = prof_fn()
+            profiles[k].append(g)
+            if k == 0:
+                steps.append(step)
+            for b, p, o in rng.sample(cases[k], len(cases[k])):
+                times[k][b].extend(run_fn(g, p, o))
+    prof = mean_profile(profiles[0])
     pred = make_predictor(prof)
-    runs = [(p, o, statistics.median(times[b])) for b, p, o in cases]
+    runs = [(p, o, statistics.median(times[0][b])) for b, p, o in cases[0]]
     lat, send_s, recv_s, rms = fit_message_costs(prof, pair, runs, send_share=send_share, predictor=pred)
     _, send_fixed, recv_fixed, rms_fixed = fit_message_costs(
         prof, pair, runs, send_share=send_share, latency_s=pair.latency_s, predictor=pred
@@ -237,20 +336,38 @@ def calibrate(
     if rms_fixed < rms:
         lat, send_s, recv_s, rms = pair.latency_s, send_fixed, recv_fixed, rms_fixed
     fitted = pair.with_comm(lat, pair.bytes_per_s)
-    rows, bench_err = [], []
-    for (b, p, o), (_, _, m) in zip(cases, runs):
-        row = {
-            "block": b,
-            "messages": len(simulate(prof, pair, p, dict(o), record_memory=False).transfers),
-            "measured_s": m,
-            "predicted_s": pred(fitted, p, o, send_s, recv_s),
-            "predicted_without_costs_s": pred(pair, p, o, 0.0, 0.0),
-        }
-        if benchmark_costs is not None:
+
+    def table(g0: OpGraph, cs: list, rs: list, prd: Predictor, **byte_costs: float) -> list[dict[str, Any]]:
+        out = []
+        for (b, p, o), (_, _, m) in zip(cs, rs):
+            row = {
+                "block": b,
+                "messages": len(simulate(g0, pair, p, dict(o), record_memory=False).transfers),
+                "measured_s": m,
+                "predicted_s": prd(fitted, p, o, send_s, recv_s, **byte_costs),
+                "predicted_without_costs_s": prd(pair, p, o, 0.0, 0.0),
+            }
+            if byte_costs:
+                row["predicted_without_byte_costs_s"] = prd(fitted, p, o, send_s, recv_s)
+            out.append(row)
+        return out
+
+    rows = table(prof, cases[0], runs, pred)
+    bench_err = []
+    if benchmark_costs is not None:
+        for row, (_, p, o) in zip(rows, cases[0]):
             row["predicted_benchmark_s"] = pred(pair, p, o, *benchmark_costs)
-            bench_err.append((row["predicted_benchmark_s"] - m) / m)
-        rows.append(row)
+            bench_err.append((row["predicted_benchmark_s"] - row["measured_s"]) / row["measured_s"])
     rms_bench = math.sqrt(sum(e * e for e in bench_err) / len(bench_err)) if bench_err else math.nan
+    send_b = recv_b = 0.0
+    byte_rows: list[dict[str, Any]] = []
+    rms_bytes = math.nan
+    if wide is not None:
+        wprof = mean_profile(profiles[1])
+        wpred = make_predictor(wprof)
+        wruns = [(p, o, statistics.median(times[1][b])) for b, p, o in cases[1]]
+        send_b, recv_b, rms_bytes = fit_byte_costs(fitted, wruns, wpred, send_s, recv_s, send_share=send_share)
+        byte_rows = table(wprof, cases[1], wruns, wpred, send_byte_s=send_b, recv_byte_s=recv_b)
     log.info(
         "in-step calibration (%s%s, %d rounds): latency %.3g s, send %.3g s, receive %.3g s per message; relative "
         "RMS error %.1f%% (benchmark's costs: %.1f%%) over %s",
@@ -267,15 +384,47 @@ def calibrate(
             for r in rows
         ),
     )
-    return InStepCalibration(lat, send_s, recv_s, rows, rms, steps, send_fixed, recv_fixed, rms_fixed, rms_bench)
+    if wide is not None:
+        log.info(
+            "in-step calibration, per byte (%s, the wide program): send %.3g ns, receive %.3g ns per byte; relative "
+            "RMS error %.1f%% over %s",
+            pair.name,
+            1e9 * send_b,
+            1e9 * recv_b,
+            100.0 * rms_bytes,
+            ", ".join(
+                f"B={r['block']}: {r['messages']} msgs {1e3 * r['measured_s']:.3g}/{1e3 * r['predicted_s']:.3g} ms "
+                f"({1e3 * r['predicted_without_byte_costs_s']:.3g} without)"
+                for r in byte_rows
+            ),
+        )
+    return InStepCalibration(
+        lat,
+        send_s,
+        recv_s,
+        rows,
+        rms,
+        steps,
+        send_fixed,
+        recv_fixed,
+        rms_fixed,
+        rms_bench,
+        send_byte_s=send_b,
+        recv_byte_s=recv_b,
+        byte_placements=byte_rows,
+        rel_rms_bytes=rms_bytes,
+    )
 
 
 __all__ = [
     "CALIBRATION_MODEL",
     "InStepCalibration",
+    "WIDE_CALIBRATION_MODEL",
+    "WideProgram",
     "Predictor",
     "calibrate",
     "block_placement",
+    "fit_byte_costs",
     "fit_message_costs",
     "gloo_predictor",
     "topo_schedule",

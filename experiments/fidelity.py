@@ -49,11 +49,12 @@ def predict(
     host_cores: int | None,
     buffers: str,
     cluster: Any,
-    costs: tuple[float, float],
+    costs: tuple[float, ...],
     reads: str,
     **kw: Any,
 ) -> Any:
-    """The simulator's step of the workers: per-message `costs` (send, receive), `reads` on shared cores."""
+    """The simulator's step of the workers: per-message `costs` (send, receive[, send per byte, receive per
+    byte]), `reads` on shared cores."""
     from algorithms.simulator import simulate
 
     return simulate(
@@ -65,6 +66,8 @@ def predict(
         shared_core_reads=reads,
         send_overhead_s=costs[0],
         recv_overhead_s=costs[1],
+        send_byte_s=costs[2] if len(costs) > 2 else 0.0,
+        recv_byte_s=costs[3] if len(costs) > 3 else 0.0,
         recv_buffers=buffers,
         **kw,
     )
@@ -77,13 +80,13 @@ def save_case(
     placer: str,
     at: tuple[Any, ...],
     cluster: Any,
-    costs: tuple[float, float],
+    costs: tuple[float, ...],
     shared_core_slowdown: float = 0.0,
 ) -> None:
     """Write what `predict` was given for one run: the mean profile (``<model>_<cluster>.graph.json``, once per
     model and cluster) and ``<model>_<cluster>_<placer>.case.json`` with the placement, the schedule, the
-    cluster with its fitted links, the per-message costs, the host cores and the receive buffers. The rows of
-    ``--json`` hold the measured steps to compare with."""
+    cluster with its fitted links, the per-message and per-byte costs, the host cores and the receive buffers. The
+    rows of ``--json`` hold the measured steps to compare with."""
     from algorithms.graph import atomic_write_json
 
     graph, assignment, sched, host_cores, buffers = at
@@ -101,6 +104,8 @@ def save_case(
         "cluster": cluster.to_dict(),
         "send_overhead_s": costs[0],
         "recv_overhead_s": costs[1],
+        "send_byte_s": costs[2] if len(costs) > 2 else 0.0,
+        "recv_byte_s": costs[3] if len(costs) > 3 else 0.0,
         "host_cores": host_cores,
         "recv_buffers": buffers,
         "shared_core_slowdown": shared_core_slowdown,
@@ -118,6 +123,8 @@ def simulate_case(case: dict[str, Any], graph: Any, **kw: Any) -> Any:
         "host_cores": case["host_cores"],
         "send_overhead_s": case["send_overhead_s"],
         "recv_overhead_s": case["recv_overhead_s"],
+        "send_byte_s": case.get("send_byte_s", 0.0),
+        "recv_byte_s": case.get("recv_byte_s", 0.0),
         "recv_buffers": case["recv_buffers"],
         "shared_core_slowdown": case.get("shared_core_slowdown", 0.0),
         **kw,
@@ -293,6 +300,7 @@ def run(
         send_s, recv_s = fit.send_overhead_s, fit.recv_overhead_s
         calibration: dict[str, Any] = {}
         fixed_costs = (send_s, recv_s)
+        byte_costs = (0.0, 0.0)  # per byte sent / received: the in-step calibration's wide program
         if message_costs == "in_step" and not cuda and len(cluster.devices) > 1:
             total = fit.send_overhead_s + fit.recv_overhead_s
             cal = calibrate_in_step(
@@ -306,12 +314,17 @@ def run(
                 shared_core_slowdown=shared_core_slowdown,
             )
             send_s, recv_s = cal.send_overhead_s, cal.recv_overhead_s
+            byte_costs = (cal.send_byte_s, cal.recv_byte_s)
             calibration = {
                 "rel_rms": cal.rel_rms,
                 "placements": cal.placements,
                 "latency_s": cal.latency_s,
                 "fixed_latency": [fit.latency_s, cal.send_fixed_latency_s, cal.recv_fixed_latency_s],
                 "rel_rms_fixed_latency": cal.rel_rms_fixed_latency,
+                "send_byte_s": cal.send_byte_s,
+                "recv_byte_s": cal.recv_byte_s,
+                "byte_placements": cal.byte_placements,
+                "rel_rms_bytes": cal.rel_rms_bytes,
             }
             fixed_costs = (cal.send_fixed_latency_s, cal.recv_fixed_latency_s)
             print(
@@ -331,10 +344,20 @@ def run(
                 ),
                 flush=True,
             )
+            print(
+                f"{cl_name}: per byte send {cal.send_byte_s * 1e9:.2f} ns, receive {cal.recv_byte_s * 1e9:.2f} ns; "
+                f"wide program relative RMS {100 * cal.rel_rms_bytes:.1f}%: "
+                + ", ".join(
+                    f"{r['messages']} msgs {1e3 * r['measured_s']:.3g}/{1e3 * r['predicted_s']:.3g} ms "
+                    f"({1e3 * r['predicted_without_byte_costs_s']:.3g} without)"
+                    for r in cal.byte_placements
+                ),
+                flush=True,
+            )
             cluster = cluster.with_comm(cal.latency_s, fit.bytes_per_s)
         elif message_costs not in ("benchmark", "in_step"):
             raise ConfigError(f"--message-costs must be 'in_step' or 'benchmark', got {message_costs!r}")
-        fits[cl_name] = (cluster.latency_s, fit.bytes_per_s, send_s, recv_s)
+        fits[cl_name] = (cluster.latency_s, fit.bytes_per_s, send_s, recv_s, *byte_costs)
         # the benchmark-only model (ping-pong hop, busy-worker message costs), predicted beside it for comparison
         bench_cluster = cluster.with_comm(fit.latency_s, fit.bytes_per_s)
         bench_costs = (fit.send_overhead_s, fit.recv_overhead_s)
@@ -407,17 +430,18 @@ def run(
             for placer_name, placement in placements.items():
                 sched = order_for(mean_graph, cluster, placement)
                 at = (mean_graph, placement.assignment, sched, None if cuda else host, buffers)
+                costs = (send_s, recv_s, *byte_costs)
                 if save_cases is not None:
-                    costs = (send_s, recv_s)
                     save_case(save_cases, model_name, cl_name, placer_name, at, cluster, costs, shared_core_slowdown)
                 slow = {"shared_core_slowdown": shared_core_slowdown}
-                sim = predict(*at, cluster, (send_s, recv_s), reads, **slow)
-                sim_plain = predict(*at, cluster, (send_s, recv_s), reads, record_memory=False)
+                sim = predict(*at, cluster, costs, reads, **slow)
+                sim_plain = predict(*at, cluster, costs, reads, record_memory=False)
+                sim_no_bytes = predict(*at, cluster, (send_s, recv_s), reads, record_memory=False, **slow)
                 sim_bench = predict(*at, bench_cluster, bench_costs, reads, record_memory=False, **slow)
                 sim_fixed = predict(*at, bench_cluster, fixed_costs, reads, record_memory=False, **slow)
                 # shared cores: the other reading rule, for comparison (the same as `sim` when no core is shared)
                 other = "at_arrival" if reads == "when_idle" else "when_idle"
-                sim_other_reads = predict(*at, cluster, (send_s, recv_s), other, record_memory=False, **slow)
+                sim_other_reads = predict(*at, cluster, costs, other, record_memory=False, **slow)
                 sim_sync = (
                     simulate(sync_graph, cluster, placement.assignment, sched, record_memory=False)
                     if sync_graph is not None
@@ -446,6 +470,7 @@ def run(
                         "predicted_other_reads_s": sim_other_reads.makespan,
                         "shared_core_slowdown": shared_core_slowdown,
                         "predicted_no_slowdown_s": sim_plain.makespan,
+                        "predicted_no_byte_costs_s": sim_no_bytes.makespan,
                         "probe_profile_s": probes_profile,
                         "probe_run_s": probes_run.get(placer_name, []),
                         "host_speed_ratio": drift,
@@ -496,6 +521,8 @@ def run(
                     f"err={100 * (r['predicted_other_reads_s'] / r['measured_s'] - 1):+6.1f}%]  "
                     f"[no shared-core slowdown: "
                     f"err={100 * (r['predicted_no_slowdown_s'] / r['measured_s'] - 1):+6.1f}%]  "
+                    f"[no per-byte costs: "
+                    f"err={100 * (r['predicted_no_byte_costs_s'] / r['measured_s'] - 1):+6.1f}%]  "
                     + (
                         f"[at the runs' host speed (x{drift:.3f}): "
                         f"err={100 * (r['predicted_at_run_speed_s'] / r['measured_s'] - 1):+6.1f}%]  "

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from algorithms import OpGraph, uniform_cluster
 from algorithms.errors import ConfigError
 from algorithms.simulator import simulate
-from backends.calibration import block_placement, fit_message_costs, topo_schedule, two_devices
+from backends.calibration import block_placement, fit_byte_costs, fit_message_costs, topo_schedule, two_devices
 
 
 def chain_with_variables(n: int, every: int) -> OpGraph:
@@ -73,3 +73,35 @@ def test_fit_with_a_predictor_of_another_runtime():
     assert lat == pytest.approx(220e-6, abs=5e-6)
     assert s + r == pytest.approx(80e-6, abs=3e-6)
     assert rms < 0.01
+
+
+def test_byte_costs_are_fitted_back_with_the_message_costs_kept():
+    """`fit_byte_costs`: steps made with known per-message and per-byte costs on a graph of large messages are
+    fitted back to the per-byte time, split in the given ratio; with no per-byte cost in the steps the fit is 0;
+    bad input is refused."""
+    g = OpGraph("wide")
+    for i in range(40):
+        g.add_op(f"o{i}", compute_s=200e-6, output_bytes=256 * 1024)
+    for i in range(39):
+        g.add_edge(f"o{i}", f"o{i + 1}", bytes=256 * 1024)
+        if i + 3 < 40:
+            g.add_edge(f"o{i}", f"o{i + 3}", bytes=64 * 1024)
+    c = uniform_cluster(2, latency_s=50e-6, bytes_per_s=2e9)
+
+    def pred(cl, p, o, s, r, send_byte_s=0.0, recv_byte_s=0.0):
+        return simulate(
+            g, cl, p, send_overhead_s=s, recv_overhead_s=r, send_byte_s=send_byte_s, recv_byte_s=recv_byte_s,
+            record_memory=False,
+        ).makespan  # fmt: skip
+
+    placements = [block_placement(g, c.names, b) for b in (1, 3, 9, 30)]
+    runs = [(p, {}, pred(c, p, {}, 30e-6, 50e-6, send_byte_s=0.6e-9, recv_byte_s=0.9e-9)) for p in placements]
+    sb, rb, rms = fit_byte_costs(c, runs, pred, 30e-6, 50e-6, send_share=0.4)
+    assert sb + rb == pytest.approx(1.5e-9, rel=0.02) and sb / (sb + rb) == pytest.approx(0.4)
+    assert rms < 0.01
+    plain = [(p, {}, pred(c, p, {}, 30e-6, 50e-6)) for p in placements]
+    assert fit_byte_costs(c, plain, pred, 30e-6, 50e-6)[:2] == (0.0, 0.0)
+    with pytest.raises(ConfigError, match="no calibration runs"):
+        fit_byte_costs(c, [], pred, 0.0, 0.0)
+    with pytest.raises(ConfigError, match="not positive"):
+        fit_byte_costs(c, [(placements[0], {}, 0.0)], pred, 0.0, 0.0)

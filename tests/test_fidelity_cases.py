@@ -32,6 +32,15 @@ def test_a_saved_case_simulates_to_the_same_step(tmp_path):
     assert (case["send_overhead_s"], case["recv_overhead_s"]) == (1e-5, 2e-5)
     got = simulate_case(case, OpGraph.load(tmp_path / case["graph"])).makespan
     assert got == pytest.approx(want, rel=1e-12)
+    assert (case["send_byte_s"], case["recv_byte_s"]) == (0.0, 0.0)
+    # with per-byte costs (the in-step calibration's wide program): saved, and simulated the same
+    costs = (1e-5, 2e-5, 3e-9, 4e-9)
+    want_b = predict(*at, cl, costs, "at_arrival").makespan
+    assert want_b > want
+    save_case(tmp_path, "m", "cpu4", "q", at, cl, costs)
+    case = json.loads((tmp_path / "m_cpu4_q.case.json").read_text())
+    assert (case["send_byte_s"], case["recv_byte_s"]) == (3e-9, 4e-9)
+    assert simulate_case(case, OpGraph.load(tmp_path / case["graph"])).makespan == pytest.approx(want_b, rel=1e-12)
 
 
 def _saved_sweep(folder, cluster_name, cluster, stride, placers, host_cores, costs, saved_costs, compute_s, **truth):

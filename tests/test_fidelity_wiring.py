@@ -417,6 +417,7 @@ def test_fidelity_sweep_end_to_end(lab, tmp_path):
     # the ping-pong's latency is measured and positive
     assert fit["setting"] == "worker" and fit["calibration"] == "in_step" and fit["pingpong_latency_s"] > 0
     assert all(0 <= fit[k] < 1 for k in ("latency_s", "send_overhead_s", "recv_overhead_s"))
+    assert all(0 <= fit[k] < 1e-6 for k in ("send_byte_s", "recv_byte_s"))  # per byte, from the wide program
 
     from orchestrator.report import main
 

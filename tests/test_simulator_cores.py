@@ -117,6 +117,29 @@ def test_message_overheads():
     assert dur["c"] == pytest.approx(1.2) and dur["b"] == pytest.approx(1.0)
 
 
+def test_per_byte_message_overheads():
+    """`send_byte_s` / `recv_byte_s` charge the sender's op and the first consumer per byte of the message (the
+    transfer's bytes), on top of the per-message costs; nothing on one device; negative or NaN refused."""
+    g, c, pl = _pair()  # a sends 10 bytes to b
+    r = simulate(g, c, pl, send_byte_s=0.01, recv_byte_s=0.02)
+    assert r.busy_s == pytest.approx({"cpu0": 1.1, "cpu1": 1.2}) and r.makespan == pytest.approx(2.3)
+    both = simulate(g, c, pl, send_overhead_s=0.1, recv_overhead_s=0.2, send_byte_s=0.01, recv_byte_s=0.02)
+    assert both.busy_s == pytest.approx({"cpu0": 1.2, "cpu1": 1.4})
+    # a larger message costs more
+    g.add_op("big", compute_s=1.0, output_bytes=1000)
+    g.add_op("use", compute_s=1.0)
+    g.add_edge("big", "use", bytes=1000)
+    pl2 = {**pl, "big": "cpu0", "use": "cpu1"}
+    r2 = simulate(g, c, pl2, send_byte_s=1e-4)
+    dur = {o: e - s for o, s, e in zip(r2.names, r2.start, r2.end)}
+    assert dur["big"] == pytest.approx(1.1) and dur["a"] == pytest.approx(1.001) and dur["use"] == pytest.approx(1.0)
+    one = {o: "cpu0" for o in g.ops}
+    assert simulate(g, c, one, send_byte_s=1.0, recv_byte_s=1.0).makespan == pytest.approx(4.0)
+    for bad in (-1e-9, float("nan")):
+        with pytest.raises(InvalidCluster, match="per-byte"):
+            simulate(g, c, pl2, recv_byte_s=bad)
+
+
 def test_receive_buffers_held_from_the_step_start():
     g, c, pl = _pair()
     late = simulate(g, c, pl)

@@ -102,6 +102,15 @@ def test_in_step_calibration_explains_its_own_placed_steps():
     worst_without = max(abs(r["predicted_without_costs_s"] - r["measured_s"]) / r["measured_s"] for r in cal.placements)
     worst_with = max(abs(r["predicted_s"] - r["measured_s"]) / r["measured_s"] for r in cal.placements)
     assert worst_with <= worst_without
+    # the wide program: its placements were run and the per-byte time fitted on them with the message costs
+    # kept; 0 is on the fit's grid, so the fit is at least as close as no per-byte cost
+    assert [r["block"] for r in cal.byte_placements] == [2, 24] and all(r["messages"] > 0 for r in cal.byte_placements)
+    assert 0 <= cal.send_byte_s < 1e-6 and 0 <= cal.recv_byte_s < 1e-6
+
+    def sq(key: str) -> float:
+        return sum(((r[key] - r["measured_s"]) / r["measured_s"]) ** 2 for r in cal.byte_placements)
+
+    assert sq("predicted_s") <= sq("predicted_without_byte_costs_s") + 1e-12
 
 
 def test_workers_that_share_cores_calibrate_together():

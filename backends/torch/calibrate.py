@@ -34,8 +34,16 @@ includes what a message costs on a shared core (the wake-ups and switches betwee
 simulator's turn-taking does not charge). Measured on cpu4 (docs/fidelity.md, session 14): the pair's fit gave
 8-18 us per message and under-predicted the multi-device placements by 25-40 %.
 
-A choice: a single (send, receive) pair for every message, whatever its size (the bytes are in the hop's
-``bytes / bandwidth``), as the simulator models it; what this pair absorbs beyond gloo's own work (the
+Per byte (session 23): a second program (`WIDE_CALIBRATION_MODEL`: 8 layers 512 wide at batch 64, messages of
+128 KB to 1 MB against the first program's 1-4 KB) is profiled and run by the same blocks in every round, and a
+processor time per byte of a message (`simulate(send_byte_s=, recv_byte_s=)`, split as the per-message time) is
+fitted on its placements with the latency and per-message costs kept (`fit_byte_costs`). On the lab's VM the
+first program's costs under-predicted wider programs' placed steps by 15-39 % (12 to 24 layers 128-256 wide),
+about 1-1.5 ns per byte sent: loopback TCP copies each message on the workers' own cores, while the ping-pong's
+bandwidth only delays its arrival. ``byte_costs=False`` leaves it out (the per-byte time is then 0).
+
+A choice: one (send, receive) pair per message and one per byte, whatever the message's size, as the simulator
+models it; what this pair absorbs beyond gloo's own work (the
 blocking that a receive forces on a busy worker, the pair-lock contention between ``isend`` and the transport
 thread) is whatever the real step pays per message on average, not a model of each mechanism. Profiling and the
 placed runs alternate over `rounds` (in a new random order each round) because this machine's speed drifts by
@@ -54,7 +62,9 @@ from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 from backends.calibration import (
     CALIBRATION_MODEL,
+    WIDE_CALIBRATION_MODEL,
     InStepCalibration,
+    WideProgram,
     block_placement,
     calibrate,
     fit_message_costs,
@@ -105,6 +115,7 @@ def calibrate_in_step(
     send_share: float = 0.5,
     devices: str = "auto",
     shared_core_slowdown: float = 0.0,
+    byte_costs: bool = True,
 ) -> InStepCalibration:
     """Fit the per-message send / receive processor time from the runtime's own placed steps (module docstring).
 
@@ -114,7 +125,8 @@ def calibrate_in_step(
     runtime's ``transport_priority``. `devices`: ``"pair"`` (the first two devices, one pair of workers, as in the
     benchmark), ``"all"`` (every device of the cluster) or ``"auto"`` (all where the workers share host cores,
     else the pair; module docstring); `host_cores` and `shared_core_slowdown` as for `simulate` (default: the
-    host's cores; no slowdown): the fit is made with the simulator the predictions will use."""
+    host's cores; no slowdown): the fit is made with the simulator the predictions will use. `byte_costs`: also
+    fit the per-byte processor time on the wide program (module docstring)."""
     import os
 
     from . import TorchBackend
@@ -138,6 +150,20 @@ def calibrate_in_step(
     def run(_: OpGraph, p: Mapping[str, str], o: Mapping[str, list[str]]) -> list[float]:
         return runtime.run(backend, model, graph, p, o, pair).counted_times()
 
+    wide = None
+    if byte_costs:
+        wmodel = backend.build(WIDE_CALIBRATION_MODEL)
+        wgraph = backend.capture(wmodel)
+
+        def wprofile() -> tuple[OpGraph, float]:
+            g, chk = profile_in_worker(wmodel, wgraph, setting=worker_setting(pair), warmup=warmup, steps=steps)
+            return g, float(chk["step_s"])
+
+        def wrun(_: OpGraph, p: Mapping[str, str], o: Mapping[str, list[str]]) -> list[float]:
+            return runtime.run(backend, wmodel, wgraph, p, o, pair).counted_times()
+
+        wide = WideProgram(wgraph, wprofile, wrun)
+
     return calibrate(
         graph,
         pair,
@@ -149,6 +175,7 @@ def calibrate_in_step(
         seed=seed,
         send_share=send_share,
         what=f", transport {transport_policy}",
+        wide=wide,
     )
 
 

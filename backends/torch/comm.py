@@ -120,6 +120,10 @@ class DistributedCommFit(CommFit):
     #: The simulator's charge for time-sharing a host core (`simulate(shared_core_slowdown=...)`) that this fit
     #: was made with and the predictions of these workers use where they share cores (0: none).
     shared_core_slowdown: float = 0.0
+    #: The processor time per byte of a message sent / received (`simulate(send_byte_s=, recv_byte_s=)`), from
+    #: the in-step calibration's wide program; 0 without it.
+    send_byte_s: float = 0.0
+    recv_byte_s: float = 0.0
 
 
 def fit_linear_relative(samples: Sequence[tuple[float, float]], stat: str = "median") -> tuple[float, float]:
@@ -212,8 +216,9 @@ def comm_benchmark_distributed(
     starts. `transport_policy`: the runtime's ``transport_priority`` (`worker.lower_transport_threads`), which
     the hop and the per-message time depend on. `in_step`: replace the latency and the per-message times by the
     in-step calibration (`calibrate.calibrate_in_step`, `in_step_rounds` rounds; split between send and receive
-    in the benchmark's ratio), which predicts placed steps far better (docs/fidelity.md, 24 November); the
-    ping-pong's bandwidth and samples are kept. Default off (it costs about a minute).
+    in the benchmark's ratio), which predicts placed steps far better (docs/fidelity.md, 24 November), and add
+    its per-byte processor time (`send_byte_s` / `recv_byte_s`, fitted on its wide program); the ping-pong's
+    bandwidth and samples are kept. Default off (it costs about two minutes).
 
     `cuda`: the cluster's devices are GPUs run by NCCL workers: the fit comes from `distributed.nccl_pingpong`
     (round trips between the first two GPUs, halved, timed with CUDA events); the per-message processor times
@@ -257,9 +262,12 @@ def comm_benchmark_distributed(
         )
         pingpong = lat
         lat, send_s, recv_s = cal.latency_s, cal.send_overhead_s, cal.recv_overhead_s
+        send_b, recv_b = cal.send_byte_s, cal.recv_byte_s
     else:
         pingpong = math.nan
+        send_b = recv_b = 0.0
     a, c = cluster.names[0], cluster.names[1]
     fit = DistributedCommFit(lat, bw, {}, [(a, c, b, t) for b, t in raw], send_s, recv_s, pingpong)
     fit.shared_core_slowdown = float(shared_core_slowdown)
+    fit.send_byte_s, fit.recv_byte_s = float(send_b), float(recv_b)
     return fit

@@ -80,11 +80,11 @@ def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | No
     `graph.predicts_workers`): `host_cores` (this host's cores, `n_host_cores` to override) when the cluster's
     devices ask for more cores than that (`algorithms.cluster.oversubscription`): devices sharing a core take
     turns; `send_overhead_s` / `recv_overhead_s`, the processor time per message of the communication fit
-    (comm.json), when measured (non-zero); `shared_core_slowdown`, the charge for time-sharing a core that the
-    fit carries (comm.json), where devices share cores and it is non-zero; and `recv_buffers="step_start"` when
-    the job's runtime holds every receive buffer from the step's start on CPU devices
-    (`Capabilities.receives_up_front`). Empty for any other job: a simulation of an abstract cluster does not
-    depend on the host it runs on."""
+    (comm.json), and `send_byte_s` / `recv_byte_s`, per byte of a message, when measured (non-zero);
+    `shared_core_slowdown`, the charge for time-sharing a core that the fit carries (comm.json), where devices
+    share cores and it is non-zero; and `recv_buffers="step_start"` when the job's runtime holds every receive
+    buffer from the step's start on CPU devices (`Capabilities.receives_up_front`). Empty for any other job: a
+    simulation of an abstract cluster does not depend on the host it runs on."""
     if not predicts_workers(ctx, cluster):
         return {}
     n = n_host_cores if n_host_cores is not None else host_core_count()
@@ -97,7 +97,7 @@ def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | No
             sum(d.cores for d in cluster.devices),
             n,
         )
-    for k in ("send_overhead_s", "recv_overhead_s"):
+    for k in ("send_overhead_s", "recv_overhead_s", "send_byte_s", "recv_byte_s"):
         v = float(ctx.comm.get(k) or 0.0)
         if v > 0:
             opts[k] = v
