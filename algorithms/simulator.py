@@ -49,7 +49,7 @@ Model
   kernel's copies of a message run on the workers' own cores (gloo's transport threads are pinned with the
   worker), so a large message takes processor time from the compute on both sides, beyond the hop's
   ``bytes / bandwidth`` (which only delays the arrival). Session 23 (docs/fidelity.md): calibration programs of
-  wider layers (64-256 KB messages) were under-predicted by 15-39 % with per-message costs fitted on 4 KB ones.
+  wider layers (16-256 KB messages) were under-predicted by 15-39 % with per-message costs fitted on 1-4 KB ones.
 * Time advances event by event. All events at time t (op completions, arrivals) are processed before any
   device decides what to run at t, which is the thesis' rule (3.2) that the device with the lowest local time
   decides next and never decides without knowing what is executable at that moment.
