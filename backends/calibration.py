@@ -40,7 +40,7 @@ CALIBRATION_MODEL: dict[str, Any] = {
 # program's carry 1-4 KB: the sizes that dominate the traffic of full-size models (gnmt: 84-85 % of the bytes
 # in messages of 512 KB and more). The per-byte processor time is fitted on it (`fit_byte_costs`). Measured on
 # the lab's VM (session 23, same minutes): 1.42 ns per byte on this program, 1.06 ns on one of 12 layers 256
-# wide (64-256 KB), against the 1.5-2 ns that full-size gnmt's and mlp's two-device runs asked for.
+# wide (64-256 KB), against the 1.4-1.5 ns (gnmt) and 1.5-3 ns (mlp) that full-size two-device runs asked for.
 WIDE_CALIBRATION_MODEL: dict[str, Any] = {
     **CALIBRATION_MODEL,
     "name": "calibration_mlp_wide",
@@ -229,7 +229,7 @@ def fit_byte_costs(
     ``send_share : 1 - send_share`` as the per-message time is) that minimises the squared relative error of
     `predictor` over `runs` = [(placement, schedule, measured step s)] on `cluster` (the fitted latency), with the
     per-message costs (`send_s`, `recv_s`) kept. The per-message costs come from the narrow program, whose
-    messages are too small (1-4 KB) for their bytes to matter; the wide program's messages (64-256 KB) then tell
+    messages are too small (1-4 KB) for their bytes to matter; the wide program's messages (128 KB-1 MB) then tell
     the per-byte time apart (a sequential fit, not a joint one: each parameter is fitted where it dominates). A
     grid of `points` over [0, `max_byte_s`] refined `refinements` - 1 times (a quarter of the span each time;
     ties to the smaller value). O(refinements points len(runs)) simulations."""
