@@ -489,7 +489,12 @@ def run(
                         # per round, whether slow spells prevailed then (every step counted, in runs and profiles)
                         "spells_prevail": [res.extra.get("spells_prevail") for res in runs],
                         "error": (sim.makespan - measured) / measured,
-                        "predicted_peak": max(sim.peak_memory.values()),
+                        # GPU workers: plus what the allocator holds beside the tensors (cuBLAS workspaces,
+                        # backends/torch/cuda_memory.py), which its measured peak counts
+                        "predicted_peak": max(
+                            v + runs[0].extra.get("framework_reserve_bytes", {}).get(d, 0.0)
+                            for d, v in sim.peak_memory.items()
+                        ),
                         "measured_peak": max(max(res.peak_memory_bytes.values()) for res in runs),
                         # the workers' own count of live tensor bytes (on a GPU the allocator's peak above also
                         # holds cuBLAS's workspace and the allocator's rounding)

@@ -513,3 +513,14 @@ def test_cuda_graph_runs_profile_under_their_own_key(tmp_path, monkeypatch):
     assert graphed != eager and seen[-1]["cuda_graph"] is True and "cuda_graph" not in seen[0]
     with pytest.raises(ConfigError, match="runtime.cuda_graph"):
         key("cluster=cpu2", "runtime.cuda_graph=true")
+
+
+def test_gpu_memory_error_counts_the_allocators_workspaces():
+    """A GPU row's measured peak is the allocator's: its prediction adds the cuBLAS workspaces the run logged."""
+    from orchestrator.report.fidelity import memory_error
+
+    row = {**_row("mlp", "gpu1", "single", 1.0, 1.0), "peak_memory_bytes": {"gpu0": 2e3}}
+    row["measured_peak_memory_bytes"] = {"gpu0": 103.82e6}
+    assert memory_error(row) == pytest.approx(1.0, abs=1e-3)  # tensors alone: 100 % off
+    row["framework_reserve_bytes"] = {"gpu0": 3 * 33 * 2**20}
+    assert memory_error(row) == pytest.approx(0.0, abs=2e-4)

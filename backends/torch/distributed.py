@@ -634,6 +634,8 @@ class TorchDistributedRuntime(Runtime):
                 "losses": losses,
                 "rss_growth_bytes": {names[k]: r["rss_growth"] for k, r in enumerate(reports)},
                 "tensor_peak_bytes": {names[k]: r["tensor_peak"] for k, r in enumerate(reports)},
+                # GPU workers: the allocator's bytes beside the tensors (backends.torch.cuda_memory); 0 on CPUs
+                "framework_reserve_bytes": {names[k]: float(r.get("reserve", 0)) for k, r in enumerate(reports)},
                 "threads_per_worker": {names[k]: r["threads"] for k, r in enumerate(reports)},
                 # gloo transport threads each worker set to nice 19 (worker.lower_transport_threads)
                 "lower_transport_threads": {

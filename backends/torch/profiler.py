@@ -191,6 +191,9 @@ def worker_setting(
     }
     if cuda_graph:
         setting["cuda_graph"] = True
+        # the plain replays in one block before the timed ones: alternating them read 0.5-1.9 % slower than a
+        # placed run's back-to-back replays on an H100 (session 24), in one block 0.05-0.8 %
+        setting["untimed"] = "block"
     return setting
 
 
@@ -289,7 +292,8 @@ def profile_in_worker(
     * ``"scaled_median"`` (default): its median, scaled by (median single-device step) / (sum of the op
       medians), so that the ops add up to the measured step. The step scaled to is that of as many steps
       run *without* the per-op timing, alternating with the timed ones in the same workers (`untimed_steps`,
-      `worker.untimed_flags`): a placed run does not time its ops, and on a GPU, where the host's loop sets the
+      `worker.untimed_flags`; ``setting["untimed"] = "block"`` runs them all first, back to back as a placed
+      run's steps are): a placed run does not time its ops, and on a GPU, where the host's loop sets the
       step, timing 1632 ops adds a few percent to gnmt_tiny's step (the H100 sweeps of session 14
       over-predicted 9 of 12 single-device steps, median +4.7 %). On a core shared in time with other processes an
       op is now and then preempted; the median of each op drops those waits although every step pays some
@@ -338,6 +342,9 @@ def profile_in_worker(
     host = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
     per = int(setting.get("cores", 1))
     corun = 1 if cuda else int(setting.get("corun", 1))
+    layout = setting.get("untimed", "alternate")
+    if layout not in ("alternate", "block"):
+        raise ConfigError(f"profiler worker setting 'untimed' must be 'alternate' or 'block', got {layout!r}")
     if corun < 1:
         raise ConfigError(f"profiler worker setting 'corun' must be >= 1, got {corun}")
     order = list(prog.op_nodes)
@@ -357,12 +364,13 @@ def profile_in_worker(
             time_ops=True,
             threads=int(setting["threads"]),
             untimed_steps=int(steps if untimed_steps is None else untimed_steps) if statistic == "scaled_median" else 0,
+            untimed_block=layout == "block",
             cuda_graph=cuda and bool(setting.get("cuda_graph")),
         )
         for k in range(corun)
     ]
 
-    plain = untimed_flags(jobs[0].steps, jobs[0].untimed_steps)
+    plain = untimed_flags(jobs[0].steps, jobs[0].untimed_steps, jobs[0].untimed_block)
 
     def measure() -> tuple[float | None, list[dict[str, Any]], interference.Kind]:
         reports = [r[0] for r in _launch_together(jobs, launch, timeout_s)]

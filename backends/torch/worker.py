@@ -26,6 +26,7 @@ from tqdm import tqdm
 from algorithms.errors import ConfigError, LabError, OutOfMemory
 
 from .. import interference
+from .cuda_memory import framework_reserve_bytes
 from .cudagraph import GraphedStep
 from .devices import PhysDevice
 from .program import Program, device_kwargs, resolve, tensors_of
@@ -164,6 +165,7 @@ class WorkerJob:
     # with `time_ops`: this many more measured steps without the per-op timing, alternating with the timed ones
     # (reported as ``untimed_times``): the step the ops add up to when nothing times them, as a placed run's
     untimed_steps: int = 0
+    untimed_block: bool = False  # the untimed steps all first, in one block, instead of alternating
     # GPU, one worker: the steps after warm-up replay a CUDA graph of the step (`backends.torch.cudagraph`);
     # host_graphs: the same on the host (tests on a CPU)
     cuda_graph: bool = False
@@ -654,10 +656,14 @@ class _Worker:
         return out
 
 
-def untimed_flags(timed: int, untimed: int) -> list[bool]:
+def untimed_flags(timed: int, untimed: int, block: bool = False) -> list[bool]:
     """Which measured steps run without per-op timing: `untimed` of them alternating with the first `timed`
     ones (timed, untimed, timed, ...), the rest of the longer kind after, so that both kinds see the same drift
-    of the machine's speed. O(timed + untimed)."""
+    of the machine's speed. `block`: the untimed steps all first, back to back as a placed run's steps are, then
+    the timed ones (a timed step may leave the device or the host in a state that the next step pays for).
+    O(timed + untimed)."""
+    if block:
+        return [True] * untimed + [False] * timed
     out: list[bool] = []
     for k in range(max(timed, untimed)):
         if k < timed:
@@ -696,7 +702,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
         step_spans: list[tuple[float, list[tuple[str, float, float]]]] = []  # per measured step: (t0, spans)
         grads = None
         rss_peak = rss0
-        untimed = untimed_flags(job.steps, job.untimed_steps if job.time_ops else 0)
+        untimed = untimed_flags(job.steps, job.untimed_steps if job.time_ops else 0, job.untimed_block)
         steps = range(job.warmup + len(untimed))
         untimed_times: list[float] = []
         # one bar, the first worker's: every worker runs the same steps
@@ -744,6 +750,10 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
         if not job.cuda:
             paces.append(interference.core_pace())
         peak = float(torch.cuda.max_memory_allocated(w.dev)) if job.cuda else w.peak
+        # what the allocator holds beside the tensors (cuBLAS / cuBLASLt workspaces), to predict its peak
+        reserve = (
+            framework_reserve_bytes(torch.cuda.get_device_capability(w.dev)[0], job.cuda_graph) if job.cuda else 0
+        )
         rss_growth = rss_peak - rss0  # sampled after every step
         results.put(
             (
@@ -758,6 +768,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                     "grads": grads,
                     "peak": peak,
                     "tensor_peak": w.peak,
+                    "reserve": reserve,
                     "rss_growth": rss_growth,
                     "traffic": w.traffic,
                     "threads": threads,

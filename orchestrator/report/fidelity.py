@@ -78,9 +78,11 @@ def step_error(r: dict[str, Any]) -> float:
 
 
 def memory_error(r: dict[str, Any]) -> float | None:
-    """The median over devices of |predicted - measured| / measured peak memory (devices measured above 0)."""
+    """The median over devices of |predicted - measured| / measured peak memory (devices measured above 0); a
+    GPU worker's prediction adds what its allocator holds beside the tensors (`framework_reserve_bytes`)."""
     pred, meas = r.get("peak_memory_bytes") or {}, r.get("measured_peak_memory_bytes") or {}
-    errs = [abs(pred[d] - v) / v for d, v in meas.items() if v and pred.get(d) is not None]
+    reserve = r.get("framework_reserve_bytes") or {}
+    errs = [abs(pred[d] + reserve.get(d, 0.0) - v) / v for d, v in meas.items() if v and pred.get(d) is not None]
     return statistics.median(errs) if errs else None
 
 

@@ -215,6 +215,7 @@ def _row(run: Any, key: tuple, vary: list[str], values: tuple, prm: dict[str, st
         "memory_limit_bytes": _memory_limits(run),
         "peak_memory_bytes": _per_device(m, "peak_memory_bytes."),
         "measured_peak_memory_bytes": _per_device(m, "measured_peak_memory_bytes."),
+        "framework_reserve_bytes": _per_device(m, "framework_reserve_bytes."),
         "run_id": run.info.run_id,
         "start_time": run.info.start_time,
         "error": t.get("error", ""),

@@ -86,8 +86,15 @@ def stage_run(
             metrics[f"run.{k}"] = v
     if result.get("predicted_step_s"):
         metrics["prediction_error"] = (result["predicted_step_s"] - rr.measured_step_s) / rr.measured_step_s
+    # GPU workers: the allocator's peak also holds cuBLAS's workspaces (backends/torch/cuda_memory.py), which
+    # the simulator's tensor accounting leaves out; the prediction of the measured peak adds them
+    reserve = {d: float(v) for d, v in ((rr.extra or {}).get("framework_reserve_bytes") or {}).items() if v}
+    if reserve:
+        result["framework_reserve_bytes"] = reserve
+        for d, v in reserve.items():
+            metrics[f"framework_reserve_bytes.{d}"] = v
     errors = [
-        (result["peak_memory_bytes"][d] - v) / v
+        (result["peak_memory_bytes"][d] + reserve.get(d, 0.0) - v) / v
         for d, v in rr.peak_memory_bytes.items()
         if v and d in (result.get("peak_memory_bytes") or {})
     ]

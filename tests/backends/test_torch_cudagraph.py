@@ -99,7 +99,13 @@ def test_cuda_graph_settings_are_checked():
     with pytest.raises(ConfigError, match="GPU workers"):
         worker_setting(cluster, cuda_graph=True)
     assert "cuda_graph" not in worker_setting(cluster)  # earlier profiles keep their cache keys
-    assert worker_setting(uniform_cluster(1, type="GPU"), cuda=True, cuda_graph=True)["cuda_graph"] is True
+    gpu_setting = worker_setting(uniform_cluster(1, type="GPU"), cuda=True, cuda_graph=True)
+    assert gpu_setting["cuda_graph"] is True and gpu_setting["untimed"] == "block"
+    assert "untimed" not in worker_setting(cluster)
+    from backends.torch.profiler import profile_in_worker
+
+    with pytest.raises(ConfigError, match="'untimed'"):
+        profile_in_worker(model, graph, setting={**worker_setting(cluster), "untimed": "interleaved"})
 
 
 @pytest.mark.cuda
@@ -120,6 +126,11 @@ def test_one_gpu_graphed_run_and_profile(name):
     )
     assert res.extra["correct"] and res.extra["cuda_graph"] is True, res.extra
     assert res.extra["cuda_graph_check"] < 1e-3
+    # the allocator's peak: the tensors plus a cuBLAS and a cuBLASLt workspace per stream (cuda_memory)
+    for run in (eager, res):
+        dev = next(iter(run.peak_memory_bytes))
+        want = run.extra["tensor_peak_bytes"][dev] + run.extra["framework_reserve_bytes"][dev]
+        assert run.peak_memory_bytes[dev] == pytest.approx(want, rel=0.02), (run.peak_memory_bytes, want)
     assert res.measured_step_s < eager.measured_step_s, (res.measured_step_s, eager.measured_step_s)
     setting = worker_setting(cluster, cuda=True, cuda_graph=True)
     g, info = profile_in_worker(model, graph, setting=setting, warmup=3, steps=10)

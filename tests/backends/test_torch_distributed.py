@@ -507,3 +507,5 @@ def test_untimed_steps_alternate_with_the_timed_ones():
     assert untimed_flags(3, 1) == [False, True, False, False]
     assert untimed_flags(1, 3) == [False, True, True, True]
     assert untimed_flags(4, 0) == [False] * 4
+    # in one block first, back to back as a placed run's steps (the graphed GPU profile's layout)
+    assert untimed_flags(3, 2, block=True) == [True, True, False, False, False]
