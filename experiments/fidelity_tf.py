@@ -110,8 +110,14 @@ def in_step(base: Any, fit: Any, args: Any, model_cfg: Any = None) -> tuple[Any,
         rounds=min(2, args.rounds),
         seed=args.seed,
         model_cfg=model_cfg,
+        byte_costs=model_cfg is None,  # the wide program's per-byte time: with the calibration program only
     )
-    costs = {"send_overhead_s": cal.send_overhead_s, "recv_overhead_s": cal.recv_overhead_s}
+    costs = {
+        "send_overhead_s": cal.send_overhead_s,
+        "recv_overhead_s": cal.recv_overhead_s,
+        "send_byte_s": cal.send_byte_s,
+        "recv_byte_s": cal.recv_byte_s,
+    }
     return cal, base.with_comm(cal.latency_s, fit.bytes_per_s), costs
 
 
@@ -195,6 +201,15 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             )
             + " (measured/in-step/benchmark)"
         )
+        print(
+            f"per byte: send {cal.send_byte_s * 1e9:.2f} ns, receive {cal.recv_byte_s * 1e9:.2f} ns; wide program "
+            f"relative RMS {100 * cal.rel_rms_bytes:.1f}%: "
+            + ", ".join(
+                f"{r['messages']} msgs {1e3 * r['measured_s']:.3g}/{1e3 * r['predicted_s']:.3g} ms "
+                f"({1e3 * r['predicted_without_byte_costs_s']:.3g} without)"
+                for r in cal.byte_placements
+            )
+        )
     runtime = TFDistributedRuntime(warmup=args.warmup, steps=args.steps, check_correctness=True)
     rows: list[dict[str, Any]] = []
     rng = random.Random(args.seed)
@@ -268,6 +283,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             sim_cal = simulate(graph, cal_cluster, assign, record_memory=False, **cal_costs)
             pred_cal = predicted_step(sim_cal.makespan, graph, {2: fit.step_overhead_s}, used)
             err_cal = (pred_cal - res.measured_step_s) / res.measured_step_s
+            # the same without the per-byte processor time (the wide program's), for comparison
+            no_bytes = {k: v for k, v in cal_costs.items() if not k.endswith("_byte_s")}
+            sim_nb = simulate(graph, cal_cluster, assign, record_memory=False, **no_bytes)
+            pred_nb = predicted_step(sim_nb.makespan, graph, {2: fit.step_overhead_s}, used)
             pred_mcal = None
             if mcal_cluster is not None:
                 sim_mcal = simulate(graph, mcal_cluster, assign, record_memory=False, **mcal_costs)
@@ -295,6 +314,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 # the in-step calibration's latency and costs (the burst benchmark's without --message-costs in_step)
                 "predicted_step_calibrated_s": pred_cal,
                 "rel_error_calibrated": err_cal,
+                "predicted_step_no_byte_costs_s": pred_nb,
+                "rel_error_no_byte_costs": (pred_nb - res.measured_step_s) / res.measured_step_s,
                 "message_costs": args.message_costs,
                 # --model-calibration: the costs fitted to this model's own block placements
                 "predicted_step_model_calibrated_s": pred_mcal,
@@ -336,6 +357,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             tau = kendall_tau([r["predicted_step_calibrated_s"] for r in mine], [r["measured_step_s"] for r in mine])
             print(
                 f"{name} ({args.message_costs} message costs, cal_ms): median |error| {med:.1%}, Kendall tau "
+                f"{tau if tau is None else round(tau, 2)}"
+            )
+            med = statistics.median(abs(r["rel_error_no_byte_costs"]) for r in mine)
+            tau = kendall_tau([r["predicted_step_no_byte_costs_s"] for r in mine], [r["measured_step_s"] for r in mine])
+            print(
+                f"{name} (the same without the per-byte time): median |error| {med:.1%}, Kendall tau "
                 f"{tau if tau is None else round(tau, 2)}"
             )
             if args.model_calibration:

@@ -79,7 +79,7 @@ def test_tf_workers_fit_takes_the_in_step_latency_and_costs(monkeypatch):
 
     def fake_cal(cluster, **kw):
         seen.update(kw, links=dict(cluster.links), latency=cluster.latency_s)
-        return InStepCalibration(90e-6, 25e-6, 35e-6, rel_rms=0.03)
+        return InStepCalibration(90e-6, 25e-6, 35e-6, rel_rms=0.03, send_byte_s=1e-9, recv_byte_s=2e-9)
 
     monkeypatch.setattr(dist_profile, "comm_benchmark_distributed", lambda *a, **k: bench)
     monkeypatch.setattr(tfcal, "calibrate_in_step", fake_cal)
@@ -95,6 +95,7 @@ def test_tf_workers_fit_takes_the_in_step_latency_and_costs(monkeypatch):
     assert fit.bytes_per_s == 1.6e9 and fit.samples == bench.samples
     out = comm_json(fit, "worker", "in_step")
     assert out["pingpong_latency_s"] == 40e-6 and out["calibration_rel_rms"] == 0.03
+    assert (out["send_byte_s"], out["recv_byte_s"]) == (1e-9, 2e-9)  # the wide program's, to the simulator
     assert out["residual_rel_median"] == pytest.approx(abs(40e-6 + 1024 / 1.6e9 - 1e-4) / 1e-4)
     prof = TFMeasuredProfiler(comm_calibration="benchmark")
     prof.use_workers({"cores": 1})

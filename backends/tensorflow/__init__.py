@@ -256,6 +256,8 @@ class TFMeasuredProfiler(MeasuredProfiler):
             recv_overhead_s=cal.recv_overhead_s,
             pingpong_latency_s=fit.latency_s,
             calibration_rel_rms=cal.rel_rms,
+            send_byte_s=cal.send_byte_s,
+            recv_byte_s=cal.recv_byte_s,
         )
 
     def fixed_step_s(self, report: Mapping[str, Any], comm: Mapping[str, Any], n_workers: int) -> float:

@@ -21,12 +21,17 @@ of the workers used, `dist_profile.predicted_step`), predicts those steps best
 benchmark's latency kept. Profiles and placed runs alternate over `rounds` in a new random order each round
 (this machine's speed drifts over minutes); the profile used is the mean of the rounds'.
 
-A choice, as on PyTorch: one (send, receive) pair for every tensor whatever its size (the bytes are in the
-hop's ``bytes / bandwidth``); what it absorbs beyond gRPC's own work is what the real step pays per tensor on
-average, not a model of each mechanism.
+A choice, as on PyTorch: one (send, receive) pair for every tensor whatever its size; what it absorbs beyond
+gRPC's own work is what the real step pays per tensor on average, not a model of each mechanism. The bytes are
+in the hop's ``bytes / bandwidth`` and, with `byte_costs` (the default), in a processor time per byte sent and
+received: as on PyTorch, each round also profiles and runs the same blocks of a second program whose messages
+carry 128 KB-1 MB (`WIDE_CALIBRATION_MODEL`, 8 layers 512 wide at batch 64), and the per-byte time is fitted
+on its steps with the latency and per-message costs kept (`backends.calibration.fit_byte_costs`). Copying a
+tensor into and out of a gRPC message costs the workers' own cores on this host; the burst benchmark's
+256-byte tensors cannot see it.
 
 Cost: rounds x (one profile + len(blocks) placed runs) worker-pool starts (an interpreter importing TensorFlow
-each), and grid x placements simulations of the calibration program.
+each) per program, and grid x placements simulations of each calibration program.
 """
 
 from __future__ import annotations
@@ -39,8 +44,10 @@ from algorithms.graph import OpGraph
 from algorithms.simulator import simulate
 from backends.calibration import (
     CALIBRATION_MODEL,
+    WIDE_CALIBRATION_MODEL,
     InStepCalibration,
     Predictor,
+    WideProgram,
     calibrate,
     two_devices,
 )
@@ -54,8 +61,25 @@ def tf_predictor(graph: OpGraph, step_overhead_s: Mapping[int, float]) -> Predic
     as many workers as the placement uses (`dist_profile.predicted_step`)."""
     from .dist_profile import predicted_step
 
-    def pred(cl: Cluster, p: Mapping[str, str], o: Mapping[str, list[str]], s: float, r: float) -> float:
-        sim = simulate(graph, cl, p, send_overhead_s=s, recv_overhead_s=r, record_memory=False)
+    def pred(
+        cl: Cluster,
+        p: Mapping[str, str],
+        o: Mapping[str, list[str]],
+        s: float,
+        r: float,
+        send_byte_s: float = 0.0,
+        recv_byte_s: float = 0.0,
+    ) -> float:
+        sim = simulate(
+            graph,
+            cl,
+            p,
+            send_overhead_s=s,
+            recv_overhead_s=r,
+            send_byte_s=send_byte_s,
+            recv_byte_s=recv_byte_s,
+            record_memory=False,
+        )
         return predicted_step(sim.makespan, graph, step_overhead_s, len(set(p.values())))
 
     return pred
@@ -75,6 +99,7 @@ def calibrate_in_step(
     profile_steps: int = 10,
     seed: int = 0,
     model_cfg: Mapping[str, object] | None = None,
+    byte_costs: bool = True,
 ) -> InStepCalibration:
     """Fit the hop latency and per-message costs to `TFDistributedRuntime`'s own placed steps (module docstring).
 
@@ -85,7 +110,7 @@ def calibrate_in_step(
     costs on TensorFlow's runtime depends on the model (block placements, 26 Nov 2026: inception_v3_tiny 85-93 µs
     per transfer at 467-1786 transfers per step, gnmt_tiny 67-75 µs at 398-1627, each flat in the count), so the
     costs of the model being evaluated come from its own block placements, none of them a placement under
-    evaluation."""
+    evaluation. `byte_costs`: also fit the per-byte processor time on the wide program (module docstring)."""
     from . import TFBackend
     from .dist_profile import profile_distributed
     from .distributed import TFDistributedRuntime
@@ -104,6 +129,20 @@ def calibrate_in_step(
     def run(g: OpGraph, p: Mapping[str, str], _: Mapping[str, list[str]]) -> list[float]:
         return runtime.run(backend, model, g, p, {}, pair).step_times_s
 
+    wide = None
+    if byte_costs:
+        wmodel = backend.build(dict(WIDE_CALIBRATION_MODEL))
+        wcaptured = backend.capture(wmodel)
+
+        def wprofile() -> tuple[OpGraph, float]:
+            g = profile_distributed(wmodel, wcaptured, pair, warmup=profile_warmup, steps=profile_steps)
+            return g, float(g.nx.graph["profile"]["untraced_step_s"])
+
+        def wrun(g: OpGraph, p: Mapping[str, str], _: Mapping[str, list[str]]) -> list[float]:
+            return runtime.run(backend, wmodel, g, p, {}, pair).step_times_s
+
+        wide = WideProgram(wcaptured, wprofile, wrun)
+
     return calibrate(
         captured,
         pair,
@@ -115,6 +154,7 @@ def calibrate_in_step(
         seed=seed,
         send_share=send_share,
         benchmark_costs=benchmark_costs,
+        wide=wide,
     )
 
 

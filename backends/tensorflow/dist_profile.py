@@ -105,6 +105,10 @@ class TFCommFit(CommFit):
     #: NaN otherwise.
     pingpong_latency_s: float = math.nan
     calibration_rel_rms: float = math.nan
+    #: The processor time per byte of a message sent / received (`simulate(send_byte_s=, recv_byte_s=)`), from
+    #: the in-step calibration's wide program; 0 without it.
+    send_byte_s: float = 0.0
+    recv_byte_s: float = 0.0
 
 
 def _timed(sess: Any, fetch: Any, n: int) -> list[float]:

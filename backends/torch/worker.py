@@ -751,9 +751,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
             paces.append(interference.core_pace())
         peak = float(torch.cuda.max_memory_allocated(w.dev)) if job.cuda else w.peak
         # what the allocator holds beside the tensors (cuBLAS / cuBLASLt workspaces), to predict its peak
-        reserve = (
-            framework_reserve_bytes(torch.cuda.get_device_capability(w.dev)[0], job.cuda_graph) if job.cuda else 0
-        )
+        reserve = framework_reserve_bytes(torch.cuda.get_device_capability(w.dev)[0], job.cuda_graph) if job.cuda else 0
         rss_growth = rss_peak - rss0  # sampled after every step
         results.put(
             (

@@ -378,6 +378,18 @@ def test_in_step_calibration_fits_the_runtimes_own_placed_steps():
     assert all(r["measured_s"] > 0 and r["predicted_s"] > 0 for r in cal.placements)
     assert cal.rel_rms < 0.5, cal
     assert len(cal.profile_step_s) == 1
+    # the wide program's placements ran by the same blocks, and the per-byte time fits them at least as well as
+    # none does (it is fitted on them: 0 is among its candidates)
+    assert [r["block"] for r in cal.byte_placements] == [4, 128]
+    assert cal.send_byte_s >= 0 and cal.recv_byte_s >= 0
+
+    def rms(key: str) -> float:
+        return math.sqrt(
+            statistics.fmean(((r[key] - r["measured_s"]) / r["measured_s"]) ** 2 for r in cal.byte_placements)
+        )
+
+    assert cal.rel_rms_bytes == pytest.approx(rms("predicted_s"), rel=1e-6)
+    assert rms("predicted_s") <= rms("predicted_without_byte_costs_s") + 1e-12
 
 
 @pytest.mark.slow
@@ -398,7 +410,9 @@ def test_in_step_calibration_on_an_evaluated_models_own_block_placements():
         profile_warmup=1,
         profile_steps=2,
         model_cfg=cfg,
+        byte_costs=False,
     )
+    assert cal.byte_placements == [] and cal.send_byte_s == cal.recv_byte_s == 0.0
     few, many = sorted(cal.placements, key=lambda r: r["messages"])
     assert many["block"] == 2 and few["block"] == 64 and many["messages"] > few["messages"]
     # fewer tensors than the 24-layer calibration program's shortest blocks exchange (308 at block 2)
