@@ -33,6 +33,7 @@ from backends.tensorflow.distributed import (
     _diff_scale,
     _rel_error,
     iqr,
+    output_bytes,
     recv_traffic,
     task_allocations,
     task_of_device,
@@ -71,6 +72,24 @@ def test_recv_traffic_counts_only_bytes_between_tasks():
     ds2 = ss.dev_stats.add(device=W0)
     ds2.node_stats.add(node_name="RecvTensor", timeline_label=f"[32B] [1Mb/s] edge_9_g from {W1} to {W0}")
     assert recv_traffic(ss) == {(0, 1): 128.0, (1, 0): 32.0}
+    # from 0.1 MiB on TensorFlow writes MiB with one decimal: the source op's output size that fits is taken
+    ds.node_stats.add(node_name="RecvTensor", timeline_label=f"[1.5MB] [8.1Gb/s] edge_103_l0/w from {W0} to {W1}")
+    assert recv_traffic(ss) == {(0, 1): 128.0 + 1.5 * 2**20, (1, 0): 32.0}  # no sizes known: the label's value
+    sizes = {"l0/w": [4.0, 1605632.0], "other": [1572864.0]}  # 784 x 512 float32, and a 4-byte second output
+    assert recv_traffic(ss, sizes) == {(0, 1): 128.0 + 1605632.0, (1, 0): 32.0}
+    assert recv_traffic(ss, {"l0/w": [1.0e6]})[(0, 1)] == 128.0 + 1.5 * 2**20  # outside the rounding: the label
+
+
+def test_output_bytes_of_a_graph():
+    import tensorflow as tf
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [64, 784], name="x")
+        tf.compat.v1.placeholder(tf.float32, [None, 3], name="free")
+        tf.identity(tf.cast(x, tf.float64), name="y")
+    sizes = output_bytes(g)
+    assert sizes["x"] == [64 * 784 * 4.0] and sizes["y"] == [64 * 784 * 8.0] and "free" not in sizes
 
 
 def test_task_allocations_held_and_peak():
