@@ -35,18 +35,21 @@ CALIBRATION_MODEL: dict[str, Any] = {
     "seed": 0,
 }
 
-# the second calibration program (session 23): the same kind of step with 8 layers 16 times as wide and a batch
-# 8 times as large, so that its messages carry 128 KB (activations) to 1 MB (weights, gradients) where the first
-# program's carry 1-4 KB: the sizes that dominate the traffic of full-size models (gnmt: 84-85 % of the bytes
-# in messages of 512 KB and more). The per-byte processor time is fitted on it (`fit_byte_costs`). Measured on
-# the lab's VM (session 23, same minutes): 1.42 ns per byte on this program, 1.06 ns on one of 12 layers 256
-# wide (64-256 KB), against the 1.4-1.5 ns (gnmt) and 1.5-3 ns (mlp) that full-size two-device runs asked for.
+# the second calibration program (sessions 23-24): the same kind of step with 8 layers 32 times as wide and a
+# batch 8 times as large, so that its messages carry 256 KB (activations) to 4 MB (weights, gradients) where the
+# first program's carry 1-4 KB: the sizes that dominate the traffic of full-size models (gnmt: 84-85 % of the
+# bytes in messages of 512 KB and more; weight gradients of 1-2 MB and more). The per-byte processor time is
+# fitted on it (`fit_byte_costs`). Measured on the lab's VM: the per-byte time grows with the messages' size,
+# 1.06 ns per byte on 12 layers 256 wide (64-256 KB), 1.12-1.42 ns on 8 layers 512 wide (128 KB-1 MB, session
+# 23's program), 1.39 ns on this one (session 24), against the 1.4-1.5 ns (gnmt) and 1.5-3 ns (mlp) that
+# full-size two-device runs asked for. With it the full-size models' error fell from 12.0 / 15.4 % (gnmt / mlp,
+# session 23, 512 wide) to 4.6 / 2.8 % (session 24), and to 5.7 / 12.3 % on session 23's own runs re-predicted.
 WIDE_CALIBRATION_MODEL: dict[str, Any] = {
     **CALIBRATION_MODEL,
     "name": "calibration_mlp_wide",
     "batch_size": 64,
-    "in_features": 512,
-    "hidden": [512] * 8,
+    "in_features": 1024,
+    "hidden": [1024] * 8,
 }
 
 
@@ -229,7 +232,7 @@ def fit_byte_costs(
     ``send_share : 1 - send_share`` as the per-message time is) that minimises the squared relative error of
     `predictor` over `runs` = [(placement, schedule, measured step s)] on `cluster` (the fitted latency), with the
     per-message costs (`send_s`, `recv_s`) kept. The per-message costs come from the narrow program, whose
-    messages are too small (1-4 KB) for their bytes to matter; the wide program's messages (128 KB-1 MB) then tell
+    messages are too small (1-4 KB) for their bytes to matter; the wide program's messages (256 KB-4 MB) then tell
     the per-byte time apart (a sequential fit, not a joint one: each parameter is fitted where it dominates). A
     grid of `points` over [0, `max_byte_s`] refined `refinements` - 1 times (a quarter of the span each time;
     ties to the smaller value). O(refinements points len(runs)) simulations."""

@@ -25,7 +25,7 @@ A choice, as on PyTorch: one (send, receive) pair for every tensor whatever its 
 gRPC's own work is what the real step pays per tensor on average, not a model of each mechanism. The bytes are
 in the hop's ``bytes / bandwidth`` and, with `byte_costs` (the default), in a processor time per byte sent and
 received: as on PyTorch, each round also profiles and runs the same blocks of a second program whose messages
-carry 128 KB-1 MB (`WIDE_CALIBRATION_MODEL`, 8 layers 512 wide at batch 64), and the per-byte time is fitted
+carry 256 KB-4 MB (`WIDE_CALIBRATION_MODEL`, 8 layers 1024 wide at batch 64), and the per-byte time is fitted
 on its steps with the latency and per-message costs kept (`backends.calibration.fit_byte_costs`). Copying a
 tensor into and out of a gRPC message costs the workers' own cores on this host; the burst benchmark's
 256-byte tensors cannot see it.

@@ -31,7 +31,9 @@ Measurements (module-level helpers do the parsing):
   (``tf.config.experimental.get_memory_info`` covers GPU/TPU only), so the figure is the process's tensor
   allocations as TensorFlow records them: the bytes the traced ``init`` run left allocated on that task
   (variables, optimizer slots) plus the peak of the net allocations of that task's ops during a traced training
-  step (allocation records, as `profiler.allocation_peaks`). Each worker's RSS growth over the run
+  step (allocation records, as `profiler.allocation_peaks`), with each tensor received over gRPC, which no op's
+  records hold, counted from its arrival to the end of its last reader on the task (`received_buffers`). Each
+  worker's RSS growth over the run
   (``ru_maxrss`` less the resident set when the server was ready) is reported beside it in
   ``extra["rss_growth_bytes"]``; it also counts the executors, gRPC buffers and allocator caching. A task
   whose step stats hold no allocation records falls back to the RSS growth; ``extra["memory_source"]`` says
@@ -98,16 +100,10 @@ def task_of_device(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def recv_traffic(step_stats: Any, sizes: Mapping[str, Sequence[float]] | None = None) -> dict[tuple[int, int], float]:
-    """(src task, dst task) -> bytes received over gRPC in one traced step (``RecvTensor`` records).
-
-    TensorFlow labels a receive of 0.1 MiB or more in MiB with one decimal ("[1.5MB]"), so its exact size is
-    lost. `sizes` (source op name -> the byte sizes of its outputs, from the static shapes of the placed graph;
-    `output_bytes`) restores it: the one output size within the label's rounding (±0.05 MiB) is taken, and the
-    label's value where none or several sizes fit. Before 27 Nov 2026 such labels were not parsed at all and
-    every tensor from 0.1 MiB on was left out of the measured traffic (full-size mlp: 7.5 KB measured
-    against 3.7 MB sent). O(records × outputs per op)."""
-    out: dict[tuple[int, int], float] = {}
+def _receives(step_stats: Any, sizes: Mapping[str, Sequence[float]] | None) -> list[tuple[int, int, str, float, int]]:
+    """(src task, dst task, source op, bytes, arrival µs) of every gRPC receive between different tasks in one
+    traced step (``RecvTensor`` records; bytes as `recv_traffic` reads them). O(records × outputs per op)."""
+    out = []
     for ds in step_stats.dev_stats:
         for ns in ds.node_stats:
             if ns.node_name != "RecvTensor":
@@ -126,7 +122,64 @@ def recv_traffic(step_stats: Any, sizes: Mapping[str, Sequence[float]] | None = 
                 fits = {b for b in (sizes or {}).get(op, ()) if abs(b - nbytes) <= 0.05 * MIB + 0.5}
                 if len(fits) == 1:
                     nbytes = float(next(iter(fits)))
-            out[(src, dst)] = out.get((src, dst), 0.0) + nbytes
+            rel = ns.all_end_rel_micros or ns.op_end_rel_micros
+            out.append((src, dst, op, nbytes, int(ns.all_start_micros + rel)))
+    return out
+
+
+def recv_traffic(step_stats: Any, sizes: Mapping[str, Sequence[float]] | None = None) -> dict[tuple[int, int], float]:
+    """(src task, dst task) -> bytes received over gRPC in one traced step (``RecvTensor`` records).
+
+    TensorFlow labels a receive of 0.1 MiB or more in MiB with one decimal ("[1.5MB]"), so its exact size is
+    lost. `sizes` (source op name -> the byte sizes of its outputs, from the static shapes of the placed graph;
+    `output_bytes`) restores it: the one output size within the label's rounding (±0.05 MiB) is taken, and the
+    label's value where none or several sizes fit. Before 27 Nov 2026 such labels were not parsed at all and
+    every tensor from 0.1 MiB on was left out of the measured traffic (full-size mlp: 7.5 KB measured
+    against 3.7 MB sent). O(records × outputs per op)."""
+    out: dict[tuple[int, int], float] = {}
+    for src, dst, _, nbytes, _ in _receives(step_stats, sizes):
+        out[(src, dst)] = out.get((src, dst), 0.0) + nbytes
+    return out
+
+
+def received_buffers(
+    step_stats: Any, sizes: Mapping[str, Sequence[float]] | None, consumers: Mapping[str, set[str]]
+) -> dict[int, list[tuple[int, int]]]:
+    """dst task -> allocation events (µs, ±bytes) of the tensors it received over gRPC in one traced step.
+
+    The gRPC layer allocates a received tensor outside any op, so no op's allocation records hold it (the
+    full-size mlp's two-device runs measured 1.5-3.1 MB against 3.9-4.6 MB predicted before 27 Nov 2026). Each
+    receive is counted from its arrival (the ``RecvTensor`` record's end) to the end of the last op on that task
+    that reads the source op's outputs (`consumers`: op name -> the ops that take one of its outputs, from the
+    placed graph), as the simulator counts a received copy; with no such op in the trace, to the step's end
+    (left allocated). O(records + ops)."""
+    ends: dict[int, dict[str, int]] = {}
+    for ds in step_stats.dev_stats:
+        task = task_of_device(ds.device)
+        if task is None:
+            continue
+        mine = ends.setdefault(task, {})
+        for ns in ds.node_stats:
+            t = int(ns.all_start_micros + (ns.all_end_rel_micros or ns.op_end_rel_micros))
+            mine[ns.node_name] = max(mine.get(ns.node_name, t), t)
+    out: dict[int, list[tuple[int, int]]] = {}
+    for _, dst, op, nbytes, arrive in _receives(step_stats, sizes):
+        if nbytes <= 0:
+            continue
+        last = [ends.get(dst, {})[c] for c in consumers.get(op, ()) if c in ends.get(dst, {})]
+        lst = out.setdefault(dst, [])
+        lst.append((arrive, int(nbytes)))
+        if last:
+            lst.append((max(max(last), arrive), -int(nbytes)))
+    return out
+
+
+def op_consumers(graph: Any) -> dict[str, set[str]]:
+    """op name -> the names of the ops that take one of its outputs as an input, in a `tf.Graph`. O(edges)."""
+    out: dict[str, set[str]] = {}
+    for op in graph.get_operations():
+        for t in op.inputs:
+            out.setdefault(t.op.name, set()).add(op.name)
     return out
 
 
@@ -148,10 +201,13 @@ def output_bytes(graph: Any) -> dict[str, list[float]]:
     return out
 
 
-def task_allocations(step_stats: Any) -> dict[int, tuple[float, float]]:
+def task_allocations(
+    step_stats: Any, extra: Mapping[int, Sequence[tuple[int, int]]] | None = None
+) -> dict[int, tuple[float, float]]:
     """task -> (net bytes allocated at the end of the step, peak of the net allocations during it), from the
-    allocation records of that task's ops. O(records log records)."""
-    events: dict[int, list[tuple[int, int]]] = {}
+    allocation records of that task's ops, and the events in `extra` (task -> (µs, ±bytes), e.g.
+    `received_buffers`). O(records log records)."""
+    events: dict[int, list[tuple[int, int]]] = {t: list(v) for t, v in (extra or {}).items()}
     for ds in step_stats.dev_stats:
         task = task_of_device(ds.device)
         if task is None or "/stream:" in ds.device:
@@ -400,10 +456,12 @@ class TFDistributedRuntime(Runtime):
             log.warning("%d ops ran on another device than placed, e.g. %s", len(misplaced), misplaced[:3])
 
         # traffic, memory, busy time per device
-        recv = recv_traffic(md.step_stats, output_bytes(placed.graph))
+        sizes = output_bytes(placed.graph)
+        recv = recv_traffic(md.step_stats, sizes)
         by_pair = {(task_dev[s], task_dev[d]): b for (s, d), b in recv.items()}
         held = task_allocations(md_init.step_stats)
-        step = task_allocations(md.step_stats)
+        # tensors received over gRPC are allocated outside every op: counted from the receives' records
+        step = task_allocations(md.step_stats, received_buffers(md.step_stats, sizes, op_consumers(placed.graph)))
         rss_growth = {d: float(max(0, s["maxrss"] - s["rss_at_start"])) for d, s in stats.items()}
         peaks: dict[str, float] = {d: 0.0 for d in cluster.names}
         source: dict[str, str] = {}

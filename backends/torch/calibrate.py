@@ -34,10 +34,11 @@ includes what a message costs on a shared core (the wake-ups and switches betwee
 simulator's turn-taking does not charge). Measured on cpu4 (docs/fidelity.md, session 14): the pair's fit gave
 8-18 us per message and under-predicted the multi-device placements by 25-40 %.
 
-Per byte (session 23): a second program (`WIDE_CALIBRATION_MODEL`: 8 layers 512 wide at batch 64, messages of
-128 KB to 1 MB against the first program's 1-4 KB) is profiled and run by the same blocks in every round, and a
-processor time per byte of a message (`simulate(send_byte_s=, recv_byte_s=)`, split as the per-message time) is
-fitted on its placements with the latency and per-message costs kept (`fit_byte_costs`). On the lab's VM the
+Per byte (session 23): a second program (`WIDE_CALIBRATION_MODEL`: 8 layers 1024 wide at batch 64 since
+session 24, messages of 256 KB to 4 MB against the first program's 1-4 KB) is profiled and run by the same
+blocks in every round, and a processor time per byte of a message (`simulate(send_byte_s=, recv_byte_s=)`,
+split as the per-message time) is fitted on its placements with the latency and per-message costs kept
+(`fit_byte_costs`). On the lab's VM the
 first program's costs under-predicted wider programs' placed steps by 15-39 % (12 to 24 layers 128-256 wide),
 about 1-1.5 ns per byte sent: loopback TCP copies each message on the workers' own cores, while the ping-pong's
 bandwidth only delays its arrival. ``byte_costs=False`` leaves it out (the per-byte time is then 0).

@@ -437,3 +437,39 @@ def test_in_step_calibration_on_an_evaluated_models_own_block_placements():
     # fewer tensors than the 24-layer calibration program's shortest blocks exchange (308 at block 2)
     assert many["messages"] < 200
     assert cal.latency_s >= 0 and cal.send_overhead_s >= 0 and cal.recv_overhead_s >= 0
+
+
+def test_received_tensors_count_from_arrival_to_their_last_reader():
+    """A tensor received over gRPC is in no op's allocation records: `received_buffers` counts it on the
+    receiving task from the receive's end to the end of the last op there that reads it, and
+    `task_allocations` adds those events to the ops' own."""
+    from backends.tensorflow.distributed import received_buffers
+
+    ss = step_stats_pb2.StepStats()
+    ds = ss.dev_stats.add(device=W1)
+    ds.node_stats.add(
+        node_name="RecvTensor",
+        timeline_label=f"[1.5MB] [8.1Gb/s] edge_103_l0/w from {W0} to {W1}",
+        all_start_micros=100,
+        all_end_rel_micros=10,
+    )
+    ds.node_stats.add(
+        node_name="RecvTensor",
+        timeline_label=f"[64B] [1Mb/s] edge_7_l0/b from {W0} to {W1}",
+        all_start_micros=105,
+        all_end_rel_micros=5,
+    )
+    mm = ds.node_stats.add(node_name="l1/MatMul", all_start_micros=120, all_end_rel_micros=30)
+    mem = mm.memory.add()
+    mem.allocation_records.add(alloc_micros=130, alloc_bytes=1000)
+    mem.allocation_records.add(alloc_micros=160, alloc_bytes=-1000)
+    ds.node_stats.add(node_name="l1/Add", all_start_micros=155, all_end_rel_micros=20)
+    sizes = {"l0/w": [1605632.0]}
+    consumers = {"l0/w": {"l1/MatMul", "on_task_0_only"}, "l0/b": {"l1/Add"}}
+    events = received_buffers(ss, sizes, consumers)
+    assert sorted(events[1]) == [(110, 64), (110, 1605632), (150, -1605632), (175, -64)]
+    assert task_allocations(ss, events) == {1: (0.0, 1605632.0 + 64 + 1000)}
+    assert task_allocations(ss) == {1: (0.0, 1000.0)}  # the ops' own records alone
+    # a receive none of whose readers ran on the task stays allocated to the step's end
+    left = received_buffers(ss, sizes, {"l0/b": {"l1/Add"}})
+    assert (110, 1605632) in left[1] and not any(b == -1605632 for _, b in left[1])
