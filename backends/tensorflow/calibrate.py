@@ -57,29 +57,15 @@ DEFAULT_BLOCKS = (2, 8, 32, 128)  # block lengths along the topological order (o
 
 def tf_predictor(graph: OpGraph, step_overhead_s: Mapping[int, float]) -> Predictor:
     """The predicted step of a placement on TensorFlow's runtime: the simulator's makespan (its default
-    dispatch; the schedule is not used, the executor keeps none) with per-message costs, plus the empty step of
-    as many workers as the placement uses (`dist_profile.predicted_step`)."""
+    dispatch; the schedule is not used, the executor keeps none) with per-message and per-byte costs, plus the
+    empty step of as many workers as the placement uses (`dist_profile.predicted_step`)."""
     from .dist_profile import predicted_step
 
     def pred(
-        cl: Cluster,
-        p: Mapping[str, str],
-        o: Mapping[str, list[str]],
-        s: float,
-        r: float,
-        send_byte_s: float = 0.0,
-        recv_byte_s: float = 0.0,
+        cl: Cluster, p: Mapping[str, str], o: Mapping[str, list[str]], s: float, r: float, **per_byte: float
     ) -> float:
-        sim = simulate(
-            graph,
-            cl,
-            p,
-            send_overhead_s=s,
-            recv_overhead_s=r,
-            send_byte_s=send_byte_s,
-            recv_byte_s=recv_byte_s,
-            record_memory=False,
-        )
+        # per_byte: send_byte_s / recv_byte_s, passed on to the simulator (`Predictor`)
+        sim = simulate(graph, cl, p, send_overhead_s=s, recv_overhead_s=r, record_memory=False, **per_byte)
         return predicted_step(sim.makespan, graph, step_overhead_s, len(set(p.values())))
 
     return pred
