@@ -148,7 +148,7 @@ def received_buffers(
     """dst task -> allocation events (µs, ±bytes) of the tensors it received over gRPC in one traced step.
 
     The gRPC layer allocates a received tensor outside any op, so no op's allocation records hold it (the
-    full-size mlp's two-device runs measured 1.5-3.1 MB against 3.9-4.6 MB predicted before 27 Nov 2026). Each
+    full-size mlp's two-device runs measured 1.5-3.1 MB against 3.9-5.5 MB predicted before 27 Nov 2026). Each
     receive is counted from its arrival (the ``RecvTensor`` record's end) to the end of the last op on that task
     that reads the source op's outputs (`consumers`: op name -> the ops that take one of its outputs, from the
     placed graph), as the simulator counts a received copy; with no such op in the trace, to the step's end
