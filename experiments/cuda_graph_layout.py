@@ -10,6 +10,7 @@ Then the allocator's peak of an eager and a graphed run with a 4 MiB cuBLAS work
 
 Figures of 27 Nov 2026 on an H100: `experiments/data/h100/probe_s24.txt`, docs/fidelity.md."""
 
+import argparse
 import os
 import random
 import statistics
@@ -19,7 +20,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("rounds", type=int, help="rounds per model (profiles and runs in a new random order each)")
+    args = ap.parse_args(argv)
     import torch
     from omegaconf import OmegaConf
 
@@ -31,7 +35,7 @@ def main() -> None:
     from experiments.fidelity import compose_cfg
 
     print("torch", torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu", flush=True)
-    rounds, warmup, steps = int(sys.argv[1]), 5, 30
+    rounds, warmup, steps = args.rounds, 5, 30
     dry = not torch.cuda.is_available()  # a CPU dry run of the script's logic
     cl_name = "cpu2" if dry else "gpu1"
     if dry:
