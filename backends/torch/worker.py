@@ -30,6 +30,7 @@ from .cuda_memory import framework_reserve_bytes
 from .cudagraph import GraphedStep
 from .devices import PhysDevice
 from .program import Program, device_kwargs, resolve, tensors_of
+from .reference import tf32_in_effect
 from .runtime import PlacedExecutor
 
 
@@ -777,6 +778,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                     "spans": step_spans,
                     "paces": paces,
                     "graph_check": graph_check,  # GraphedStep.check's largest relative difference
+                    "tf32": bool(job.cuda and tf32_in_effect()),  # the correctness check's tolerance allows for it
                 },
             )
         )

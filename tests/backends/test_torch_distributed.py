@@ -375,6 +375,34 @@ def test_gradient_check_scales_with_the_tensor_not_the_element():
     assert not compare_outputs([torch.tensor(2.0), nan], [torch.tensor(2.0), ref], prog)["correct"]
 
 
+def test_gradient_check_reports_the_relative_difference_and_its_tolerance():
+    from types import SimpleNamespace
+
+    from backends.torch.reference import compare_outputs
+
+    prog = SimpleNamespace(param_names=["w"], split_outputs=lambda outs: {"loss": outs[0], "grads": [outs[1]]})
+    ref = torch.tensor([200.0, -3.0, 50.0])
+    tf32_like = ref + torch.tensor([0.0, 0.0, 0.1])  # 5e-4 of the tensor's scale, about TF32's unit roundoff
+    strict = compare_outputs([torch.tensor(1.0), tf32_like], [torch.tensor(1.0), ref], prog, rtol=1e-4, atol=1e-5)
+    assert not strict["correct"] and strict["rtol"] == 1e-4
+    assert strict["max_grad_rel_diff"] == pytest.approx(0.1 / 200.0, rel=1e-3)
+    loose = compare_outputs([torch.tensor(1.0), tf32_like], [torch.tensor(1.0), ref], prog, rtol=1e-2, atol=1e-5)
+    assert loose["correct"] and loose["rtol"] == 1e-2
+
+
+def test_check_tolerance_widens_only_for_tf32_workers(monkeypatch):
+    from backends.torch.distributed import check_rtol
+    from backends.torch.reference import tf32_in_effect
+
+    assert check_rtol(1e-4, 1e-2, [{"tf32": False}, {}]) == 1e-4
+    assert check_rtol(1e-4, 1e-2, [{"tf32": False}, {"tf32": True}]) == 1e-2
+    assert check_rtol(1e-1, 1e-2, [{"tf32": True}]) == 1e-1  # never tighter than rtol
+    if not torch.cuda.is_available():
+        assert tf32_in_effect() is False  # no CUDA, no TF32
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
+    assert tf32_in_effect() is False
+
+
 def test_worker_setting_coruns_one_worker_per_device_the_host_can_hold(monkeypatch):
     import os
 
