@@ -82,8 +82,8 @@ class MeasuredProfiler(Profiler):
     (`backends.torch.calibrate`, `backends.tensorflow.calibrate`; not on GPU workers): median prediction
     errors of 8-25% per model on pinned CPU workers, gnmt_tiny 11% where the benchmark's costs gave 29%
     (docs/fidelity.md, 24 November); ``"auto"`` in_step where the job measures in the workers' setting of a
-    backend that has one and prefers it (PyTorch's CPU workers; TensorFlow's in-step costs were no better, 26
-    November), else benchmark.
+    backend that has one (PyTorch's CPU workers; TensorFlow's workers since 27 November, when two sweeps gave its
+    in-step costs 11-16 % against the benchmark's 15-19 %), else benchmark.
 
     `comm_shared_core_slowdown`: where the workers share host cores (cpu4 on two cores), the simulator's charge
     for time-sharing a core (`algorithms.simulator`, ``shared_core_slowdown``), which the workers' fit is made

@@ -85,7 +85,8 @@ def test_tf_workers_fit_takes_the_in_step_latency_and_costs(monkeypatch):
     monkeypatch.setattr(tfcal, "calibrate_in_step", fake_cal)
     prof = TFMeasuredProfiler(comm_calibration="auto")
     prof.use_workers({"cores": 1})
-    assert prof.calibration() == "benchmark"  # auto: the in-step costs were no better on TensorFlow
+    assert prof.calibration() == "in_step"  # auto in the workers' setting: in-step (since 27 Nov 2026)
+    assert TFMeasuredProfiler(comm_calibration="auto").calibration() == "benchmark"  # not measuring in workers
     prof = TFMeasuredProfiler(comm_calibration="in_step")
     prof.use_workers({"cores": 1})
     fit = prof.comm_in_workers(None, uniform_cluster(2))

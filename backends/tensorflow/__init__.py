@@ -181,21 +181,18 @@ class TFMeasuredProfiler(MeasuredProfiler):
     (`dist_profile.profile_distributed`, with the backend's `profile_statistic` and `profile_calibration`); the
     communication model fitted from gRPC transfers between two worker processes
     (`dist_profile.comm_benchmark_distributed`, which also measures the empty step of two workers and the cost
-    of a transfer in a burst); with ``comm_calibration: in_step`` the hop latency and per-message costs are then
-    fitted to the runtime's placed steps of a calibration program
-    (`calibrate.calibrate_in_step`, about a minute more). Cost: one worker start and warmup + 2 x steps steps;
-    the fit: two worker starts and len(sizes) x 2 x repeats runs."""
+    of a transfer in a burst); with ``comm_calibration: in_step``, and with ``auto`` (the default) in the
+    workers' setting, the hop latency, per-message and per-byte costs are then fitted to the runtime's placed
+    steps of two calibration programs (`calibrate.calibrate_in_step`, about five minutes more on cpu2, once per
+    worker setting: the fit is cached). ``auto`` took the burst benchmark's costs until 27 Nov 2026; two sweeps
+    of five models x 7 placers on cpu2 (docs/fidelity.md, sessions 24 and 25) then gave the in-step costs 15.5 %
+    and 11.2 % median error over 31 runs each, against 19.3 % and 15.2 % with the benchmark's, and the full-size
+    mlp 14.1 % and 8.0 % against 30.1 % and 23.7 % (mlp_tiny and inception_v3_tiny were better with the
+    benchmark's in both). Cost: one worker start and warmup + 2 x steps steps; the fit: two worker starts and
+    len(sizes) x 2 x repeats runs."""
 
     supports_workers = True
     has_in_step_calibration = True
-
-    def calibration(self) -> str:
-        # ``auto`` stays with the benchmark here: in two quiet-host sweeps (docs/fidelity.md, 26 November) the
-        # in-step costs were no better on the evaluated models (median error 17 % either way over 8 model-runs;
-        # better on gnmt_tiny and mlp_tiny, worse on transformer_tiny and inception_v3_tiny); ``in_step`` asks
-        if self.comm_calibration == "auto":
-            return "benchmark"
-        return super().calibration()
 
     def worker_setting(
         self, backend: Backend, cluster: Cluster, threads: int | None, cuda_graph: bool = False
