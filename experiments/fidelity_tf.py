@@ -63,6 +63,54 @@ log = logging.getLogger("fidelity_tf")
 SPLITS = {"mlp": [["l0", 0], ["l1", 1], ["out", 1], ["loss", 1]]}
 
 
+def summary_lines(
+    name: str, rows: list[dict[str, Any]], message_costs: str, model_calibration: bool, tau: bool = True
+) -> list[str]:
+    """One line per prediction variant of `rows` (one model's runs, or all runs with ``tau=False``): the median
+    |error|, Kendall's tau between predicted and measured steps, and the pairs the measurement resolves (medians
+    further apart than the larger IQR, `orchestrator.report.fidelity.resolved_order`): how many, how many the
+    prediction reverses, and tau over them."""
+    from orchestrator.report.fidelity import resolved_order
+
+    variants = [
+        ("", "predicted_step_s", "rel_error"),
+        (f" ({message_costs} message costs, cal_ms)", "predicted_step_calibrated_s", "rel_error_calibrated"),
+        (" (the same without the per-byte time)", "predicted_step_no_byte_costs_s", "rel_error_no_byte_costs"),
+    ]
+    if model_calibration:
+        variants.append(
+            (
+                " (costs calibrated on its own block placements, mcal_ms)",
+                "predicted_step_model_calibrated_s",
+                "rel_error_model_calibrated",
+            )
+        )
+    variants.append((" (sequential sends, burst latency)", "predicted_step_sequential_s", "rel_error_sequential"))
+    out = []
+    for label, pred_key, err_key in variants:
+        med = statistics.median(abs(r[err_key]) for r in rows)
+        line = f"{name}{label}: median |error| {med:.1%}"
+        if tau:
+            t = kendall_tau([r[pred_key] for r in rows], [r["measured_step_s"] for r in rows])
+            t_res, n_res, _, n_rev = resolved_order(
+                [
+                    {
+                        "predicted_step_s": r[pred_key],
+                        "measured_step_s": r["measured_step_s"],
+                        "measured_step_iqr_s": r.get("measured_step_iqr_s"),
+                    }
+                    for r in rows
+                ]
+            )
+            n = len(rows) * (len(rows) - 1) // 2
+            line += (
+                f", Kendall tau {t if t is None else round(t, 2)}; pairs resolved {n_res}/{n} ({n_rev} reversed), "
+                f"tau over them {'-' if t_res is None else round(t_res, 2)}"
+            )
+        out.append(line)
+    return out
+
+
 def kendall_tau(a: list[float], b: list[float]) -> float | None:
     """Kendall's tau-b between two orders (None for fewer than two items)."""
     if len(a) < 2:
@@ -350,36 +398,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             )
         mine = [r for r in rows if r["model"] == name]
         if mine:
-            med = statistics.median(abs(r["rel_error"]) for r in mine)
-            tau = kendall_tau([r["predicted_step_s"] for r in mine], [r["measured_step_s"] for r in mine])
-            print(f"{name}: median |error| {med:.1%}, Kendall tau {tau if tau is None else round(tau, 2)}")
-            med = statistics.median(abs(r["rel_error_calibrated"]) for r in mine)
-            tau = kendall_tau([r["predicted_step_calibrated_s"] for r in mine], [r["measured_step_s"] for r in mine])
-            print(
-                f"{name} ({args.message_costs} message costs, cal_ms): median |error| {med:.1%}, Kendall tau "
-                f"{tau if tau is None else round(tau, 2)}"
-            )
-            med = statistics.median(abs(r["rel_error_no_byte_costs"]) for r in mine)
-            tau = kendall_tau([r["predicted_step_no_byte_costs_s"] for r in mine], [r["measured_step_s"] for r in mine])
-            print(
-                f"{name} (the same without the per-byte time): median |error| {med:.1%}, Kendall tau "
-                f"{tau if tau is None else round(tau, 2)}"
-            )
-            if args.model_calibration:
-                med = statistics.median(abs(r["rel_error_model_calibrated"]) for r in mine)
-                tau = kendall_tau(
-                    [r["predicted_step_model_calibrated_s"] for r in mine], [r["measured_step_s"] for r in mine]
-                )
-                print(
-                    f"{name} (costs calibrated on its own block placements, mcal_ms): median |error| {med:.1%}, "
-                    f"Kendall tau {tau if tau is None else round(tau, 2)}"
-                )
-            med = statistics.median(abs(r["rel_error_sequential"]) for r in mine)
-            tau = kendall_tau([r["predicted_step_sequential_s"] for r in mine], [r["measured_step_s"] for r in mine])
-            print(
-                f"{name} (sequential sends, burst latency): median |error| {med:.1%}, Kendall tau "
-                f"{tau if tau is None else round(tau, 2)}"
-            )
+            for line in summary_lines(name, mine, args.message_costs, args.model_calibration):
+                print(line)
+    if rows:
+        for line in summary_lines("all runs", rows, args.message_costs, args.model_calibration, tau=False):
+            print(line)
     load1 = os.getloadavg()
     print(f"\nload average at end: {load1[0]:.2f} (1 min); above ~{len(os.sched_getaffinity(0))} the timings are noisy")
     if args.json:

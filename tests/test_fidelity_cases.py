@@ -127,3 +127,30 @@ def test_a_factor_on_the_message_costs_is_recovered_from_saved_cases(tmp_path):
     assert res["median_abs_error_without"] > 0.01
     with pytest.raises(ValueError, match="message_scale"):
         fit(tmp_path, rows, parameter="bytes")
+
+
+def test_tensorflow_summary_counts_resolved_and_reversed_pairs(monkeypatch):
+    """`fidelity_tf.summary_lines`: a pair counts as resolved when the measured medians are further apart than
+    the larger IQR, and as reversed when the prediction orders it the other way."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "experiments"))
+    from experiments.fidelity_tf import summary_lines
+
+    def row(pred: float, meas: float, iqr: float) -> dict:
+        err = (pred - meas) / meas
+        keys = ("", "_calibrated", "_no_byte_costs", "_sequential")
+        out = {"measured_step_s": meas, "measured_step_iqr_s": iqr}
+        for k in keys:
+            out[f"predicted_step{k}_s" if k else "predicted_step_s"] = pred
+            out[f"rel_error{k}"] = err
+        return out
+
+    # a and b resolved and ordered alike; b and c resolved and reversed; a and c resolved; c and d within the IQR
+    rows = [row(1.0, 1.0, 0.1), row(2.0, 2.0, 0.1), row(2.5, 3.0, 0.1), row(2.4, 3.05, 0.2)]
+    rows[2]["predicted_step_s"] = 1.5  # the headline prediction puts c before b
+    lines = summary_lines("m", rows, "in_step", False)
+    assert lines[0].startswith("m: median |error|")
+    assert "pairs resolved 5/6 (1 reversed)" in lines[0]
+    assert "pairs resolved 5/6 (0 reversed), tau over them 1.0" in lines[1]  # in-step: every pair right
+    assert len(lines) == 4 and not any("Kendall" in x for x in summary_lines("all", rows, "in_step", False, tau=False))
