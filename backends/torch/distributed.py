@@ -38,8 +38,9 @@ whose live bytes (same accounting) exceed its device's ``memory_bytes`` stops wi
 device and the op or receive buffer; `launch` raises it in the caller, so the run's status is "oom".
 With `check_correctness`, the loss and gradients of the first step are compared with a single-device
 execution (`runtime.compare_outputs`) on the workers' kind of device: on a GPU the reference runs on the first
-worker's GPU, so that it uses the same kernels (cuDNN's TF32 convolutions, on by default, are about 1e-3 apart
-from the CPU's float32).
+worker's GPU, so that it uses the same kind of kernels (cuDNN's TF32 convolutions, on by default, are about 1e-3
+apart from the CPU's float32); cuDNN may still choose another TF32 algorithm there than in the worker, so where a
+worker computes in TF32 the check's relative tolerance is `tf32_rtol` (`check_rtol`).
 
 Cost: per step, the ops plus O(N + U) Python work per worker and one message per (value, destination).
 Start-up: one process spawn (a Python and torch import) per device and one pickled program per worker.
