@@ -22,7 +22,8 @@ Measurements (module-level helpers do the parsing):
   a set with too few fast steps is measured again like one other processes disturbed
   (`interference.least_disturbed`). Before 27 Nov 2026 the TensorFlow workers took no paces and only
   other processes were seen.
-* traffic: measured, from one extra traced step (``FULL_TRACE``): the ``RecvTensor`` records TensorFlow's
+* traffic: measured, from an extra traced step (``FULL_TRACE``; traced again, up to `trace_attempts` steps, while
+  a pair of tasks the placement cuts shows no receive, `traced_step`): the ``RecvTensor`` records TensorFlow's
   gRPC rendezvous writes, ``[<bytes>B] ... <tensor> from <task> to <task>``, summed over pairs of different
   tasks (a record of 0.1 MiB or more says ``[<x.x>MB]``; its exact size comes from the static shape of the
   source op's output that fits the rounding, `recv_traffic`). The graph-edge estimate the simulator uses is
@@ -80,7 +81,7 @@ from backends import interference
 from backends.base import Backend, RunResult, Runtime, agrees
 
 from .models import TFModel, build_model
-from .runtime import apply_placement, traffic_bytes
+from .runtime import apply_placement, crossing_pairs, traffic_bytes
 from .session import session_config
 from .workers import WorkerPool
 
@@ -140,6 +141,35 @@ def recv_traffic(step_stats: Any, sizes: Mapping[str, Sequence[float]] | None = 
     for src, dst, _, nbytes, _ in _receives(step_stats, sizes):
         out[(src, dst)] = out.get((src, dst), 0.0) + nbytes
     return out
+
+
+def traced_step(
+    run: Any,
+    expected: set[tuple[int, int]],
+    sizes: Mapping[str, Sequence[float]] | None,
+    attempts: int,
+) -> tuple[Any, int, set[tuple[int, int]]]:
+    """Trace training steps until one holds a ``RecvTensor`` record for every (src task, dst task) pair that
+    `expected` names (the tensor edges the placement cuts), at most `attempts` steps; return (the most complete
+    step's ``RunMetadata``, steps traced, pairs still missing from it).
+
+    `run()` runs one traced step and returns its ``RunMetadata``. A receiving task writes the records of the
+    tensors it received into its own step stats, and a traced step can come back without one task's records
+    (seen once in CI, under full load: the cpu0 -> cpu1 receives of mlp_tiny absent, the other direction
+    present), which would read as no traffic on that pair. The most complete step is the one covering the most
+    expected pairs, then with the most bytes received. O(attempts × records)."""
+    if attempts < 1:
+        raise ConfigError(f"runtime needs at least one traced step, got {attempts}")
+    best, best_key, missing = None, (-1, -1.0), set(expected)
+    for k in range(1, attempts + 1):
+        md = run()
+        recv = recv_traffic(md.step_stats, sizes)
+        key = (len(expected & set(recv)), float(sum(recv.values())))
+        if key > best_key:
+            best, best_key, missing = md, key, expected - set(recv)
+        if not missing:
+            return best, k, missing
+    return best, attempts, missing
 
 
 def received_buffers(
@@ -319,7 +349,9 @@ class TFDistributedRuntime(Runtime):
     of the workers' cores (`backends.interference`, the client and its workers counted as the measurement's own;
     0.05 by default, None: never) are measured again in the same session, up to `retries` more times (2); the
     least disturbed set is kept (`extra["host_interference"]`, every attempt's in `extra["interference_attempts"]`).
-    `cuda_graph` (conf/runtime/real.yaml's key for the PyTorch runtime) must stay false.
+    `cuda_graph` (conf/runtime/real.yaml's key for the PyTorch runtime) must stay false. `trace_attempts` (3):
+    the most steps traced for the measured traffic and memory until one holds every cut pair's receives
+    (`traced_step`; the count in ``extra["traced_steps"]``, pairs never seen in ``extra["traffic_pairs_missing"]``).
     """
 
     name = "real"
@@ -338,6 +370,7 @@ class TFDistributedRuntime(Runtime):
         max_interference: float | None = 0.05,
         retries: int = 2,
         cuda_graph: bool = False,
+        trace_attempts: int = 3,
     ):
         if cuda_graph:
             raise ConfigError("runtime.cuda_graph=true is a PyTorch GPU option; the TensorFlow runtime has none")
@@ -355,6 +388,9 @@ class TFDistributedRuntime(Runtime):
         self.host_cores = list(host_cores) if host_cores is not None else None
         self.start_timeout_s = float(start_timeout_s)
         self.max_interference, self.retries = interference.check_policy(max_interference, retries)
+        if int(trace_attempts) < 1:
+            raise ConfigError(f"runtime.trace_attempts must be >= 1, got {trace_attempts}")
+        self.trace_attempts = int(trace_attempts)
 
     def run(
         self,
@@ -439,8 +475,22 @@ class TFDistributedRuntime(Runtime):
             left_out = set(slow or ())
             measured = [t for k, t in enumerate(times) if k not in left_out]
             bar.close()
-            md = v1.RunMetadata()
-            sess.run(fetches, options=trace, run_metadata=md)
+            sizes = output_bytes(placed.graph)
+            dev_task = {d: t for t, d in task_dev.items()}
+            expected = {(dev_task[a], dev_task[b]) for a, b in crossing_pairs(graph, assign)}
+
+            def traced() -> Any:
+                md = v1.RunMetadata()
+                sess.run(fetches, options=trace, run_metadata=md)
+                return md
+
+            md, traced_steps, missing = traced_step(traced, expected, sizes, self.trace_attempts)
+            if missing:
+                log.warning(
+                    "%d traced steps held no receive records for %s: their traffic reads as 0",
+                    traced_steps,
+                    ", ".join(f"{task_dev[a]}->{task_dev[b]}" for a, b in sorted(missing)),
+                )
         stats = pool.stats()
 
         # where each op ran
@@ -456,7 +506,6 @@ class TFDistributedRuntime(Runtime):
             log.warning("%d ops ran on another device than placed, e.g. %s", len(misplaced), misplaced[:3])
 
         # traffic, memory, busy time per device
-        sizes = output_bytes(placed.graph)
         recv = recv_traffic(md.step_stats, sizes)
         by_pair = {(task_dev[s], task_dev[d]): b for (s, d), b in recv.items()}
         held = task_allocations(md_init.step_stats)
@@ -487,6 +536,8 @@ class TFDistributedRuntime(Runtime):
             "device_busy_s": busy,
             "schedule_enforced": False,
             "traffic_source": "RecvTensor records of a traced step",
+            "traced_steps": traced_steps,
+            "traffic_pairs_missing": [f"{task_dev[a]}->{task_dev[b]}" for a, b in sorted(missing)],
             "traffic_by_pair_bytes": {f"{s}->{d}": b for (s, d), b in by_pair.items()},
             "traffic_estimate_bytes": traffic_bytes(graph, assign),
             "memory_source": source,

@@ -121,6 +121,15 @@ def traffic_bytes(graph: OpGraph, placement: Mapping[str, str]) -> float:
     return float(sum(sent.values()))
 
 
+def crossing_pairs(graph: OpGraph, placement: Mapping[str, str]) -> set[tuple[str, str]]:
+    """(source device, destination device) of every tensor edge (not control) between two devices. O(E)."""
+    return {
+        (placement[u], placement[v])
+        for u, v, d in graph.edges()
+        if placement[u] != placement[v] and not d.get("control")
+    }
+
+
 def reference_losses(
     model: TFModel, n_steps: int = 2, *, device: str = "/device:CPU:0", config: Any = None
 ) -> list[float]:
