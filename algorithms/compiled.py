@@ -4,7 +4,8 @@ The list scheduling of m-ETF and m-SCT (`placers.baechi.etf_kernel`, one compile
 SCT LP's preparation (`placers.baechi.sct_kernel`), the loops of ICP, HEFT, MITE and DFS
 (`placers.thesis.icp_kernel`, `heft_kernel`, `mite_kernel`) and of m-TOPO (`placers.baechi.topo_kernel`), and the
 simulator's event loop for static orders and for the readiness order (`sim_kernel`) run compiled for graphs
-of 2,000 ops or more (`simulator.COMPILED_MIN_OPS` and each placer's `COMPILED_MIN_OPS`).
+of 2,000 ops or more (`simulator.COMPILED_MIN_OPS` and each placer's `COMPILED_MIN_OPS`), unless the config key
+``compiled`` says ``never`` or ``always`` (`compiled_mode`).
 The first use in a process imports numba and the kernels (about 0.5 s on the lab VM) and, at each kernel's
 first call, loads its machine code from numba's cache (another 0.6 s; the first use in a fresh checkout
 compiles them instead, about a minute). A placement time is the placer's own work, as the papers measure it
@@ -23,6 +24,8 @@ import functools
 import importlib
 import logging
 import time
+
+from .compiled_mode import applies
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +54,7 @@ def min_ops() -> int:
 def preload(n_ops: int) -> float:
     """Import the compiled kernels when a graph of `n_ops` ops would use one; the seconds it took (0 when
     nothing was loaded: a small graph, numba missing, or already loaded)."""
-    if n_ops < min_ops():
+    if not applies(n_ops, min_ops()):
         return 0.0
     if _warm.cache_info().currsize:
         return 0.0

@@ -87,6 +87,7 @@ import importlib
 import math
 from collections.abc import Mapping
 
+from . import compiled_mode
 from .cluster import Cluster, oversubscription, worker_cores
 from .comm_queue import FifoLinks
 from .dispatch import DispatchPolicy, FifoPolicy, RankPolicy, SimState
@@ -216,7 +217,7 @@ def simulate(
         dynamic = pol.dynamic
     if (
         static
-        and n >= COMPILED_MIN_OPS
+        and compiled_mode.applies(n, COMPILED_MIN_OPS)
         and core_sets is None
         and not (record_decisions or charged)
         and _compiled() is not None
@@ -228,7 +229,7 @@ def simulate(
         )
     if (
         not static
-        and n >= COMPILED_MIN_OPS
+        and compiled_mode.applies(n, COMPILED_MIN_OPS)
         and core_sets is None
         and not (record_decisions or charged)
         and _compiled() is not None

@@ -21,6 +21,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from algorithms import compiled_mode
 from algorithms.errors import InfeasiblePlacement, LabError
 from algorithms.graph import atomic_write_json, atomic_write_json_list
 
@@ -96,7 +97,9 @@ def run_job(cfg: DictConfig, out: Path, choices: dict[str, str], sweep_dir: str 
     artifacts: list[Path] = [out / "config.yaml"]
     metrics: dict[str, Any] = {}
     ctx = JobContext(cfg, out, choices, StageCache(cfg.cache.dir, bool(cfg.cache.enabled)))
+    kernels_were = compiled_mode.mode()
     try:
+        compiled_mode.set_mode(str(cfg.get("compiled", "auto")))  # the kernels' choice for this job (conf/config.yaml)
         if choices.get("pipeline") not in (None, "none"):
             run_pipeline_stage(ctx, result, metrics, artifacts)
         else:
@@ -110,6 +113,7 @@ def run_job(cfg: DictConfig, out: Path, choices: dict[str, str], sweep_dir: str 
         log.exception("job failed")
         result["status"], result["error"] = "error", f"{type(exc).__name__}: {exc}"
     finally:
+        compiled_mode.set_mode(kernels_were)
         if ctx.froze_gc:  # JobContext.freeze_graph: the job's objects go back to the collector
             gc.unfreeze()
             ctx.froze_gc = False

@@ -227,8 +227,15 @@ REASONS: dict[str, str] = {
         "searches each device's slots in turn, so its lead stays below the thesis' 'by far'."
     ),
     "thesis-f7.3-graphs": (
-        "One run per graph on a loaded machine, at a tenth of the levels, where the edge-heavy graphs weigh more "
-        "than the node count."
+        "The figure compares two implementations: the lab's HEFT runs its numba-compiled loop on graphs of 2,000 "
+        "ops or more (heft.COMPILED_MIN_OPS, the same placement as the Python loop) and the Python loop below, and "
+        "at the preset's tenth of the levels graphs 1 (3,745 ops) and 6 (2,890) are above that size, graphs 2 "
+        "(1,854), 5 (1,095), 4 (949) and 3 (755) below. Measured 27 Nov (placement CPU seconds, two runs each with "
+        "the stage cache off): graph 1 0.053 and 0.075 s, graph 2 0.29 and 0.29 s, graph 4 0.16 and 0.25 s, so the "
+        "two largest graphs come out the fastest. Among the four graphs HEFT places in Python, graph 3 is the "
+        "fastest, as in the thesis. The page of 26 Nov (tau 0.55) read runs made before the compiled loop existed "
+        "(added that day for issue 22's million-op graphs). The fix, one implementation for every graph of a "
+        "timing figure, is not made yet."
     ),
     "thesis-f7.4": (
         "The zoo's TensorFlow captures stand in for the thesis' graphs (347 / 3,069 / 5,271 nodes): "

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from algorithms import compiled
+from algorithms import compiled, compiled_mode
 from algorithms.cluster import Cluster
 from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph, atomic_write_json, gc_paused
@@ -53,7 +53,13 @@ def stage_place(
             "placement_cpu_s": dc,
         }
 
-    cfg = {"placer": plain(ctx.cfg.placer), "cluster": cluster.to_dict(), "seed": ctx.cfg.get("seed")}
+    # the kernels' choice changes the placement time, not the placement: a cached time must come from the same
+    cfg = {
+        "placer": plain(ctx.cfg.placer),
+        "cluster": cluster.to_dict(),
+        "seed": ctx.cfg.get("seed"),
+        "compiled": compiled_mode.mode(),
+    }
     res = ctx.stage("place", cfg, [okey], compute, save_json("placement.json"), load_json("placement.json"))
     v = res.value
     pl = Placement(dict(v["assignment"]), v.get("order"), dict(v.get("info") or {}))

@@ -7,6 +7,7 @@ import time
 from types import ModuleType
 from typing import Any, NamedTuple
 
+from ... import compiled_mode
 from ...base import Placer
 from ...cluster import Cluster
 from ...errors import ConfigError
@@ -34,7 +35,7 @@ class QueueCounts(NamedTuple):
 
 def _kernel(graph: OpGraph, cluster: Cluster) -> ModuleType | None:
     """The `etf_kernel` module when it applies to this graph and cluster (`COMPILED_MIN_OPS`), else None."""
-    if COMPILED_MIN_OPS is None or cluster.mode != "parallel" or graph.index().n < COMPILED_MIN_OPS:
+    if cluster.mode != "parallel" or not compiled_mode.applies(graph.index().n, COMPILED_MIN_OPS):
         return None
     try:
         from . import etf_kernel

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, NamedTuple, TypeVar
 
+from ... import compiled_mode
 from ...base import Placer
 from ...cluster import Cluster
 from ...errors import ConfigError
@@ -43,7 +44,7 @@ COMPILED_MIN_OPS: int | None = 2000
 
 def _kernel(graph: OpGraph, cluster: Cluster) -> ModuleType | None:
     """The `etf_kernel` module when it applies to this graph and cluster (`COMPILED_MIN_OPS`), else None."""
-    if COMPILED_MIN_OPS is None or cluster.mode != "parallel" or graph.index().n < COMPILED_MIN_OPS:
+    if cluster.mode != "parallel" or not compiled_mode.applies(graph.index().n, COMPILED_MIN_OPS):
         return None
     try:
         from . import etf_kernel

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import compiled_mode
 from ...base import Placer
 from ...cluster import Cluster
 from ...errors import ConfigError, InfeasiblePlacement
@@ -29,7 +30,7 @@ COMPILED_MIN_OPS: int | None = 2000
 
 def _kernel(idx: GraphIndex) -> ModuleType | None:
     """The `topo_kernel` module when it applies to this graph (`COMPILED_MIN_OPS`), else None."""
-    if COMPILED_MIN_OPS is None or idx.n < COMPILED_MIN_OPS:
+    if not compiled_mode.applies(idx.n, COMPILED_MIN_OPS):
         return None
     try:
         from . import topo_kernel

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from ... import compiled_mode
 from ...cluster import Cluster
 from ...graph import GraphIndex, OpGraph
 
@@ -85,7 +86,7 @@ COMPILED_MIN_OPS: int | None = 2000
 
 def _kernel(n: int) -> ModuleType | None:
     """The `sct_kernel` module for an LP of n ops (`COMPILED_MIN_OPS`), else None."""
-    if COMPILED_MIN_OPS is None or n < COMPILED_MIN_OPS:
+    if not compiled_mode.applies(n, COMPILED_MIN_OPS):
         return None
     try:
         from . import sct_kernel

@@ -13,6 +13,7 @@ from types import ModuleType
 import numpy as np
 from tqdm import tqdm
 
+from ... import compiled_mode
 from ...base import Placer
 from ...cluster import Cluster
 from ...graph import OpGraph, gc_paused
@@ -30,7 +31,7 @@ COMPILED_MIN_OPS: int | None = 2000
 
 def _kernel(graph: OpGraph) -> ModuleType | None:
     """The `heft_kernel` module when it applies to this graph (`COMPILED_MIN_OPS`), else None."""
-    if COMPILED_MIN_OPS is None or graph.index().n < COMPILED_MIN_OPS:
+    if not compiled_mode.applies(graph.index().n, COMPILED_MIN_OPS):
         return None
     try:
         from . import heft_kernel

@@ -6,6 +6,7 @@ import heapq
 import logging
 from types import ModuleType
 
+from ... import compiled_mode
 from ...base import Placer
 from ...cluster import Cluster
 from ...graph import OpGraph, gc_paused
@@ -23,7 +24,7 @@ COMPILED_MIN_OPS: int | None = 2000
 
 def _kernel(graph: OpGraph) -> ModuleType | None:
     """The `icp_kernel` module when it applies to this graph (`COMPILED_MIN_OPS`), else None."""
-    if COMPILED_MIN_OPS is None or graph.index().n < COMPILED_MIN_OPS:
+    if not compiled_mode.applies(graph.index().n, COMPILED_MIN_OPS):
         return None
     try:
         from . import icp_kernel

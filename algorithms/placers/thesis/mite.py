@@ -9,6 +9,7 @@ from types import ModuleType
 import numpy as np
 from tqdm import tqdm
 
+from ... import compiled_mode
 from ...base import Placer
 from ...cluster import Cluster
 from ...errors import ConfigError
@@ -27,7 +28,7 @@ COMPILED_MIN_OPS: int | None = 2000
 
 def kernel(graph: OpGraph) -> ModuleType | None:
     """The `mite_kernel` module when it applies to this graph (`COMPILED_MIN_OPS`), else None."""
-    if COMPILED_MIN_OPS is None or graph.index().n < COMPILED_MIN_OPS:
+    if not compiled_mode.applies(graph.index().n, COMPILED_MIN_OPS):
         return None
     try:
         from . import mite_kernel
