@@ -499,6 +499,9 @@ def run(
                         # the workers' own count of live tensor bytes (on a GPU the allocator's peak above also
                         # holds cuBLAS's workspace and the allocator's rounding)
                         "measured_tensor_peak": max(max(res.extra["tensor_peak_bytes"].values()) for res in runs),
+                        # GPU workers: the allocator's peak of the bytes the tensors asked for (no rounding), in
+                        # the steps after the first (worker.allocator_peaks); None on CPUs
+                        "measured_requested_peak": _requested_peak(runs),
                         "correct": all(res.extra.get("correct") for res in runs),
                         "oversubscribed": runs[0].extra.get("oversubscribed"),
                         # the share of the workers' cores other processes took, per round (backends.interference;
@@ -540,7 +543,8 @@ def run(
                     + (
                         f"  [GPU: ops between syncs: pred={r['predicted_sync_s'] * 1e3:8.3f} ms "
                         f"err={100 * (r['predicted_sync_s'] / r['measured_s'] - 1):+6.1f}%; "
-                        f"host-clock step {r['wall_s'] * 1e3:8.3f} ms; tensor peak {r['measured_tensor_peak']:.3g} B]"
+                        f"host-clock step {r['wall_s'] * 1e3:8.3f} ms; tensor peak {r['measured_tensor_peak']:.3g} B; "
+                        f"allocator's requested peak {r['measured_requested_peak'] or float('nan'):.4g} B]"
                         if r["predicted_sync_s"] is not None
                         else ""
                     ),
@@ -555,6 +559,17 @@ def run(
                 flush=True,
             )
     return rows
+
+
+def _requested_peak(runs: list[Any]) -> float | None:
+    """The largest allocator 'requested' peak of the later steps over the runs' GPU workers, None without one."""
+    vals = [
+        p["later_steps"]["requested"]
+        for res in runs
+        for p in (res.extra.get("allocator_peaks_bytes") or {}).values()
+        if p and p.get("later_steps")
+    ]
+    return max(vals) if vals else None
 
 
 def _shares(xs: list[float | None]) -> str:

@@ -116,6 +116,14 @@ class StepAnalysis:
         for r in nodes:
             if r.kind == "call" and r.nid not in keep and (r.nid, self.node_dev[r.nid]) not in local_use:
                 self.drop_now.add(r.nid)
+        # storages several values hold (a call node's, and its views' on the same device, `Program.alias_owner`):
+        # the owner's bytes are freed when the last of them is (`release_bytes`)
+        # (a value handed to the next step, the loss or a new parameter, holds nothing here: the op graph has
+        # no values that outlive the step, and frees the loss op's output after its consumers)
+        self.storage_holders: dict[int, int] = {}
+        for i, owner in prog.alias_owner.items():
+            if i not in keep and self.node_dev.get(i) == self.node_dev.get(owner):
+                self.storage_holders[owner] = self.storage_holders.get(owner, 1) + 1
         self.placeholder_dev = {r.nid: self.node_dev[r.nid] for r in nodes if r.kind == "placeholder"}
         self.consts = [{nid: c.to(d.torch_device) for nid, c in prog.consts.items()} for d in self.devices]
         # factory ops were traced with the trace device baked into their `device` argument: retarget them
@@ -130,6 +138,21 @@ class StepAnalysis:
         for r in nodes:
             if r.kind == "placeholder":
                 self.store[r.nid] = flat[r.index].detach().to(self.devices[self.node_dev[r.nid]].torch_device)
+
+    def new_holders(self) -> dict[int, int]:
+        """One step's count of the live values holding each shared storage (for `release_bytes`)."""
+        return dict(self.storage_holders)
+
+    def release_bytes(self, holders: dict[int, int], i: int) -> float:
+        """Bytes freed when the step drops its home value `i`: the storage `i` allocated, or, for a value that
+        shares its storage with others (a view and its source), that storage once the last of them is dropped,
+        else 0. `holders` is the step's `new_holders()`. O(1)."""
+        nodes = self.prog.nodes
+        owner = self.prog.alias_owner.get(i, i)
+        if owner not in holders or self.node_dev.get(owner) != self.node_dev.get(i):
+            return nodes[i].alloc_bytes if nodes[i].kind == "call" else 0.0
+        holders[owner] -= 1
+        return nodes[owner].alloc_bytes if holders[owner] == 0 else 0.0
 
     # ------------------------------------------------------------------ checks
     def _check_deadlock(self, placement: Mapping[str, str]) -> None:

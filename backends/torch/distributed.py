@@ -656,6 +656,9 @@ class TorchDistributedRuntime(Runtime):
                 "tensor_peak_bytes": {names[k]: r["tensor_peak"] for k, r in enumerate(reports)},
                 # GPU workers: the allocator's bytes beside the tensors (backends.torch.cuda_memory); 0 on CPUs
                 "framework_reserve_bytes": {names[k]: float(r.get("reserve", 0)) for k, r in enumerate(reports)},
+                # GPU workers: the allocator's allocated / requested peaks of the first step and of the later ones
+                # (worker.allocator_peaks); None on CPUs
+                "allocator_peaks_bytes": {names[k]: r.get("allocator_peaks") for k, r in enumerate(reports)},
                 "threads_per_worker": {names[k]: r["threads"] for k, r in enumerate(reports)},
                 # gloo transport threads each worker set to nice 19 (worker.lower_transport_threads)
                 "lower_transport_threads": {

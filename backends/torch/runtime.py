@@ -123,6 +123,7 @@ class PlacedExecutor(StepAnalysis):
         # reader has run (whichever comes second releases it)
         half_done: set[int] = set()
         retained: dict[int, Any] = {}
+        holders = self.new_holders()  # each storage on one device: its thread alone updates its count
 
         def release_old(ph: int, d: int, what: str) -> None:
             with lock:
@@ -237,7 +238,7 @@ class PlacedExecutor(StepAnalysis):
                             v = env.pop(nid, None)
                             if retain_grads and nid in self.grad_nids:
                                 retained[nid] = v
-                            account(d, -r.alloc_bytes, repr(op))
+                            account(d, -self.release_bytes(holders, nid), repr(op))
                         for i in frees.get(nid, ()):
                             if self.node_dev[i] == d and prog.nodes[i].kind == "placeholder":
                                 # persistent until its new value exists (in-place update), then released
@@ -251,7 +252,7 @@ class PlacedExecutor(StepAnalysis):
                                 if self.node_dev[i] != d:
                                     freed = prog.nodes[i].nbytes  # a received copy
                                 else:
-                                    freed = prog.nodes[i].alloc_bytes
+                                    freed = self.release_bytes(holders, i)
                                 account(d, -freed, repr(op))
                     if self.time_ops:
                         if dev.is_cuda:
@@ -369,6 +370,8 @@ class PlacedExecutor(StepAnalysis):
         half_done: set[int] = set()
         pending = {i: len(dests) for i, dests in self.sends.items()}  # copies still to make per value
         held: dict[int, Any] = {}  # freed locally, kept (and accounted) until its last copy
+        held_bytes: dict[int, float] = {}  # what freeing a held value releases (`release_bytes`)
+        holders = self.new_holders()
         ran: set[str] = set()
 
         trace = self.memory_trace
@@ -396,6 +399,7 @@ class PlacedExecutor(StepAnalysis):
                 retained[i] = v
             if pending.get(i, 0) > 0:
                 held[i] = v
+                held_bytes[i] = nbytes
             else:
                 account(d, -nbytes, what)
 
@@ -417,11 +421,7 @@ class PlacedExecutor(StepAnalysis):
             pending[i] -= 1
             if pending[i] == 0 and i in held:
                 held.pop(i)
-                account(
-                    src,
-                    -(prog.nodes[i].alloc_bytes if prog.nodes[i].kind == "call" else 0.0),
-                    f"copy of {prog.op_of[i]!r}",
-                )
+                account(src, -held_bytes.pop(i, 0.0), f"copy of {prog.op_of[i]!r}")
 
         def release_old(ph: int, d: int, what: str) -> None:
             if ph in half_done:
@@ -461,7 +461,7 @@ class PlacedExecutor(StepAnalysis):
                         half_done.add(ph)
                     release_old(ph, d, repr(op))
                 if nid in self.drop_now:
-                    free_home(nid, d, r.alloc_bytes, repr(op))
+                    free_home(nid, d, self.release_bytes(holders, nid), repr(op))
                 for i in frees.get(nid, ()):
                     if self.node_dev[i] == d and prog.nodes[i].kind == "placeholder":
                         if i in self.replaced_ph:
@@ -471,7 +471,7 @@ class PlacedExecutor(StepAnalysis):
                         if env.pop(i, None) is not None:
                             account(d, -prog.nodes[i].nbytes, repr(op))
                     elif i in env:
-                        free_home(i, d, prog.nodes[i].alloc_bytes, repr(op))
+                        free_home(i, d, self.release_bytes(holders, i), repr(op))
             dt = time.perf_counter() - t_op
             busy[d] += dt
             if self.time_ops:

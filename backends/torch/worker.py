@@ -337,6 +337,18 @@ def lower_transport_threads(policy: str = "idle") -> int:
     return n
 
 
+def allocator_peaks(dev: torch.device) -> dict[str, float]:
+    """The CUDA caching allocator's peaks since its last reset: ``allocated`` (the blocks handed out, each
+    rounded up to the allocator's 512-byte granularity, or a whole unsplit block) and ``requested`` (the bytes the
+    tensors asked for). Their difference is the allocator's rounding; ``requested`` above the tensors' own peak is
+    memory that aten ops allocate and free inside themselves."""
+    stats = torch.cuda.memory_stats(dev)
+    return {
+        "allocated": float(stats.get("allocated_bytes.all.peak", torch.cuda.max_memory_allocated(dev))),
+        "requested": float(stats.get("requested_bytes.all.peak", float("nan"))),
+    }
+
+
 def _rss_bytes() -> float:
     with open("/proc/self/statm") as f:
         return float(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -419,6 +431,7 @@ class _Worker:
         spent = {"send": 0.0, "send_wait": 0.0}  # trace: seconds in isend calls / in waits for sends
         send_s: list[float] = []  # trace: seconds of each send_value
 
+        holders = ex.new_holders()  # values still holding each shared storage (views and their source)
         limit = self.job.memory_limits[d] if self.job.memory_limits else float("inf")
         where = ["the step's start"]  # what is being allocated, for the out-of-memory message
 
@@ -562,7 +575,7 @@ class _Worker:
                 if nid in sent:
                     send_value(nid, val)
                 if nid in ex.drop_now:
-                    free_home(nid, r.alloc_bytes)
+                    free_home(nid, ex.release_bytes(holders, nid))
                 for i in frees.get(nid, ()):
                     if ex.node_dev[i] == d and nodes[i].kind == "placeholder":
                         if i in ex.replaced_ph:
@@ -572,7 +585,7 @@ class _Worker:
                         if env.pop(i, None) is not None:
                             account(-nodes[i].nbytes)
                     elif i in env:
-                        free_home(i, nodes[i].alloc_bytes)
+                        free_home(i, ex.release_bytes(holders, i))
             reap()
             t_end = time.perf_counter()
             spans.append((op, t_op - t0, t_end - t0))
@@ -716,6 +729,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
         paces: list[float] = []  # interference.core_pace() before each measured step, and after the last
         graphed: GraphedStep | None = None
         graph_check: float | None = None
+        first_peaks: dict[str, float] = {}
         for k in bar:
             if k == job.warmup and (job.cuda_graph or job.host_graphs):
                 if k < 1:
@@ -734,6 +748,11 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                 o = w.step(retain=(k == 0 and job.retain_first), time_ops=timed, last=k == len(steps) - 1)
             if "grads" in o:
                 grads = o["grads"]
+            if job.cuda and k == 0:
+                # the allocator's peaks of the first step (which holds the correctness check's gradients) apart
+                # from the later steps' (`allocator_peaks`; `peak` below)
+                first_peaks = allocator_peaks(w.dev)
+                torch.cuda.reset_peak_memory_stats(w.dev)
             if "loss" in o:
                 losses.append(o["loss"])
             rss_peak = max(rss_peak, _rss_bytes())
@@ -750,7 +769,14 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
         after = interference.sample(mine_cores)
         if not job.cuda:
             paces.append(interference.core_pace())
-        peak = float(torch.cuda.max_memory_allocated(w.dev)) if job.cuda else w.peak
+        later_peaks = allocator_peaks(w.dev) if job.cuda else {}
+        peak = w.peak
+        if job.cuda:
+            # the first step of a checked run keeps every gradient for the check (gnmt on an H100: 42 MB above
+            # a training step's peak, session 27), which a training step does not: its peak counts only when
+            # no other step ran
+            kept = job.retain_first and len(steps) > 1
+            peak = later_peaks["allocated"] if kept else max(first_peaks["allocated"], later_peaks["allocated"])
         # what the allocator holds beside the tensors (cuBLAS / cuBLASLt workspaces), to predict its peak
         reserve = framework_reserve_bytes(torch.cuda.get_device_capability(w.dev)[0], job.cuda_graph) if job.cuda else 0
         rss_growth = rss_peak - rss0  # sampled after every step
@@ -767,6 +793,7 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                     "grads": grads,
                     "peak": peak,
                     "tensor_peak": w.peak,
+                    "allocator_peaks": {"first_step": first_peaks, "later_steps": later_peaks} if job.cuda else None,
                     "reserve": reserve,
                     "rss_growth": rss_growth,
                     "traffic": w.traffic,
