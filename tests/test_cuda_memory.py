@@ -40,3 +40,20 @@ def test_a_bad_cublas_setting_is_refused_naming_it(value):
 def test_a_bad_cublaslt_setting_is_refused_naming_it(value):
     with pytest.raises(ConfigError, match="CUBLASLT_WORKSPACE_SIZE"):
         cublaslt_workspace_bytes({"CUBLASLT_WORKSPACE_SIZE": value})
+
+
+def test_requested_peaks_reads_the_later_steps_of_gpu_workers():
+    from orchestrator.stages.run import requested_peaks
+
+    extra = {
+        "allocator_peaks_bytes": {
+            "gpu0": {
+                "first_step": {"allocated": 9.0, "requested": 8.0},
+                "later_steps": {"allocated": 6.0, "requested": 5.5},
+            },
+            "gpu1": {"first_step": {}, "later_steps": {"allocated": 4.0, "requested": float("nan")}},
+            "cpu0": None,
+        }
+    }
+    assert requested_peaks(extra) == {"gpu0": 5.5}
+    assert requested_peaks({}) == {}

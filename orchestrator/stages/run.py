@@ -5,6 +5,7 @@ measured. The runtime comes from the registry (a `_target_`, or a name the backe
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from algorithms.cluster import Cluster
@@ -36,6 +37,17 @@ def check_devices(ctx: JobContext, cluster: Cluster) -> None:
             f"device {bad[0].name!r} has type {bad[0].type!r}; backend {backend.name!r} runs on "
             f"{list(backend.capabilities.device_types)}"
         )
+
+
+def requested_peaks(extra: dict[str, Any]) -> dict[str, float]:
+    """{device: bytes} of a GPU run's allocator 'requested' peak in the steps after the first, from the runtime's
+    `extra["allocator_peaks_bytes"]` (devices without one, or with NaN, left out; {} on CPU runs)."""
+    out = {}
+    for d, p in (extra.get("allocator_peaks_bytes") or {}).items():
+        v = ((p or {}).get("later_steps") or {}).get("requested")
+        if v is not None and math.isfinite(v):
+            out[d] = float(v)
+    return out
 
 
 def stage_run(
@@ -93,6 +105,13 @@ def stage_run(
         result["framework_reserve_bytes"] = reserve
         for d, v in reserve.items():
             metrics[f"framework_reserve_bytes.{d}"] = v
+    # GPU workers: the bytes the tensors asked the allocator for at its peak (no rounding to its blocks), in the
+    # steps after the first (backends/torch/worker.allocator_peaks)
+    requested = requested_peaks(rr.extra or {})
+    if requested:
+        result["allocator_requested_peak_bytes"] = requested
+        for d, v in requested.items():
+            metrics[f"allocator_requested_peak_bytes.{d}"] = v
     errors = [
         (result["peak_memory_bytes"][d] + reserve.get(d, 0.0) - v) / v
         for d, v in rr.peak_memory_bytes.items()
