@@ -76,8 +76,12 @@ REASONS: dict[str, str] = {
         "order, so both placers are insensitive (the paper: up to 30%)."
     ),
     "baechi-f9": (
-        "Read from Table 4's m-SCT runs (experiments/baechi_fig9.py draws it): Inception-V3's early layers hold "
-        "most activations, so one or two devices carry the load, as the paper's Figure 9 shows."
+        "Read from Table 4's m-SCT runs at the limited fraction (experiments/baechi_fig9.py draws them; until 28 Nov "
+        "the script read the sufficient-memory baseline's run instead): Inception-V3's early layers hold most "
+        "activations, so one or two devices carry the load, as the paper's Figure 9 shows. On 28 Nov GNMT's m-SCT "
+        "put 0.93 of the limit on one device (peak / limit 0.36, 0.93, 0.21, 0.37; 27 Nov: 0.66, 0.60, 0.19, "
+        "0.29), on the graph whose views hold their source's storage (3,508 ops, session 27) and a profile taken "
+        "beside a CI run; which of the two moved it was not traced."
     ),
     "celeritas-t2": (
         "Table 2's c_ij are PCIe transfers between the paper's V100s and its w_i V100 compute times. The lab has the "
@@ -137,7 +141,10 @@ REASONS: dict[str, str] = {
         "on the decoder's backward pass, where the paper's Order-Place ran by its best-effort rule on TensorFlow's "
         "allocator (the lab's check_memory refuses an overflowing replay). METIS and m-SCT fit, where the paper has "
         "them OOM: the lab's m-SCT accounts memory dynamically (as Baechi 4.2 describes) and re-places colocation "
-        "groups that overflow, and METIS' balanced parts fit the devices at this size."
+        "groups that overflow, and METIS' balanced parts fit the devices at this size. On 27 Nov (5,258 ops) "
+        "Celeritas 0.0733 s led METIS 0.0854 s; on 28 Nov METIS 0.0644 s led Celeritas 0.0808 s, on the graph whose "
+        "views hold their source's storage (3,508 ops, session 27) and a profile taken beside a CI run (CCR here "
+        "3.41 against 4.31); which of the two moved it was not traced."
     ),
     "celeritas-t3-synthetic": (
         "On the synthetic graph of the Transformer's size class (the paper's has 36,352 nodes) the paper's METIS "
