@@ -418,9 +418,9 @@ def _compile(
 def _measure_sizes(prog: Program, flat: Sequence[torch.Tensor]) -> None:
     """Fill every node's `nbytes` and `alloc_bytes` from one real execution (no freeing), and
     `prog.alias_owner`: a call node that allocates no storage and whose tensors all lie in the storage one
-    earlier call node allocated (a view, ``detach``, ``_unsafe_view``, a tuple's item) holds that node's
-    storage. Decided by the storages themselves, not by the ops' schemas (``_unsafe_view`` declares no alias).
-    O(N)."""
+    earlier call node allocated (a view, ``detach``, ``_unsafe_view``) holds that node's storage (a tuple's
+    items stay their producer's, below). Decided by the storages themselves, not by the ops' schemas
+    (``_unsafe_view`` declares no alias). O(N)."""
     env: dict[int, Any] = {}
     owner_of_storage: dict[int, int] = {}  # storage data_ptr -> the call node that allocated it
     for r in prog.nodes:
@@ -475,7 +475,6 @@ def _join_aliases(prog: Program) -> None:
     gone: dict[str, str] = {}
     for nid, owner in prog.alias_owner.items():
         src, dst = prog.op_of[nid], prog.op_of[owner]
-        src = gone.get(src, src)
         if src == dst or prog.op_attrs[dst].get("type") in ("Variable", "Input"):
             continue
         if any(prog.op_of.get(i, dst) != dst for i in prog.nodes[nid].inputs if prog.nodes[i].kind == "call"):
@@ -494,6 +493,8 @@ def _join_aliases(prog: Program) -> None:
             del prog.op_nodes[src]
             del prog.op_attrs[src]
             gone[src] = dst
+    for name, attrs in prog.op_attrs.items():
+        attrs["n_nodes"] = len(prog.op_nodes[name])
     if not gone:
         return
 
@@ -506,7 +507,6 @@ def _join_aliases(prog: Program) -> None:
         fw = attrs.get("forward_of")
         if fw in gone:
             attrs["forward_of"] = final(fw) if final(fw) != name else None
-        attrs["n_nodes"] = len(prog.op_nodes[name])
 
 
 # ---------------------------------------------------------------------------- OpGraph

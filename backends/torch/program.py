@@ -70,9 +70,10 @@ class Program:
     gm: fx.GraphModule = field(repr=False, default=None)
     consts: dict[int, torch.Tensor] = field(default_factory=dict, repr=False)
     #: node id -> the call node whose storage its value holds, for every call node that allocates nothing and
-    #: whose tensors all live in one earlier call node's storage (views, ``detach``, ``_unsafe_view``, a
-    #: tuple's items): that storage is freed only when the owner and all of these are dead
-    #: (`capture._measure_sizes`; `storage_release_counts`)
+    #: whose tensors all live in one earlier call node's storage (views, ``detach``, ``_unsafe_view``; not a
+    #: tuple's items, which stay their producer's): that storage is freed only when the owner and all of these are
+    #: dead
+    #: (`capture._measure_sizes`; `StepAnalysis.release_bytes`)
     alias_owner: dict[int, int] = field(default_factory=dict, repr=False)
 
     @property
