@@ -42,7 +42,7 @@ def walk(prog: Any, flat: list[Any], top: int = 8) -> dict[str, Any]:
     allocator-statistics reads."""
     import torch
 
-    from backends.torch.program import resolve, tensors_of
+    from backends.torch.program import resolve
 
     dev = flat[0].device
     env: dict[int, Any] = {}
@@ -80,11 +80,11 @@ def walk(prog: Any, flat: list[Any], top: int = 8) -> dict[str, Any]:
     at_peak: dict[str, float] = {}
     inner: list[tuple[float, str, str]] = []
     for k, r in enumerate(calls):
-        a0, q0, _, _ = stats()
+        _, q0, _, _ = stats()
         torch.cuda.reset_peak_memory_stats(dev)
         env[r.nid] = r.target(*resolve(r.args, get), **resolve(r.kwargs, get))
         torch.cuda.synchronize(dev)
-        a1, q1, ap, qp = stats()
+        _, q1, ap, qp = stats()
         live += r.alloc_bytes
         tensor_peak = max(tensor_peak, live)
         extra_req = qp - max(q0, q1)
@@ -97,10 +97,8 @@ def walk(prog: Any, flat: list[Any], top: int = 8) -> dict[str, Any]:
         for i in frees.get(k, ()):
             if env.pop(i, None) is not None:
                 live -= prog.nodes[i].alloc_bytes
-        del a0, a1
     torch.cuda.synchronize(dev)
     inner.sort(reverse=True)
-    n_tensors = sum(1 for r in calls for _ in tensors_of(env.get(r.nid)) if r.nid in env)
     return {
         "tensor_peak_bytes": tensor_peak,
         "allocated_peak_bytes": step_alloc_peak,
@@ -108,7 +106,6 @@ def walk(prog: Any, flat: list[Any], top: int = 8) -> dict[str, Any]:
         "at_allocated_peak": at_peak,
         "inner_bytes_largest": [{"bytes": b, "op": op, "node": t} for b, op, t in inner[:top]],
         "nodes_with_inner": len(inner),
-        "values_left": n_tensors,
     }
 
 
