@@ -61,6 +61,7 @@ def _time_ops_cuda(
     times: dict[str, list[float]] = defaultdict(list)
     temp: dict[str, float] = {}
     keep = set(prog.outputs)
+    run_alloc = prog.alloc_when_run()  # a tuple's items moved to their own op count as their producer's
     for k in tqdm(
         range(warmup + steps), desc="profiling (warm-up + measured steps)", unit="step", disable=None, leave=False
     ):
@@ -86,7 +87,7 @@ def _time_ops_cuda(
                 r = prog.nodes[nid]
                 if r.kind == "call":
                     env[nid] = r.target(*resolve(r.args, get), **resolve(r.kwargs, get))
-                    out_alloc += r.alloc_bytes
+                    out_alloc += run_alloc[nid]
             torch.cuda.synchronize(device)
             if k >= warmup:
                 times[op].append(time.perf_counter() - t0)

@@ -7,6 +7,7 @@ Produced by `backends.torch.capture.trace_program`; see there for how the nodes 
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -70,11 +71,12 @@ class Program:
     gm: fx.GraphModule = field(repr=False, default=None)
     consts: dict[int, torch.Tensor] = field(default_factory=dict, repr=False)
     #: node id -> the call node whose storage its value holds, for every call node that allocates nothing and
-    #: whose tensors all live in one earlier call node's storage (views, ``detach``, ``_unsafe_view``; not a
-    #: tuple's items, which stay their producer's): that storage is freed only when the owner and all of these are
-    #: dead
-    #: (`capture._measure_sizes`; `StepAnalysis.release_bytes`)
+    #: whose tensors all live in one earlier call node's storage (views, ``detach``, ``_unsafe_view``, a tuple's
+    #: item that lies in another node's storage): that storage is freed only when the owner and all of these are
+    #: dead (`capture._measure_sizes`; `StepAnalysis.release_bytes`). A tuple's item that its producer allocated
+    #: is a storage of its own (its node's ``alloc_bytes``), not an alias.
     alias_owner: dict[int, int] = field(default_factory=dict, repr=False)
+    _alloc_when_run: list[float] | None = field(default=None, repr=False, compare=False)
 
     @property
     def n_params(self) -> int:
@@ -108,6 +110,21 @@ class Program:
 
     def node_ids(self, op: str) -> list[int]:
         return self.op_nodes[op]
+
+    def alloc_when_run(self) -> list[float]:
+        """Bytes each node allocates when it runs, by node id: its ``alloc_bytes``, except that a tuple's items
+        (``operator.getitem`` nodes that own their storage, `capture._measure_sizes`) are allocated by their
+        producer when it runs, and the item nodes allocate nothing (each still frees its item's bytes). The
+        runtimes' live-memory accounting counts this way: an item made by a node that also frees its inputs
+        is then live before they go, as in the op graph. O(N), cached."""
+        if self._alloc_when_run is None:
+            run = [r.alloc_bytes for r in self.nodes]
+            for r in self.nodes:
+                if r.kind == "call" and r.target is operator.getitem and r.alloc_bytes:
+                    run[r.inputs[0]] += r.alloc_bytes
+                    run[r.nid] = 0.0
+            self._alloc_when_run = run
+        return self._alloc_when_run
 
 
 # ---------------------------------------------------------------------------- optimizer state

@@ -124,6 +124,7 @@ class PlacedExecutor(StepAnalysis):
         half_done: set[int] = set()
         retained: dict[int, Any] = {}
         holders = self.new_holders()  # each storage on one device: its thread alone updates its count
+        run_alloc = self.prog.alloc_when_run()
 
         def release_old(ph: int, d: int, what: str) -> None:
             with lock:
@@ -222,7 +223,7 @@ class PlacedExecutor(StepAnalysis):
                             continue
                         val = r.target(*resolve(r.args, get), **resolve(kw_over.get(nid, r.kwargs), get))
                         env[nid] = val
-                        account(d, r.alloc_bytes, repr(op))
+                        account(d, run_alloc[nid], repr(op))
                         ph = self.replaces.get(nid)
                         if ph is not None:
                             if ph not in self.local_read:
@@ -372,6 +373,7 @@ class PlacedExecutor(StepAnalysis):
         held: dict[int, Any] = {}  # freed locally, kept (and accounted) until its last copy
         held_bytes: dict[int, float] = {}  # what freeing a held value releases (`release_bytes`)
         holders = self.new_holders()
+        run_alloc = self.prog.alloc_when_run()
         ran: set[str] = set()
 
         trace = self.memory_trace
@@ -454,7 +456,7 @@ class PlacedExecutor(StepAnalysis):
                     continue
                 val = r.target(*resolve(r.args, get), **resolve(self.kwargs[d].get(nid, r.kwargs), get))
                 env[nid] = val
-                account(d, r.alloc_bytes, repr(op))
+                account(d, run_alloc[nid], repr(op))
                 ph = self.replaces.get(nid)
                 if ph is not None:
                     if ph not in self.local_read:

@@ -432,6 +432,7 @@ class _Worker:
         send_s: list[float] = []  # trace: seconds of each send_value
 
         holders = ex.new_holders()  # values still holding each shared storage (views and their source)
+        run_alloc = prog.alloc_when_run()  # a tuple's items moved to their own op are allocated by their producer
         limit = self.job.memory_limits[d] if self.job.memory_limits else float("inf")
         where = ["the step's start"]  # what is being allocated, for the out-of-memory message
 
@@ -564,7 +565,7 @@ class _Worker:
                 val = r.target(*resolve(r.args, get), **resolve(kw_over.get(nid, r.kwargs), get))
                 env[nid] = val
                 where[0] = repr(op)
-                account(r.alloc_bytes)
+                account(run_alloc[nid])
                 if retain and nid in ex.grad_nids:
                     retained[nid] = val
                 ph = ex.replaces.get(nid)

@@ -209,7 +209,7 @@ def test_placed_run_times_every_op_on_request():
     assert "op_times_s" not in backend.run(model, graph, pl, None, cluster, warmup=0, steps=1).extra
 
 
-@pytest.mark.parametrize("name", ["mlp_tiny", "gnmt_tiny"])
+@pytest.mark.parametrize("name", ["mlp_tiny", "gnmt_tiny", "transformer_tiny", "inception_v3_tiny"])
 def test_single_device_live_memory_is_the_simulated_peak(name):
     """On one device the runtime's live-tensor accounting and the simulator agree byte for byte: gradients
     are freed after their last use and a parameter's new value replaces it (an in-place optimizer step)."""
