@@ -81,7 +81,8 @@ REASONS: dict[str, str] = {
         "activations, so one or two devices carry the load, as the paper's Figure 9 shows. On 28 Nov GNMT's m-SCT "
         "put 0.93 of the limit on one device (peak / limit 0.36, 0.93, 0.21, 0.37; 27 Nov: 0.66, 0.60, 0.19, "
         "0.29), on the graph whose views hold their source's storage (3,508 ops, session 27) and a profile taken "
-        "beside a CI run; which of the two moved it was not traced."
+        "beside a CI run; in a rerun on the same code the next morning, beside less load, at most 0.76 (0.37, "
+        "0.64, 0.18, 0.76; Inception-V3 0.78, 0.33, 0.16, 0.22), so the profile's hour moved it."
     ),
     "celeritas-t2": (
         "Table 2's c_ij are PCIe transfers between the paper's V100s and its w_i V100 compute times. The lab has the "
@@ -144,7 +145,8 @@ REASONS: dict[str, str] = {
         "groups that overflow, and METIS' balanced parts fit the devices at this size. On 27 Nov (5,258 ops) "
         "Celeritas 0.0733 s led METIS 0.0854 s; on 28 Nov METIS 0.0644 s led Celeritas 0.0808 s, on the graph whose "
         "views hold their source's storage (3,508 ops, session 27) and a profile taken beside a CI run (CCR here "
-        "3.41 against 4.31); which of the two moved it was not traced."
+        "3.41 against 4.31); in a rerun of the same code beside less load (28 Nov 05:12 UTC) Celeritas 0.0735 s "
+        "led METIS 0.0751 s again, so the hour's profile moved it, and the two are within a few percent."
     ),
     "celeritas-t3-synthetic": (
         "On the synthetic graph of the Transformer's size class (the paper's has 36,352 nodes) the paper's METIS "
