@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import tempfile
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -394,3 +396,21 @@ def test_auto_range_recovers_fused_candidates_even_when_a_finer_one_fits(k):
     assert pl.info["R"] in first and plain[pl.info["R"]] is None
     res = simulate(g, cl, pl, schedule=pl.order)
     assert res.ok and res.makespan == pytest.approx(pl.info["simulated_makespan_s"])
+
+
+def test_unprofiled_graph_places_and_reports_no_ccr():
+    """A graph without compute times (no profile) has an infinite CCR: the placement says null, not Infinity,
+    so that placement.json, which allows no non-finite number, can be written."""
+    from algorithms.graph import atomic_write_json
+
+    g = OpGraph("flat")
+    for k in range(4):
+        g.add_op(f"op{k}", compute_s=0.0, output_bytes=1e6)
+    for k in range(3):
+        g.add_edge(f"op{k}", f"op{k + 1}", bytes=1e6)
+    cl = uniform_cluster(2, memory_bytes=1e9, latency_s=1e-5, bytes_per_s=1e9)
+    pl = CeleritasPlacer().place(g, cl)
+    assert set(pl.assignment) == set(g.ops)
+    assert pl.info["ccr_before"] is None  # Infinity before
+    with tempfile.TemporaryDirectory() as d:
+        atomic_write_json(os.path.join(d, "info.json"), pl.info)

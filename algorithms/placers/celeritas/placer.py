@@ -17,8 +17,9 @@ Pipeline (Figure 2 of the paper):
 of the graph is already a cluster made by the `CelerFusion` pass (optimizer=celeritas), so that the graph is
 never fused twice.
 
-`Placement.info`: n_ops, n_coarse_ops, ccr_before, ccr_after, cut_communication_s (S of eq. 6), R,
-memory_limit_bytes (M), best_effort (0/1: some node found every allowed device full), best_effort_nodes,
+`Placement.info`: n_ops, n_coarse_ops, ccr_before, ccr_after, cut_communication_s (S of eq. 6; these three are null
+where undefined: an unprofiled graph's CCR, an unfused graph's cut), R, memory_limit_bytes (M), best_effort (0/1:
+some node found every allowed device full), best_effort_nodes,
 best_effort_ops (names, at most 1000), colocation_overflow_nodes (nodes whose colocated members' received copies
 pushed another device over its limit), memory_overflow_bytes (static bytes above the limits in all),
 fusion_time_s, adjust_time_s (or place_time_s), planned_makespan_s (Adjusting's own plan: the op-level
@@ -257,9 +258,10 @@ class _CeleritasBase(Placer):
         info = {
             "n_ops": idx.n,
             "n_coarse_ops": cidx.n,
-            "ccr_before": ccr_before,
-            "ccr_after": ccr_after,
-            "cut_communication_s": cut,
+            # null where undefined: an unprofiled graph (no compute time) has an infinite CCR, an unfused one no cut
+            "ccr_before": ccr_before if math.isfinite(ccr_before) else None,
+            "ccr_after": ccr_after if math.isfinite(ccr_after) else None,
+            "cut_communication_s": cut if math.isfinite(cut) else None,
             "R": R,
             "memory_limit_bytes": M,
             "memory_scale": max(per),
