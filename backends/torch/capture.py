@@ -536,14 +536,16 @@ def _split_items(prog: Program) -> None:
     start to its last reader; P holds them while it runs, as temporary bytes (`build_graph`). An item also read
     inside P, which cannot move without a cycle, keeps its group in P. In an order that runs other ops between
     P and such an op, its items are not counted in between. The one-device replay of inception_v3_tiny's step
-    peaked 33 % above the graph's need before
-    (session 28). O(N + U)."""
+    peaked 33 % above the graph's need before (session 28). O(N + U)."""
     readers: dict[int, list[int]] = defaultdict(list)
     for r in prog.nodes:
         if r.kind == "call":
             for i in r.inputs:
                 readers[i].append(r.nid)
     outputs = set(prog.outputs)
+    holding: dict[int, list[int]] = defaultdict(list)  # storage owner -> the nodes holding its storage
+    for n, owner in prog.alias_owner.items():
+        holding[owner].append(n)
     added: dict[str, list[tuple[str, list[int], dict[str, Any]]]] = defaultdict(list)
     for op, nids in prog.op_nodes.items():
         members = set(nids)
@@ -559,9 +561,10 @@ def _split_items(prog: Program) -> None:
             groups: dict[frozenset[str], list[int]] = defaultdict(list)
             fixed: set[frozenset[str]] = set()
             for g in getitems:
-                family = {g} | {n for n in nids if prog.alias_owner.get(n) == g}
+                # the item, the views joined into this op that hold its storage, and their own items
+                family = {g} | {n for n in holding[g] if n in members}
                 family |= {
-                    n for n in nids if prog.nodes[n].target is operator.getitem and prog.nodes[n].inputs[0] in family
+                    u for m in family for u in readers[m] if u in members and prog.nodes[u].target is operator.getitem
                 }
                 read_by = {u for m in family for u in readers[m]}
                 outside = frozenset({prog.op_of[u] for u in read_by if prog.op_of[u] != op})
