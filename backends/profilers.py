@@ -24,13 +24,22 @@ log = logging.getLogger(__name__)
 
 
 class FileProfiler(Profiler):
-    """Costs already in the graph (a graph file or the synthetic generator): nothing is measured."""
+    """Costs already in the graph (a graph file or the synthetic generator): nothing is measured. A graph whose
+    ops all have no compute time (a framework model captured but never profiled) is placed and simulated as it
+    is, with a warning: every placer would predict a step of about 0 s."""
 
     measures = False
 
     def profile(
         self, backend: Backend | None, model: Any, graph: OpGraph, cluster: Cluster, *, model_cfg: Mapping[str, Any]
     ) -> tuple[OpGraph, dict[str, Any]]:
+        nodes = graph.nx._node  # networkx's documented DiGraph data structure
+        if nodes and not any(a.get("compute_s") or a.get("compute_s_by_type") for a in nodes.values()):
+            log.warning(
+                "profiler=file: no op of graph %r has a compute time (a captured model that was not profiled): "
+                "predicted steps will count only transfers; profiler=measured measures the ops",
+                graph.name,
+            )
         return graph, {}
 
 

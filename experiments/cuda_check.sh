@@ -7,7 +7,8 @@
 # (experiments/celeritas_gpu.py; its profiled graphs land in $1/celeritas_graphs.tar).
 # CELERITAS=skip leaves that out; FIDELITY_WARMUP / FIDELITY_STEPS / FIDELITY_ROUNDS set the gpu1 sweep's;
 # then the same sweep with the step replayed as a CUDA graph (runtime.cuda_graph; CUDA_GRAPH=skip leaves it out);
-# EAGER=skip leaves out the eager sweep.
+# EAGER=skip leaves out the eager sweep; MEMORY_GAP=skip leaves out experiments/cuda_memory_gap.py on the
+# full-size models (the allocator's peak against the tensors').
 # TWO_RANKS_ON_ONE_GPU=skip leaves out the NCCL two-ranks-on-one-GPU probe (NCCL 2.28 refused it).
 #     bash experiments/cuda_check.sh /tmp/cuda_check
 # A bare GPU host (the lab's lent machines) has torch but not the project's other dependencies: the script
@@ -41,6 +42,10 @@ if [ "${CUDA_GRAPH:-run}" != skip ]; then  # the same sweep with the step replay
     timeout "${FIDELITY_TIMEOUT:-280}" python3 experiments/fidelity.py --models $models --placers single --clusters gpu1 \
         --warmup "${FIDELITY_WARMUP:-5}" --steps "${FIDELITY_STEPS:-30}" --rounds "${FIDELITY_ROUNDS:-2}" --cuda-graph \
         --json "$out/fidelity_gpu1_graph.json" 2>&1 | grep -v "it/s\]" | tee "$out/fidelity_gpu1_graph.txt"
+fi
+if [ "${MEMORY_GAP:-run}" != skip ]; then  # where the allocator's peak exceeds the tensors' (cuda_memory_gap.py)
+    timeout "${MEMORY_GAP_TIMEOUT:-200}" python3 experiments/cuda_memory_gap.py --models mlp gnmt transformer \
+        inception_v3 --json "$out/cuda_memory_gap.json" 2>&1 | grep -v "it/s\]" | tee "$out/cuda_memory_gap.txt"
 fi
 timeout "${PYTEST_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider -m cuda tests/backends/test_torch_distributed.py \
     tests/backends/test_torch_runtime.py tests/backends/test_torch_cudagraph.py 2>&1 | tee "$out/pytest_cuda.txt"

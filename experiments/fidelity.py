@@ -216,9 +216,10 @@ def kendall_tau(a: list[float], b: list[float]) -> float:
 
 
 def order_for(graph: Any, cluster: Any, placement: Any) -> dict[str, list[str]]:
-    """The placer's own order where it covers every op and replays, else the topological order per device."""
+    """The placer's own order where it covers every op and replays, else the topological order per device; a
+    tuple's items' op right after its producer either way, as the schedule stage does."""
     from algorithms.errors import LabError
-    from algorithms.placement import check_schedule, topological_schedule
+    from algorithms.placement import check_schedule, items_follow_their_producer, topological_schedule
     from algorithms.simulator import simulate
 
     if placement.order:
@@ -226,10 +227,10 @@ def order_for(graph: Any, cluster: Any, placement: Any) -> dict[str, list[str]]:
         try:
             check_schedule(graph, placement.assignment, order)
             simulate(graph, cluster, placement.assignment, order, record_memory=False)
-            return order
+            return items_follow_their_producer(graph, order)
         except LabError as exc:
             log.info("placer order does not replay (%s); using topological order", exc)
-    return topological_schedule(graph, placement.assignment, cluster.names)
+    return items_follow_their_producer(graph, topological_schedule(graph, placement.assignment, cluster.names))
 
 
 def run(

@@ -148,3 +148,23 @@ def test_backend_none_and_instantiate_errors_name_the_target():
         build_backend(cfg(_target_="no_such.Backend"))
     with pytest.raises(ConfigError, match="has no _target_"):
         instantiate(cfg(rules=[]), "placer")
+
+
+def test_file_profiler_warns_when_no_op_has_a_compute_time(caplog):
+    """A captured model placed without a profile predicts a step of about 0 s: the file profiler says why."""
+    from algorithms.cluster import uniform_cluster
+    from algorithms.graph import OpGraph
+
+    g = OpGraph("unprofiled")
+    g.add_op("a", output_bytes=8)
+    g.add_op("b")
+    g.add_edge("a", "b", bytes=8)
+    with caplog.at_level("WARNING", logger="backends.profilers"):
+        out, _ = FileProfiler().profile(None, None, g, uniform_cluster(1), model_cfg={})
+    assert out is g
+    assert "'unprofiled'" in caplog.text and "no op" in caplog.text
+    caplog.clear()
+    g.op("b")["compute_s"] = 1e-3
+    with caplog.at_level("WARNING", logger="backends.profilers"):
+        FileProfiler().profile(None, None, g, uniform_cluster(1), model_cfg={})
+    assert "no op" not in caplog.text

@@ -535,7 +535,9 @@ def _split_items(prog: Program) -> None:
     it next) and colocated with P (it reads P's tuple in the same process). Such an op holds its items from its
     start to its last reader; P holds them while it runs, as temporary bytes (`build_graph`). An item also read
     inside P, which cannot move without a cycle, keeps its group in P. In an order that runs other ops between
-    P and such an op, its items are not counted in between. The one-device replay of inception_v3_tiny's step
+    P and such an op the simulator would not count its items in between, while a runtime holds them from P's run
+    on: its ``items_of`` attribute names P, and the schedule stage runs it right after P
+    (`algorithms.placement.items_follow_their_producer`). The one-device replay of inception_v3_tiny's step
     peaked 33 % above the graph's need before (session 28). O(N + U)."""
     readers: dict[int, list[int]] = defaultdict(list)
     for r in prog.nodes:
@@ -588,7 +590,7 @@ def _split_items(prog: Program) -> None:
                 new_attrs = {
                     k: attrs[k] for k in ("phase", "module", "forward_of", "param") if attrs.get(k) is not None
                 }
-                new_attrs.update(type="getitem", colocation=colocation)
+                new_attrs.update(type="getitem", colocation=colocation, items_of=op)
                 added[op].append((f"{op}/out{index}", sorted(fam), new_attrs))
                 moved.update(fam)
         if moved:

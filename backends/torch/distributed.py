@@ -544,7 +544,10 @@ class TorchDistributedRuntime(Runtime):
         # check the placement and schedule here (clear errors before any process starts)
         phys = [PhysDevice(d.name, torch.device("cpu")) for d in cluster.devices]
         P, S = prog.n_params, prog.n_params * prog.n_state
-        probe = PlacedExecutor(prog, assign, sched, phys, flat[:P], flat[P : P + S], flat[P + S :], start_threads=False)
+        probe = PlacedExecutor(
+            prog, assign, sched, phys, flat[:P], flat[P : P + S], flat[P + S :], start_threads=False,
+            share_storages=not cuda,
+        )  # fmt: skip
         sent = {i for i, dests in probe.sends.items() if dests}
         host = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
         cores = worker_cores(cluster, host)

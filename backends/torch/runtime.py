@@ -74,8 +74,9 @@ class PlacedExecutor(StepAnalysis):
         batch: Sequence[torch.Tensor],
         *,
         start_threads: bool = True,
+        share_storages: bool = False,
     ):
-        super().__init__(prog, placement, schedule, devices, params, states, batch)
+        super().__init__(prog, placement, schedule, devices, params, states, batch, share_storages=share_storages)
         # `start_threads=False`: only the analysis of `StepAnalysis` (the process-per-device runtime reuses it)
         self.engines = [CopyEngine(d) for d in self.devices] if start_threads else []
         self.pool = (

@@ -372,8 +372,9 @@ class _Worker:
         P, S = prog.n_params, prog.n_params * prog.n_state
         flat = job.flat
         self.ex = PlacedExecutor(
-            prog, job.placement, job.schedule, phys, flat[:P], flat[P : P + S], flat[P + S :], start_threads=False
-        )
+            prog, job.placement, job.schedule, phys, flat[:P], flat[P : P + S], flat[P + S :], start_threads=False,
+            share_storages=not job.cuda,
+        )  # fmt: skip
         ex, d = self.ex, rank
         self.order = ex.order[d]
         # what this worker sends, in its send order, and what it receives from each source in that source's order
@@ -533,12 +534,17 @@ class _Worker:
         t_setup = time.perf_counter()
         consts, frees, kw_over = ex.consts[d], ex.frees[d], ex.kwargs[d]
 
+        rebuilt = ex.rebuilt[d]
+
         def get(i: int) -> Any:
             v = env.get(i)
             if v is not None:
                 return v
             if i in consts:
                 return consts[i]
+            if i in rebuilt:  # a view of a storage received once (`StepAnalysis._share_sent_storages`)
+                env[i] = val = ex.rebuild_view(d, i, get)
+                return val
             if i not in recvs:
                 post_recv(i)
             val, works = recvs.pop(i)
@@ -584,7 +590,7 @@ class _Worker:
                         continue
                     if ex.node_dev[i] != d:
                         if env.pop(i, None) is not None:
-                            account(-nodes[i].nbytes)
+                            account(-ex.received_bytes(d, i))
                     elif i in env:
                         free_home(i, ex.release_bytes(holders, i))
             reap()

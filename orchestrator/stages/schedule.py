@@ -1,5 +1,7 @@
 """Stage schedule: each device's op order. `scheduler=placer_order` replays the placer's own order (expanded
-from coarse to original ops); when it does not replay on the original graph, ops run by the placer's rank."""
+from coarse to original ops); when it does not replay on the original graph, ops run by the placer's rank.
+Whatever the scheduler, an op of a tuple's items then runs right after the op that makes them
+(`algorithms.placement.items_follow_their_producer`)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from algorithms.cluster import Cluster
 from algorithms.dispatch import RankPolicy
 from algorithms.errors import InvalidSchedule
 from algorithms.graph import OpGraph
-from algorithms.placement import CoarseMap, Placement, Schedule, check_schedule
+from algorithms.placement import CoarseMap, Placement, Schedule, check_schedule, items_follow_their_producer
 from algorithms.simulator import simulate
 
 from ..context import JobContext, load_json, save_json
@@ -84,6 +86,9 @@ def stage_schedule(
     sched_cfg = ctx.cfg.scheduler
 
     def compute() -> Schedule:
+        return items_follow_their_producer(graph, scheduled())
+
+    def scheduled() -> Schedule:
         from algorithms.schedulers.baseline import PlacerOrderScheduler
 
         scheduler = instantiate(sched_cfg, "scheduler")

@@ -70,7 +70,7 @@ class StandardEvaluationProfiler(Profiler):
         self, backend: Backend | None, model: Any, graph: OpGraph, cluster: Cluster, *, model_cfg: Mapping[str, Any]
     ) -> tuple[OpGraph, dict[str, Any]]:
         """Steps 1 and 2; returns the measured target-batch graph and the deviation report."""
-        from algorithms.placement import topological_schedule
+        from algorithms.placement import items_follow_their_producer, topological_schedule
         from algorithms.placers.celeritas.standard_eval import (
             SequentialDfsTopoPlacer,
             fit_linear_profiles,
@@ -100,7 +100,7 @@ class StandardEvaluationProfiler(Profiler):
 
         # step 2: place the target-batch model on the estimates, run it, then measure it op by op
         placement = SequentialDfsTopoPlacer(self.memory_fraction).place(estimate, cluster)
-        sched = topological_schedule(graph, placement.assignment, cluster.names)
+        sched = items_follow_their_producer(graph, topological_schedule(graph, placement.assignment, cluster.names))
         run = backend.run(
             model,
             estimate,
