@@ -44,12 +44,14 @@ Model
   it, in the first op that needs it). With ``send_overhead_s`` an op that sends its value to k other devices
   runs k * send_overhead_s longer; with ``recv_overhead_s`` the first consumer of a received value on its
   device (first in the device's static order, or in topological order under a policy) runs recv_overhead_s
-  longer, once per (value, device). With ``send_byte_s`` / ``recv_byte_s`` each of those charges grows by that
-  many seconds per byte of the message (the value's bytes, the largest tensor it sends): on loopback TCP the
-  kernel's copies of a message run on the workers' own cores (gloo's transport threads are pinned with the
-  worker), so a large message takes processor time from the compute on both sides, beyond the hop's
-  ``bytes / bandwidth`` (which only delays the arrival). Session 23 (docs/fidelity.md): calibration programs of
-  wider layers (16-256 KB messages) were under-predicted by 15-39 % with per-message costs fitted on 1-4 KB ones.
+  longer, once per (value, device); a transfer of several tensors (``send_tensors``: a coarse op's, or a
+  captured op whose out-edge carries several storages) is that many messages, each charged. With
+  ``send_byte_s`` / ``recv_byte_s`` each of those charges grows by that many seconds per byte of the message
+  (the value's bytes, the largest tensor it sends): on loopback TCP the kernel's copies of a message run on the
+  workers' own cores (gloo's transport threads are pinned with the worker), so a large message takes processor
+  time from the compute on both sides, beyond the hop's ``bytes / bandwidth`` (which only delays the arrival).
+  Session 23 (docs/fidelity.md): calibration programs of wider layers (16-256 KB messages) were under-predicted
+  by 15-39 % with per-message costs fitted on 1-4 KB ones.
 * Time advances event by event. All events at time t (op completions, arrivals) are processed before any
   device decides what to run at t, which is the thesis' rule (3.2) that the device with the lowest local time
   decides next and never decides without knowing what is executable at that moment.
@@ -273,11 +275,12 @@ def simulate(
             for seq in seq_of:
                 for k, j in enumerate(seq):
                     first_key[j] = k
+        msgs = idx.copy_tensors  # the messages of one transfer (a coarse op's tensors, a captured op's storages)
         for i in range(n):
-            for nbytes, consumers in remote[i].values():  # one message per (value, device), its bytes the transfer's
-                dur[i] += send_overhead_s + send_byte_s * nbytes
+            for nbytes, consumers in remote[i].values():  # one transfer per (value, device), its bytes the largest
+                dur[i] += send_overhead_s * msgs[i] + send_byte_s * nbytes
                 if recv_overhead_s or recv_byte_s:
-                    dur[min(consumers, key=first_key.__getitem__)] += recv_overhead_s + recv_byte_s * nbytes
+                    dur[min(consumers, key=first_key.__getitem__)] += recv_overhead_s * msgs[i] + recv_byte_s * nbytes
     # one arrival per predecessor (a DiGraph has at most one edge per pair)
     missing = [len(pred[i]) for i in range(n)]
     unfinished_preds = [len(pred[i]) for i in range(n)]

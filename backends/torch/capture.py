@@ -620,7 +620,9 @@ def build_graph(prog: Program, name: str | None = None) -> OpGraph:
     nodes whose values are used outside the op or returned; temporary_bytes: storage allocated by nodes used
     only inside the op, and a tuple's items that an op of their own holds after this one (`_split_items`);
     edge bytes: the tensors crossing from one op to another (each tensor once per consumer op; to an op of a
-    tuple's items, those items). O(N + U).
+    tuple's items, those items); ``send_tensors`` (where above 1): the most storages one of the op's out-edges
+    carries, the messages a worker sends for one transfer (`algorithms.simulator` charges each its latency and
+    per-message time; a lower bound where two edges to one device carry different values). O(N + U).
     """
     g = OpGraph(name or f"{prog.model_name}-b{prog.batch_size}")
     used_outside: set[int] = set(prog.outputs)
@@ -663,6 +665,18 @@ def build_graph(prog: Program, name: str | None = None) -> OpGraph:
         g.add_op(
             op, compute_s=0.0, persistent_bytes=persistent, temporary_bytes=temporary, output_bytes=output, **attrs
         )
+    # the messages a transfer of the op's output takes: the storages one of its out-edges carries (a worker sends
+    # each value apart, a storage's views once with it: `StepAnalysis._share_sent_storages`)
+    storages: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for src, dst, i in edges:
+        storages[(src, dst)].add(owner.get(i, i))
+    send_tensors: dict[str, int] = {}
+    for (src, _), held in storages.items():
+        if len(held) > send_tensors.get(src, 1):
+            send_tensors[src] = len(held)
     for (src, dst, _), b in edges.items():
         g.add_edge(src, dst, bytes=b)
+    for op, k in send_tensors.items():
+        g.nx.nodes[op]["send_tensors"] = float(k)
+    g.invalidate()
     return g

@@ -201,3 +201,60 @@ def test_views_hold_their_source_and_the_graph_peak_is_the_storage_peak(name):
     persistent = sum(graph.nx.nodes[op]["persistent_bytes"] for op in graph.ops)
     # the loss scalar stays to the step's end in the execution, not in the graph: a few bytes apart
     assert single_device_need(graph) - persistent == pytest.approx(_storage_peak(prog, model, order), abs=16)
+
+
+@pytest.mark.parametrize("name", ["transformer_tiny", "inception_v3_tiny"])
+def test_send_tensors_counts_the_messages_a_worker_sends(name):
+    """An op whose out-edge carries several storages (a batch norm's saved statistics, read by one backward op)
+    gets ``send_tensors``; with it, the simulator's count of messages (a transfer per op and device, each of
+    ``send_tensors`` messages) is a lower bound of what the gloo workers send (`StepAnalysis.sends`, a storage
+    once per device), and closer to it than one message per transfer."""
+    import random
+
+    from algorithms.cluster import uniform_cluster
+    from algorithms.placement import topological_schedule
+    from backends.torch.analysis import StepAnalysis
+    from backends.torch.capture import program_matching
+    from backends.torch.devices import PhysDevice
+
+    backend = TorchBackend(device="cpu")
+    model = backend.build(load_model_cfg(name, {}))
+    graph = backend.capture(model)
+    assert any(graph.op(op).get("send_tensors", 1) > 1 for op in graph.ops)
+    prog = program_matching(model, graph, "operator", model.batch_size, ["cpu"])
+    flat = prog.flat_inputs(model)
+    P, S = prog.n_params, prog.n_params * prog.n_state
+    idx = graph.index()
+    cluster = uniform_cluster(2)
+    for seed in range(4):
+        rng = random.Random(seed)
+        groups: dict[str, str] = {}
+        placement: dict[str, str] = {}
+        prev = "cpu0"
+        for op in graph.topological_order():  # colocation groups kept together
+            grp = graph.op(op)["colocation"]
+            if grp is not None and grp in groups:
+                placement[op] = groups[grp]
+                continue
+            if seed == 0:  # the forward pass on one device, the rest on the other: saved tensors cross
+                placement[op] = "cpu0" if graph.op(op)["phase"] == "forward" else "cpu1"
+            else:  # runs of ops on one device
+                placement[op] = prev = rng.choice(cluster.names) if rng.random() < 0.1 else prev
+            if grp is not None:
+                groups[grp] = placement[op]
+        a = StepAnalysis(
+            prog, placement, topological_schedule(graph, placement, cluster.names),
+            [PhysDevice(n, torch.device("cpu")) for n in cluster.names], flat[:P], flat[P : P + S], flat[P + S :],
+            share_storages=True,
+        )  # fmt: skip
+        worker = sum(len(dests) for i, dests in a.sends.items() if prog.nodes[i].kind == "call")
+        transfers = [
+            (i, len({placement[idx.names[j]] for j, _ in idx.succ[i]} - {placement[n]}))
+            for i, n in enumerate(idx.names)
+            if graph.op(n)["type"] not in ("Variable", "Input")
+        ]
+        simulated = sum(idx.copy_tensors[i] * k for i, k in transfers)
+        one_each = sum(k for _, k in transfers)
+        assert one_each <= simulated <= worker, (seed, one_each, simulated, worker)
+        if seed == 0:
+            assert one_each < simulated, (one_each, simulated, worker)
