@@ -530,7 +530,7 @@ def _split_items(prog: Program) -> None:
     For each tuple-producing node of an op P, its items (an ``operator.getitem`` node with the views joined into
     P that hold its storage, `_join_aliases`; not the items of a ``split``, which share one storage) are
     grouped by the set of ops that read them (a program output counts as a reader). When two or more groups
-    are read outside P, the group of the most bytes stays in P and every other group moves to an op of its
+    are read outside P, the group of the tuple's first item stays in P and every other group moves to an op of its
     own, named ``<P>/out<k>`` after its first item's index, inserted right after P (so a topological order runs
     it next) and colocated with P (it reads P's tuple in the same process). Such an op holds its items from its
     start to its last reader; P holds them while it runs, as temporary bytes (`build_graph`). An item also read
@@ -562,6 +562,7 @@ def _split_items(prog: Program) -> None:
                 continue
             groups: dict[frozenset[str], list[int]] = defaultdict(list)
             fixed: set[frozenset[str]] = set()
+            items_of_tuple = set(getitems)
             for g in getitems:
                 # the item, the views joined into this op that hold its storage, and their own items
                 family = {g} | {n for n in holding[g] if n in members}
@@ -578,7 +579,11 @@ def _split_items(prog: Program) -> None:
                     fixed.add(key)
             if len(groups) < 2:
                 continue
-            keep = fixed or {max(groups, key=lambda k: sum(prog.nodes[n].alloc_bytes for n in groups[k]))}
+            # the group of the tuple's first item stays (a convolution backward's input gradient, a batch norm's
+            # output): a rule of the graph's structure, so that the ops are the same at every batch size (the
+            # largest group, the rule before, changed with it: Celeritas' Standard Evaluation profiles two)
+            first = {k: min(prog.nodes[n].args[1] for n in fam if n in items_of_tuple) for k, fam in groups.items()}
+            keep = fixed or {min(groups, key=first.__getitem__)}
             for key, fam in groups.items():
                 if key in keep:
                     continue
