@@ -33,7 +33,7 @@ if str(ROOT / "experiments") not in sys.path:
 
 
 def messages(prog: Any, model: Any, graph: Any, case: dict[str, Any]) -> tuple[int, float]:
-    """(the workers' messages per step, the simulator's) for one case; parameters' sends left out of both."""
+    """(the workers' messages per step, the simulator's) for one case, parameters' moves to their readers included."""
     import torch
 
     from backends.torch.analysis import StepAnalysis
@@ -46,12 +46,10 @@ def messages(prog: Any, model: Any, graph: Any, case: dict[str, Any]) -> tuple[i
         prog, case["placement"], case["schedule"], [PhysDevice(n, torch.device("cpu")) for n in names],
         flat[:P], flat[P : P + S], flat[P + S :], share_storages=True,
     )  # fmt: skip
-    sent = sum(len(dests) for i, dests in a.sends.items() if prog.nodes[i].kind == "call")
+    sent = sum(len(dests) for dests in a.sends.values())
     idx, pl = graph.index(), case["placement"]
     simulated = sum(
-        idx.copy_tensors[i] * len({pl[idx.names[j]] for j, _ in idx.succ[i]} - {pl[n]})
-        for i, n in enumerate(idx.names)
-        if graph.op(n)["type"] not in ("Variable", "Input")
+        idx.copy_tensors[i] * len({pl[idx.names[j]] for j, _ in idx.succ[i]} - {pl[n]}) for i, n in enumerate(idx.names)
     )
     return sent, simulated
 
@@ -93,6 +91,8 @@ def main() -> None:
                     value = captured.op(op).get(key)
                     if value is not None:
                         graph.op(op)[key] = value
+            for u, v, d in graph.nx.edges(data=True):  # and edge sizes (0 into an op of a tuple's items)
+                d["bytes"] = captured.nx.edges[u, v]["bytes"]
             graph.invalidate()
         case["schedule"] = items_follow_their_producer(graph, case["schedule"])
         sim = simulate_case(case, graph)
