@@ -174,6 +174,70 @@ def test_co_placement_never_mixes_device_types():
     assert out.op("a")["colocation"] is None and out.op("b")["colocation"] is None
 
 
+def layer_with_weight() -> OpGraph:
+    """x -> conv <- w; conv's backward reads w and sends one gradient to w's update (w's colocation group) and
+    one further back; a second weight v is read by two forward ops."""
+    g = OpGraph("layer")
+    g.add_op("x", compute_s=1.0, output_bytes=8)
+    g.add_op("w", type="Variable", param="w", compute_s=0.1, persistent_bytes=4, colocation="var:w")
+    g.add_op("conv", compute_s=1.0, output_bytes=8)
+    g.add_op("conv_bwd", compute_s=1.0, phase="backward", forward_of="conv", output_bytes=4)
+    g.add_op("w_update", type="sub", phase="update", param="w", compute_s=0.1, colocation="var:w")
+    g.add_op("v", type="Variable", param="v", compute_s=0.1, persistent_bytes=4)
+    g.add_op("f1", compute_s=1.0, output_bytes=8)
+    g.add_op("f2", compute_s=1.0, output_bytes=8)
+    g.add_op("x_grad", compute_s=1.0, phase="backward", output_bytes=8)
+    g.add_edge("conv_bwd", "x_grad", bytes=8)
+    for a, b in [("x", "conv"), ("w", "conv"), ("w", "conv_bwd"), ("conv", "conv_bwd"), ("conv_bwd", "w_update")]:
+        g.add_edge(a, b, bytes=4)
+    g.add_edge("w", "w_update", bytes=4)
+    for a, b in [("v", "f1"), ("v", "f2"), ("conv", "f1"), ("f1", "f2")]:
+        g.add_edge(a, b, bytes=4)
+    return g
+
+
+def test_a_weight_goes_with_the_one_forward_op_that_reads_it():
+    # its other readers are the forward op's backward op (rule ii) and its own update (3.1): all on one device
+    g, _ = ColocationGrouping().apply(layer_with_weight())
+    grp = {o: a["colocation"] for o, a in CoPlacement().apply(g)[0].nx.nodes(data=True)}
+    assert grp["w"] == grp["conv"] == grp["conv_bwd"] == grp["w_update"] is not None
+    assert grp["v"] is None or grp["v"] not in (grp["f1"], grp["f2"])  # two forward readers: left alone
+    off = {o: a["colocation"] for o, a in CoPlacement(sources=False).apply(g)[0].nx.nodes(data=True)}
+    assert off["w"] != off["conv"]  # the paper's rule alone: w has three consumers
+
+
+def test_forward_only_placement_folds_each_update_into_its_variable():
+    g = layer_with_weight()
+    out, cmap = ForwardOnlyPlacement("forward").apply(g)
+    home = {m: c for c, mem in cmap.items() for m in mem}
+    assert home["w_update"] == home["w"] and home["conv_bwd"] == home["conv"]
+    assert list(out.successors(home["w"])) == [home["conv"]]  # the weight's only edge left: to its layer
+    kept, kcmap = ForwardOnlyPlacement("forward", updates=False).apply(g)
+    assert {m: c for c, mem in kcmap.items() for m in mem}["w_update"] != home["w"]
+    full, _ = ForwardOnlyPlacement("full").apply(g)
+    assert set(full.ops) == set(g.ops)  # placing forward and backward ops: nothing folded
+
+
+@pytest.mark.slow
+def test_the_optimizer_fuses_each_weight_into_its_layer_on_a_captured_model():
+    # a captured training step: after Baechi's optimizer the only coarse ops without inputs are data inputs
+    # and ops without consumers, so that no list scheduler can spread weights over idle devices at time 0
+    pytest.importorskip("torch")
+    from backends.torch import TorchBackend
+
+    backend = TorchBackend(threads=1)
+    cfg = {"family": "inception_v3", "name": "inception_v3_tiny", "batch_size": 2, "image_size": 75, "width": 0.0625}
+    graph = backend.capture(backend.build({**cfg, "classes": 10}))
+    out, cmap = apply_chain(
+        graph, [ColocationGrouping(), CoPlacement(), ForwardOnlyPlacement("forward"), OperatorFusion()]
+    )
+    sources = [c for c in out.ops if not list(out.predecessors(c)) and list(out.successors(c))]
+    assert sources, "the data inputs are sources"
+    for c in sources:
+        weights = [m for m in cmap[c] if graph.op(m).get("type") == "Variable"]
+        assert not weights or any(m.startswith("data/") for m in cmap[c]), f"{c} holds {weights[:3]}, reads nothing"
+
+
 # ------------------------------------------------------------------------------------------ forward-only
 def training_graph() -> OpGraph:
     return level_dag(

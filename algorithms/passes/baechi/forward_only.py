@@ -93,15 +93,26 @@ class ForwardOnlyPlacement(GraphPass):
     time, so it saw a third of the graph's CCR and split far more than pays (issue 21: on the synthetic
     training graph at CCR 18.6, m-ETF predicted 0.061 s and the simulator charged 0.140 s).  The paper says
     only that backward ops are co-placed afterwards (3.3); charging the cut's both directions is our choice.
-    O(V + E) (+ one simulation in ``auto``).
+
+    `updates` (on by default): an optimizer's update op (``phase: update``, the parameter it updates in
+    `param`, as the PyTorch capture writes them) is neither a forward nor a backward op; in ``forward`` mode it
+    follows the Variable of its parameter into that op's coarse op, as a backward op follows its forward op
+    (3.1 keeps it on the Variable's device in any case). "Considers only forward operators for placement"
+    (3.3) leaves no update to place, and a Variable left with its update as a second consumer cannot be fused
+    into the layer that reads it (Figure 5's rule), so it stayed a coarse op without inputs that the list
+    schedulers spread over the devices (see `CoPlacement`'s `sources`). Graphs without `param` (the TensorFlow
+    capture) are unchanged. O(V + E) (+ one simulation in ``auto``).
     """
 
     name = "forward_only_placement"
     MODES = ("auto", "forward", "full")
 
-    def __init__(self, mode: str = "auto", memory_bytes: Any = None, memory_fraction: float = 1.0):
+    def __init__(
+        self, mode: str = "auto", memory_bytes: Any = None, memory_fraction: float = 1.0, updates: bool = True
+    ):
         if mode not in self.MODES:
             raise ConfigError(f"forward-only placement: mode {mode!r} is not one of {self.MODES}")
+        self.updates = bool(updates)
         self.mode = mode
         self.memory = _max_memory(memory_bytes, memory_fraction)
 
@@ -125,10 +136,20 @@ class ForwardOnlyPlacement(GraphPass):
         idx = graph.index()
         n = idx.n
         fwd = [-1] * n
+        variable_of: dict[str, int] = {}  # parameter -> its Variable op
         for i in range(n):
-            fw = graph.op(idx.names[i]).get("forward_of")
+            a = graph.op(idx.names[i])
+            if a.get("type") in ("Variable", "VariableV2", "VarHandleOp") and a.get("param") is not None:
+                variable_of.setdefault(str(a["param"]), i)
+        n_updates = 0
+        for i in range(n):
+            a = graph.op(idx.names[i])
+            fw = a.get("forward_of")
             if fw is not None and fw in idx.pos and idx.pos[fw] != i:
                 fwd[i] = idx.pos[fw]
+            elif self.updates and a.get("phase") == "update" and variable_of.get(str(a.get("param"))) not in (None, i):
+                fwd[i] = variable_of[str(a["param"])]  # follows its Variable as a backward op its forward op
+                n_updates += 1
         if all(f < 0 for f in fwd):
             out = graph.copy()
             return out, CoarseMap.identity(out)
@@ -192,5 +213,5 @@ class ForwardOnlyPlacement(GraphPass):
         n_charged = _charge_backward_bytes(grouped, rootg_by_g, out, cmap)
         _check_dag(out, self.name)
         log.info("forward-only placement: %d backward transfers charged to their forward edges", n_charged)
-        log.info("forward-only placement: %d -> %d ops", n, len(out))
+        log.info("forward-only placement: %d -> %d ops (%d updates with their Variable)", n, len(out), n_updates)
         return out, cmap

@@ -129,6 +129,22 @@ class ColocationGrouping(GraphPass):
         return out, CoarseMap.identity(out)
 
 
+def _users_apart_from_followers(graph: OpGraph, u: int, data: list[int], group: list[int]) -> list[int]:
+    """The consumers of op `u` (indices `data`) that would not end on another's device anyway: those outside
+    u's own group (`group`: root per op) and not a backward op of another consumer (rule (ii) puts it there)."""
+    idx = graph.index()
+    names = {idx.names[v] for v in data}
+    out = []
+    for v in data:
+        if group[v] == group[u]:
+            continue
+        fw = graph.op(idx.names[v]).get("forward_of")
+        if fw is not None and fw in names:
+            continue
+        out.append(v)
+    return out
+
+
 class CoPlacement(GraphPass):
     """Co-placement (Baechi 3.2): put on one device (i) an op and its next op when that op is the only user
     of its output (`next_op`), and (ii) each backward op and its forward op (`forward_backward`).
@@ -137,27 +153,48 @@ class CoPlacement(GraphPass):
     (3.1) applies: "upon placing the first operator in a colocation group, Baechi uses both the co-placement
     heuristic and the colocation constraints".  Choices: rule (i) applies to an op with exactly one
     consumer through a tensor (not a control) edge; ops asking for different device types are never
-    united.  Identity `CoarseMap`.  O((V + E) alpha(V))."""
+    united.
+
+    `sources` (our reading of rule (i) for ops without inputs, on by default): Figure 3's case is ops that
+    "process predefined values" (``perm``, ``Shape``), whose tiny compute m-ETF spreads over idle devices. A
+    training graph's weights are such ops, but each has several readers: its layer's forward op, that op's
+    backward op and its own update (the variable's colocation group, 3.1). All of them end on the forward
+    op's device (rule (ii) and 3.1), so the weight's output is in effect used by that one op: an op without
+    inputs whose consumers, apart from its own group and the backward ops of its other consumers, are one op
+    goes with that op (`_users_apart_from_followers`). Without it the list schedulers placed the hundreds of
+    weights, ready at time 0 with microseconds of compute, round robin over the idle devices, and each layer
+    followed its weight (issue 21: Baechi Table 3's Inception-V3, where the paper's m-ETF and m-SCT keep the
+    model on one device, was split over four at 4.4 times the single device's step). The groups taken for
+    the reading are those of 3.1 and rule (ii) only, so it does not chain through other ops' rule (i) unions.
+    Identity `CoarseMap`.  O((V + E) alpha(V))."""
 
     name = "co_placement"
 
-    def __init__(self, next_op: bool = True, forward_backward: bool = True):
+    def __init__(self, next_op: bool = True, forward_backward: bool = True, sources: bool = True):
         self.next_op = bool(next_op)
         self.forward_backward = bool(forward_backward)
+        self.sources = bool(sources)
 
     def apply(self, graph: OpGraph) -> tuple[OpGraph, CoarseMap]:
         idx = graph.index()
         uf = _groups_union_find(graph, strict=False)
         n_next = n_fb = 0
-        if self.next_op:
-            for u, succ in enumerate(idx.succ):
-                if len(succ) == 1 and not graph.nx.edges[idx.names[u], idx.names[succ[0][0]]].get("control"):
-                    n_next += uf.union(u, succ[0][0])
         if self.forward_backward:
             for i in range(idx.n):
                 fw = graph.op(idx.names[i]).get("forward_of")
                 if fw is not None and fw in idx.pos:
                     n_fb += uf.union(i, idx.pos[fw])
+        if self.next_op:
+            edges = graph.nx.edges
+            kept = [uf.find(i) for i in range(idx.n)]  # the groups of 3.1 and rule (ii)
+            for u in range(idx.n):
+                data = [v for v, _ in idx.succ[u] if not edges[idx.names[u], idx.names[v]].get("control")]
+                if len(idx.succ[u]) == 1 and len(data) == 1:
+                    n_next += uf.union(u, data[0])
+                elif self.sources and not idx.pred[u] and data:
+                    users = _users_apart_from_followers(graph, u, data, kept)
+                    if len(users) == 1:
+                        n_next += uf.union(u, users[0])
         out = _check_dag(_regroup(graph, uf, "coplace"), self.name)
         log.info("co-placement: %d next-op and %d forward/backward unions", n_next, n_fb)
         return out, CoarseMap.identity(out)
