@@ -19,9 +19,14 @@ REASONS: dict[str, str] = {
         "(HRL, Placeto) are not in the lab, so the ordering is only between the two models."
     ),
     "baechi-t3-inception": (
-        _FINE + ". At the paper's CCR m-ETF and m-SCT still split those ops over the four devices and pay "
-        "sequential PCIe transfers, where the paper's m-ETF and m-SCT chose the single-GPU placement; the paper's "
-        "four-way tie (single = expert = m-ETF = m-SCT) is therefore split."
+        _FINE + ". Since issue 21's co-placement of each weight with its layer (`CoPlacement`'s sources, "
+        "`ForwardOnlyPlacement`'s updates), m-ETF and m-SCT keep most of the model on one device, but their list "
+        "schedule on the forward-only coarse graph (each coarse op carrying its backward compute, each cut "
+        "charged its gradient too) still predicts that moving some branches of the Inception blocks to another "
+        "device costs nothing or gains a little, which the simulated training step, whose backward pass runs those cuts in reverse "
+        "order over sequential PCIe transfers, does not get back; the paper's m-ETF and m-SCT chose the single "
+        "GPU, so its four-way tie (single = expert = m-ETF = m-SCT) is split here. m-TOPO splits the model over "
+        "two devices at its load-balancing cap, as the paper's does."
     ),
     "baechi-t3-gnmt": (
         "Baechi's placers run with Baechi's optimizer (gnmt_sufficient_optimized), as in the paper; the single "
