@@ -60,6 +60,50 @@ def local_ratio(timeline: list[dict[str, Any]], cost: dict[str, float], local: s
     return sum(m for m, _ in spans) / sum(p for _, p in spans), statistics.median(m / p for m, p in spans)
 
 
+def per_op_rows(
+    graph: Any, placement: dict[str, str], sim: Any, timeline: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One row per op of the measured median step, in measured start order: its device, the simulated and
+    the measured [start, end] (seconds from the step's start), its profiled cost, whether it reads a value
+    from another device (``R``) and sends its own to one (``S``), and ``lag``, how much later it started than
+    simulated. Where the lag grows along a device's ops, that device's work took longer than predicted there.
+    O(V log V)."""
+    measured = {x["op"]: x for x in timeline}
+    rows = []
+    for i, op in enumerate(sim.names):
+        m = measured.get(op)
+        if m is None:
+            continue
+        rows.append(
+            {
+                "op": op,
+                "device": sim.devices[sim.device_of[i]],
+                "sim_start_s": sim.start[i],
+                "sim_end_s": sim.end[i],
+                "start_s": m["start_s"],
+                "end_s": m["end_s"],
+                "profiled_s": float(graph.op(op)["compute_s"]),
+                "receives": any(placement[p] != placement[op] for p in graph.predecessors(op)),
+                "sends": any(placement[q] != placement[op] for q in graph.successors(op)),
+                "lag_s": m["start_s"] - sim.start[i],
+            }
+        )
+    rows.sort(key=lambda r: (r["start_s"], r["device"]))
+    return rows
+
+
+def print_per_op(rows: list[dict[str, Any]]) -> None:
+    for r in rows:
+        flags = ("R" if r["receives"] else " ") + ("S" if r["sends"] else " ")
+        took = r["end_s"] - r["start_s"]
+        print(
+            f"      {r['device']} {r['op'][:48]:48s} simulated {1e3 * r['sim_start_s']:7.3f}-"
+            f"{1e3 * r['sim_end_s']:7.3f} measured {1e3 * r['start_s']:7.3f}-{1e3 * r['end_s']:7.3f} ms "
+            f"({1e6 * took:6.1f} us, profiled {1e6 * r['profiled_s']:6.1f}) {flags} lag {1e3 * r['lag_s']:+.3f} ms",
+            flush=True,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     from omegaconf import OmegaConf
 
@@ -78,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--json", type=Path, default=None, help="write every round's figures here")
+    ap.add_argument("--per-op", action="store_true", help="also print every op, simulated against measured")
     args = ap.parse_args(argv)
 
     backend = TorchBackend(threads=1)
@@ -113,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                 "local_ratio_median": ratio_med,
                 "workers": res.extra.get("trace", {}),
             }
+            if args.per_op:
+                row["ops"] = per_op_rows(g, case["placement"], sim, tl)
             rows.append(row)
             print(
                 f"{placer:10s} round {rnd}: predicted {1e3 * sim.makespan:7.2f} ms  "
@@ -130,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"receive waits {1e3 * t['recv_wait_s']:.3f} ms",
                     flush=True,
                 )
+            if args.per_op:
+                print_per_op(row["ops"])
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0
