@@ -23,8 +23,9 @@ REASONS: dict[str, str] = {
         "`ForwardOnlyPlacement`'s updates), m-ETF and m-SCT keep most of the model on one device, but their list "
         "schedule on the forward-only coarse graph (each coarse op carrying its backward compute, each cut "
         "charged its gradient too) still predicts that moving some branches of the Inception blocks to another "
-        "device costs nothing or gains a little, which the simulated training step, whose backward pass runs those cuts in reverse "
-        "order over sequential PCIe transfers, does not get back; the paper's m-ETF and m-SCT chose the single "
+        "device costs nothing or gains a little, which the simulated training step, whose backward pass runs "
+        "those cuts in reverse order over sequential PCIe transfers, does not get back; the paper's m-ETF and "
+        "m-SCT chose the single "
         "GPU, so its four-way tie (single = expert = m-ETF = m-SCT) is split here. m-TOPO splits the model over "
         "two devices at its load-balancing cap, as the paper's does."
     ),
