@@ -119,11 +119,26 @@ def worker(rank: int, port: int, k: int, ops: int, trials: int, results: Any) ->
         results.put(times)
 
 
-def main(argv: list[str] | None = None) -> int:
+def measure(k: int, ops: int, trials: int) -> dict[str, list[float]]:
+    """Rank 0's seconds per trial, by receiver mode (and ``none``: the same ops without messages); two worker
+    processes on cores 0 and 1."""
     import torch.multiprocessing as mp
 
     from backends.torch.worker import free_port
 
+    ctx = mp.get_context("spawn")
+    results = ctx.SimpleQueue()
+    port = free_port()
+    procs = [ctx.Process(target=worker, args=(r, port, k, ops, trials, results)) for r in range(2)]
+    for p in procs:
+        p.start()
+    times: dict[str, list[float]] = results.get()
+    for p in procs:
+        p.join()
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--messages", type=int, default=20, help="messages per trial (k)")
     ap.add_argument("--ops", type=int, default=200, help="rank 0's products per trial")
@@ -132,17 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(os.sched_getaffinity(0)) < 2:
         print("needs two cores", file=sys.stderr)
         return 1
-    ctx = mp.get_context("spawn")
-    results = ctx.SimpleQueue()
-    port = free_port()
-    procs = [
-        ctx.Process(target=worker, args=(r, port, args.messages, args.ops, args.trials, results)) for r in range(2)
-    ]
-    for p in procs:
-        p.start()
-    times = results.get()
-    for p in procs:
-        p.join()
+    times = measure(args.messages, args.ops, args.trials)
     base = statistics.median(times["none"])
     print(f"rank 0: {args.ops} products, {1e3 * base:.3f} ms without messages (median of {args.trials})")
     for mode in MODES:
