@@ -204,6 +204,9 @@ def test_a_weight_goes_with_the_one_forward_op_that_reads_it():
     assert grp["v"] is None or grp["v"] not in (grp["f1"], grp["f2"])  # two forward readers: left alone
     off = {o: a["colocation"] for o, a in CoPlacement(sources=False).apply(g)[0].nx.nodes(data=True)}
     assert off["w"] != off["conv"]  # the paper's rule alone: w has three consumers
+    # without rule (ii) the backward op is not bound to the forward op, so it counts as a second reader
+    no_ii = {o: a["colocation"] for o, a in CoPlacement(forward_backward=False).apply(g)[0].nx.nodes(data=True)}
+    assert no_ii["w"] != no_ii["conv"]
 
 
 def test_forward_only_placement_folds_each_update_into_its_variable():

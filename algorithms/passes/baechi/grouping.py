@@ -129,9 +129,12 @@ class ColocationGrouping(GraphPass):
         return out, CoarseMap.identity(out)
 
 
-def _users_apart_from_followers(graph: OpGraph, u: int, data: list[int], group: list[int]) -> list[int]:
+def _users_apart_from_followers(
+    graph: OpGraph, u: int, data: list[int], group: list[int], backward_follows: bool
+) -> list[int]:
     """The consumers of op `u` (indices `data`) that would not end on another's device anyway: those outside
-    u's own group (`group`: root per op) and not a backward op of another consumer (rule (ii) puts it there)."""
+    u's own group (`group`: root per op) and, where rule (ii) applies (`backward_follows`), not a backward op
+    of another consumer."""
     idx = graph.index()
     names = {idx.names[v] for v in data}
     out = []
@@ -139,7 +142,7 @@ def _users_apart_from_followers(graph: OpGraph, u: int, data: list[int], group: 
         if group[v] == group[u]:
             continue
         fw = graph.op(idx.names[v]).get("forward_of")
-        if fw is not None and fw in names:
+        if backward_follows and fw is not None and fw in names:
             continue
         out.append(v)
     return out
@@ -192,7 +195,7 @@ class CoPlacement(GraphPass):
                 if len(idx.succ[u]) == 1 and len(data) == 1:
                     n_next += uf.union(u, data[0])
                 elif self.sources and not idx.pred[u] and data:
-                    users = _users_apart_from_followers(graph, u, data, kept)
+                    users = _users_apart_from_followers(graph, u, data, kept, self.forward_backward)
                     if len(users) == 1:
                         n_next += uf.union(u, users[0])
         out = _check_dag(_regroup(graph, uf, "coplace"), self.name)
