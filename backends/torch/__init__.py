@@ -200,6 +200,8 @@ class TorchBackend(Backend):
                 flat[: prog.n_params],
                 flat[prog.n_params : prog.n_params * (1 + prog.n_state)],
                 flat[prog.n_params * (1 + prog.n_state) :],
+                # a planned step holds each received storage once, as the simulator counts (step_planned)
+                share_storages=plan is not None,
             )
             try:
                 for d in devices:

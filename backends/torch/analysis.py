@@ -165,8 +165,9 @@ class StepAnalysis:
         owner's storage (`Program.alias_owner`) and reads no other value than the one before it (constants
         aside), and when the owner's bytes are at most those of the values it replaces. The owner's last use
         on the receiver becomes the latest of its own and the rebuilt views'. Used by the process-per-device
-        runtime's gloo workers; the thread runtimes and NCCL workers (which match sends to receives by order,
-        and were not run with it) send every value. O(sent values + their view chains)."""
+        runtime's gloo workers and by the planned thread step (`PlacedExecutor.step_planned`); the free-running
+        thread step and NCCL workers (which match sends to receives by order, and were not run with it) send
+        every value. O(sent values + their view chains)."""
         prog = self.prog
         nodes, owner_of = prog.nodes, prog.alias_owner
         groups: dict[tuple[int, int], list[int]] = defaultdict(list)

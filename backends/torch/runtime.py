@@ -358,7 +358,12 @@ class PlacedExecutor(StepAnalysis):
         start; a copy is allocated on arrival; a value stays on its device until its last local use and its
         last copy), so a per-device memory cap is checked against what the placement itself implies.  The
         step time is then the time of a serial execution (ops plus copies), not of a parallel one.
-        A copy that the plan lacks is made when its consumer first needs it.  O(N + U) Python work plus the
+        A copy that the plan lacks is made when its consumer first needs it.  Built with ``share_storages``
+        (as `TorchBackend.run` builds it for a plan), several values of one storage that a device reads
+        (a tensor and its views) cross once, as the owner, and the views are rebuilt there, so that the
+        device holds the storage once, as the simulator's one copy per (op, device) counts; without it every
+        value is copied apart (gnmt_mem_limited under m-ETF, session 31: a log-softmax gradient and its view,
+        10.2 MB each, made the measured peak 18 % above the simulated one).  O(N + U) Python work plus the
         ops and copies."""
         prog, devs = self.prog, self.devices
         n = len(devs)
@@ -434,7 +439,7 @@ class PlacedExecutor(StepAnalysis):
                 half_done.add(ph)
 
         def run_op(d: int, op: str) -> None:
-            env, consts, frees = envs[d], self.consts[d], self.frees[d]
+            env, consts, frees, rebuilt = envs[d], self.consts[d], self.frees[d], self.rebuilt[d]
 
             def get(i: int) -> Any:
                 v = env.get(i)
@@ -442,6 +447,9 @@ class PlacedExecutor(StepAnalysis):
                     return v
                 if i in consts:
                     return consts[i]
+                if i in rebuilt:  # a view of a storage received once (`StepAnalysis._share_sent_storages`)
+                    env[i] = val = self.rebuild_view(d, i, get)
+                    return val
                 if self.node_dev.get(i) != d and prog.op_of[i] in ran:
                     copy_to(i, d)  # a copy the plan did not list: made on first use
                     return env[i]
@@ -472,7 +480,7 @@ class PlacedExecutor(StepAnalysis):
                         continue
                     if self.node_dev[i] != d:
                         if env.pop(i, None) is not None:
-                            account(d, -prog.nodes[i].nbytes, repr(op))
+                            account(d, -self.received_bytes(d, i), repr(op))
                     elif i in env:
                         free_home(i, d, self.release_bytes(holders, i), repr(op))
             dt = time.perf_counter() - t_op

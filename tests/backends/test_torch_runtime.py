@@ -279,12 +279,15 @@ def test_items_run_with_their_producer_in_the_schedule(name):
     )
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_planned_run_follows_the_simulated_memory(seed):
+@pytest.mark.parametrize("name,seed", [("gnmt_tiny", 0), ("gnmt_tiny", 1), ("transformer_tiny", 0)])
+def test_planned_run_follows_the_simulated_memory(name, seed):
     """`plan=` (runtime.order=planned): one thread runs ops and copies in the simulated order; the placed step
-    stays correct and each device's live peak is the simulated one (within a few percent: ops run atomically
-    at their start, while the simulator frees an op's inputs at its end)."""
-    backend, model, graph = _setup("gnmt_tiny")
+    stays correct and each device's live peak is the simulated one or a little below (ops run atomically at
+    their start, while the simulator frees an op's inputs at its end). A storage that a device reads as several
+    values (a tensor and its views) crosses once, as the simulator counts: copied value by value, as before
+    session 31, the peaks were up to 0.6 % above the simulated ones here and the traffic 4-6 % above
+    (gnmt_mem_limited under m-ETF: 18 % above on one device, from a 10 MB log-softmax gradient and its view)."""
+    backend, model, graph = _setup(name)
     cluster = uniform_cluster(3, latency_s=1e-5, bytes_per_s=1e9)
     assign = random_placement(graph, cluster, seed)
     schedule = topological_schedule(graph, assign, cluster.names)
@@ -297,8 +300,9 @@ def test_planned_run_follows_the_simulated_memory(seed):
     assert r.extra["correct"], r.extra
     assert r.extra["losses"][1] != r.extra["losses"][0]  # parameters were updated between steps
     for d in cluster.names:
-        assert r.peak_memory_bytes[d] == pytest.approx(sim.peak_memory[d], rel=0.1), d
-    assert r.traffic_bytes >= 0.5 * sim.traffic_bytes
+        assert 0.9 * sim.peak_memory[d] <= r.peak_memory_bytes[d] <= sim.peak_memory[d] * (1 + 1e-9), d
+    # 0.6-1.2 % above in the runs seen: a few views cannot be rebuilt on the receiver (StepAnalysis._view_chain)
+    assert r.traffic_bytes == pytest.approx(sim.traffic_bytes, rel=0.02)
     # a cap the plan cannot keep is reported as out of memory on that device
     d = max(sim.peak_memory, key=sim.peak_memory.get)
     tight = cluster.with_memory({d: sim.peak_memory[d] * 0.5})
