@@ -51,9 +51,10 @@ def test_gnmt_mem_limited_sweep_has_table_4s_shape(lab):
         assert r["measured_step_s"] > 0
         for d, peak in r["peak_memory_bytes"].items():
             assert peak <= r["memory_limit_bytes"][d] * (1 + 1e-9)
-            # the planned runtime runs an op atomically and frees its inputs then, not at its end: about the
-            # simulated peak or below (86% to 100.1% of it in the runs seen; ties at equal times may differ)
-            assert 0.75 * peak - 1.0 <= r["measured_peak_memory_bytes"][d] <= peak * 1.02 + 1.0, (name, d)
+            # the planned runtime runs an op atomically and frees its inputs then, not at its end: the simulated
+            # peak or below (93% to 100% of it over ten fresh sweeps in session 31, never above; a device that
+            # received a storage as a tensor and its view, copied twice, once measured 18% above it)
+            assert 0.75 * peak - 1.0 <= r["measured_peak_memory_bytes"][d] <= peak * 1.005 + 1.0, (name, d)
     # m-ETF (and m-SCT) are predicted faster than the expert, m-TOPO slower than them (Table 4's order)
     for name in ("m_etf", "m_sct"):
         assert results[name]["predicted_step_s"] < results["expert"]["predicted_step_s"]
