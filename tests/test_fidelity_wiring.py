@@ -143,6 +143,13 @@ def test_profile_is_cached_by_worker_setting(tmp_path, monkeypatch):
     assert key("runtime=real", "cluster=cpu2", "profiler.setting=process") == k_process
     assert key("runtime=none", "cluster=cpu2", "profiler.setting=worker") == k_real
     assert len(calls) == 3
+    # trials: trial 0 is the profile cached before trials existed; trial 1 measures again, and is then read back
+    assert key("runtime=real", "cluster=cpu2", "profiler.trial=0") == k_real and len(calls) == 3
+    k_trial = key("runtime=real", "cluster=cpu2", "profiler.trial=1")
+    assert k_trial != k_real and len(calls) == 4
+    assert key("runtime=real", "cluster=cpu4", "placer=m_sct", "profiler.trial=1") == k_trial and len(calls) == 4
+    with pytest.raises(ConfigError, match="profiler.trial"):
+        key("runtime=real", "cluster=cpu2", "profiler.trial=-1")
 
 
 # ----------------------------------------------------------------------------------------- comm.json
@@ -196,6 +203,13 @@ def test_comm_stage_writes_the_overheads_and_keys_the_setting(tmp_path, monkeypa
     ctx3, _ = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2", "+runtime.threads=2")
     stage_comm(ctx3, cluster)
     assert not ctx3.hits["comm"] and len(seen) == 2
+    # another profile trial fits again (MeasuredProfiler.trial); trial 0 is the fit keyed before trials
+    ctx4, _ = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2", "profiler.trial=2")
+    stage_comm(ctx4, cluster)
+    assert not ctx4.hits["comm"] and len(seen) == 3
+    ctx5, _ = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2", "profiler.trial=0")
+    stage_comm(ctx5, cluster)
+    assert ctx5.hits["comm"] and len(seen) == 3
 
 
 # ----------------------------------------------------------------------------------------- simulate

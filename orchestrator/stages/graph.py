@@ -104,7 +104,9 @@ def stage_profile(ctx: JobContext, graph: OpGraph, gkey: str, cluster: Cluster) 
     # the communication fit is its own stage: its keys do not change the profile
     # the class a named profiler resolved to is part of the key (and its code of the cache's code version)
     cls = type(profiler)
-    skip = ("setting",) if isinstance(profiler, MeasuredProfiler) else ()  # the resolved setting is keyed below
+    skip: tuple[str, ...] = ()
+    if isinstance(profiler, MeasuredProfiler):  # the resolved setting is keyed below; trial 0 as before trials
+        skip = ("setting", "trial") if profiler.trial == 0 else ("setting",)
     config: dict[str, Any] = {
         "profiler": {k: v for k, v in plain(ctx.cfg.profiler).items() if not k.startswith("comm_") and k not in skip},
         "profiler_class": {"_target_": f"{cls.__module__}.{cls.__qualname__}"},
@@ -163,6 +165,8 @@ def stage_comm(ctx: JobContext, cluster: Cluster) -> Cluster:
             cfg["transport_priority"] = profiler.transport_policy
         if workers is not None and profiler.comm_shared_core_slowdown:
             cfg["shared_core_slowdown"] = profiler.comm_shared_core_slowdown
+        if profiler.trial:  # another independent measurement (MeasuredProfiler.trial)
+            cfg["trial"] = profiler.trial
 
     def compute() -> dict[str, Any]:
         if isinstance(profiler, MeasuredProfiler):
