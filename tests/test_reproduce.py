@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from orchestrator.reproduce import render, score_entry, select, summary
 from orchestrator.reproduce.checks import Entry, _newest
 from orchestrator.reproduce.papers import ENTRIES
-from orchestrator.reproduce.score import NOT_RUN, kendall_tau_b, ranks, verdict
+from orchestrator.reproduce.score import NOT_RUN, kendall_tau_b, ranks, verdict, within_spread
 
 
 def test_ranks_share_ties_and_put_oom_last():
@@ -170,6 +170,71 @@ def test_seed_mean_and_spread():
     assert s.spread == {"heft": pytest.approx(1.0), "mite": pytest.approx(0.0)}
     assert s.n_seeds == 2
     assert "spread over 2 seeds" in render([s], machine="m", when="w")
+
+
+def test_pairs_within_the_spread_are_tied_in_tau():
+    """Means no further apart than the larger standard deviation are not ordered by the lab: tied on its side of
+    tau-b, whichever way the means fall."""
+    paper = {"a": 1.0, "b": 2.0, "c": 3.0}
+    lab = {"a": 1.02, "b": 1.0, "c": 3.0}  # a and b reversed against the paper, 2 % apart
+    assert kendall_tau_b(paper, ranks(lab)) == pytest.approx(1 / 3)
+    tied = within_spread(lab, {"a": 0.03, "b": 0.01, "c": 0.05})
+    assert tied is not None and tied("a", "b") and not tied("a", "c")
+    # (a, b) tied: C = 2, D = 0, n0 = 3, n2 = 1
+    assert kendall_tau_b(paper, ranks(lab), tied) == pytest.approx(2 / math.sqrt(3 * 2))
+    # narrower spreads order them again; no spread, no ties; an OOM item is never tied
+    assert not within_spread(lab, {"a": 0.01, "b": 0.01})("a", "b")  # type: ignore[misc]
+    assert within_spread(lab, {}) is None
+    assert not within_spread({"a": 1.0, "b": None}, {"a": 5.0})("a", "b")  # type: ignore[misc]
+
+
+def test_an_entry_over_profile_trials_ties_what_the_trials_do_not_order():
+    """An entry read from measured profiles is scored over its trials (`profiler.trial`): two placers that swap
+    places between trials are tied, and the reason says so; the preset runs the trials."""
+    from orchestrator.reproduce import preset_runs
+    from orchestrator.reproduce.checks import PROFILE_TRIALS, TRIAL
+
+    rows = []
+    trials = {"0": {"m_etf": 1.00, "m_sct": 1.03, "m_topo": 2.0}, "1": {"m_etf": 1.04, "m_sct": 1.03, "m_topo": 2.1}}
+    for k, (trial, vals) in enumerate(trials.items()):
+        for j, (placer, v) in enumerate(vals.items()):
+            rows.append(
+                {
+                    "start_time": pd.Timestamp("2026-11-28") + pd.Timedelta(minutes=10 * k + j),
+                    "params.placer": placer,
+                    "params.profiler.trial": trial,
+                    "tags.status": "ok",
+                    "metrics.predicted_step_s": v,
+                }
+            )
+    df = pd.DataFrame(rows).sort_values("start_time", ascending=False)
+    e = Entry(
+        "x",
+        "P",
+        "ref",
+        "what",
+        "head",
+        {"m_sct": 1.0, "m_etf": 1.1, "m_topo": 1.2},
+        experiments=("x",),
+        lab_values=_newest(("placer",), "predicted_step_s"),
+        seed=TRIAL,
+    )
+    s = score_entry(e, df)
+    assert s.n_seeds == 2 and s.lab["m_etf"] == pytest.approx(1.02) and s.lab["m_sct"] == pytest.approx(1.03)
+    # m-ETF's mean is below m-SCT's, against the paper, but within its spread (0.02): tied; the other two pairs
+    # agree with the paper
+    assert s.tau == pytest.approx(2 / math.sqrt(3 * 2))
+    assert "Within the spread" in s.reason and "m_sct/m_etf (1.0% apart)" in s.reason
+    assert "spread over 2 profile trials" in render([s], machine="m", when="w")
+    # one trial alone orders them, against the paper
+    one = score_entry(e, df[df["params.profiler.trial"] == "0"])
+    assert one.tau == pytest.approx(1 / 3)
+    # the scoreboard's presets of measured-profile entries sweep the trials; the others do not
+    trial_arg = f"{TRIAL}={','.join(map(str, range(PROFILE_TRIALS)))}"
+    assert all(trial_arg in args for args in preset_runs("gnmt_mem_limited"))
+    assert all(trial_arg in args for args in preset_runs("gnmt_sufficient_optimized"))
+    assert not any(trial_arg in args for args in preset_runs("thesis_synthetic"))
+    assert {x.id for x in ENTRIES if x.seed == TRIAL} >= {"baechi-t3-inception", "baechi-t4-gnmt", "celeritas-t4"}
 
 
 def test_zero_bubble_start_and_monotone_check():

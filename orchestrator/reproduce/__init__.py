@@ -25,13 +25,14 @@ import os
 import platform
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .checks import Entry
+from .checks import PROFILE_TRIALS, TRIAL, Entry
 from .papers import ENTRIES, H100, ILLUSTRATIONS
-from .score import NOT_RUN, kendall_tau_b, median, ranks, verdict
+from .score import NOT_RUN, kendall_tau_b, median, ranks, verdict, within_spread
 
 log = logging.getLogger(__name__)
 
@@ -152,10 +153,13 @@ def _gap(a: float | None, b: float | None) -> str:
     return f"{pct:.1f}% apart" if pct < 10 else f"{pct:.0f}% apart"
 
 
-def measured_reason(entry: Entry, lab_vals: dict[str, float | None], df: Any) -> str:
-    """The part of an entry's reason computed from its runs: the CCR of the runs (papers' regime) and the pairs
+def measured_reason(
+    entry: Entry, lab_vals: dict[str, float | None], df: Any, tied: Callable[[str, str], bool] | None = None
+) -> str:
+    """The part of an entry's reason computed from its runs: the CCR of the runs (papers' regime), the pairs
     in which the lab's ordering differs from the paper's, with how far apart the lab's two values are (the
-    three largest differences)."""
+    three largest differences), and the pairs the lab leaves unordered because their values lie within the
+    spread over seeds or trials (`tied`, `score.within_spread`)."""
     parts: list[str] = []
     if df is not None and "metrics.ccr" in df and "params.model" in df:
         ccr = []
@@ -184,10 +188,14 @@ def measured_reason(entry: Entry, lab_vals: dict[str, float | None], df: Any) ->
     lab_r = ranks(_oriented(lab_vals, entry.higher_is_better))
     keys = [k for k in paper_r if k in lab_r]
     pairs = []
+    close = []  # pairs within the spread (not ordered by the lab)
     split = 0  # pairs the paper ties and the lab orders
     for i, a in enumerate(keys):
         for b in keys[i + 1 :]:
             dp, dl = paper_r[a] - paper_r[b], lab_r[a] - lab_r[b]
+            if dl != 0 and tied is not None and tied(a, b):
+                close.append(f"{a}/{b} ({_gap(lab_vals.get(a), lab_vals.get(b))})")
+                continue
             split += dp == 0 and dl != 0
             if dp != 0 and dl != 0 and (dp > 0) != (dl > 0):
                 va, vb = lab_vals.get(a), lab_vals.get(b)
@@ -205,6 +213,11 @@ def measured_reason(entry: Entry, lab_vals: dict[str, float | None], df: Any) ->
             parts.append(f"No pair of the {len(keys)} items is ordered against the paper.")
         if split:
             parts.append(f"{split} pair(s) the paper ties are ordered in the lab.")
+        if close:
+            parts.append(
+                f"Within the spread, so not ordered by the lab (tied in tau): {len(close)} of {n} pairs "
+                f"({', '.join(close[:3])}{' and more' if len(close) > 3 else ''})."
+            )
     return " ".join(parts)
 
 
@@ -267,9 +280,10 @@ def score_entry(entry: Entry, df: Any) -> Scored:
         else ranks(_oriented(dict(entry.paper_values), entry.higher_is_better))
     )
     lab_r = ranks(_oriented(lab_vals, entry.higher_is_better))
-    tau = kendall_tau_b(paper_r, lab_r)
+    tied = within_spread(lab_vals, spread)
+    tau = kendall_tau_b(paper_r, lab_r, tied)
     head = entry.check(lab_vals, df) if entry.check is not None else None
-    derived = [measured_reason(entry, lab_vals, df), devices_used_reason(lab_vals, df)]
+    derived = [measured_reason(entry, lab_vals, df, tied), devices_used_reason(lab_vals, df)]
     if entry.derive_reason is not None:
         derived.append(entry.derive_reason(lab_vals, df))
     reason = " ".join(x for x in [*derived, entry.reason] if x).strip()
@@ -299,6 +313,17 @@ def select(which: str) -> list[Entry]:
     return out
 
 
+def preset_runs(name: str) -> list[list[str]]:
+    """The command lines (overrides, before ``-m``) that run preset `name` for the scoreboard: its
+    `PRESET_RUNS`, else the preset's own sweep; a preset that an entry scored over profile trials reads
+    (`checks.TRIAL`) sweeps ``profiler.trial`` over `checks.PROFILE_TRIALS` independent profiles as well."""
+    runs = PRESET_RUNS.get(name, [[f"+experiment={name}"]])
+    if any(e.seed == TRIAL and name in e.experiments for e in ENTRIES):
+        trials = ",".join(str(k) for k in range(PROFILE_TRIALS))
+        runs = [[*args, f"{TRIAL}={trials}"] for args in runs]
+    return runs
+
+
 def run_presets(entries: list[Entry], env: dict[str, str] | None = None) -> dict[str, int]:
     """Run each distinct preset of the entries as its sweep, or the entry's script (nice 19); returns
     {preset or script: exit code}."""
@@ -314,7 +339,7 @@ def run_presets(entries: list[Entry], env: dict[str, str] | None = None) -> dict
         for name in e.experiments:
             if name in codes:
                 continue
-            for args in PRESET_RUNS.get(name, [[f"+experiment={name}"]]):
+            for args in preset_runs(name):
                 cmd = ["nice", "-n", "19", sys.executable, "-m", "orchestrator", *args, "-m"]
                 log.info("running %s", " ".join(cmd))
                 rc = subprocess.run(cmd, env=env or dict(os.environ), check=False).returncode
@@ -376,8 +401,11 @@ def render(scored: list[Scored], machine: str | None = None, when: str | None = 
         "Orderings list items best first (lower is better unless marked `>`); OOM ranks last. Baechi and Celeritas",
         "entries read runs in the papers' regime (conf/regime/: the paper's machine as a model, compute scaled to",
         "the paper's CCR); the step times are the simulator's predictions; placement times are the placing",
-        "process's CPU time (wall clock for runs older than that figure). Entries over several seeds order the",
-        "items by the mean over the seeds and give the standard deviation. Each reason starts with the part",
+        "process's CPU time (wall clock for runs older than that figure). Entries over several seeds (graph",
+        f"seeds, or {PROFILE_TRIALS} independent profiles for the entries read from profiles measured here) order",
+        "the items by the mean and give the standard deviation; two items whose means are no further apart than",
+        "the larger of their standard deviations are not ordered by the lab and count as tied in tau. Each reason",
+        "starts with the part",
         "computed from the runs (regime, ops placed, the pairs ordered against the paper and how far apart, the",
         "multi-device placers that left devices idle); the rest names the known structural cause.",
         "",
@@ -406,7 +434,11 @@ def render(scored: list[Scored], machine: str | None = None, when: str | None = 
                 lines.append(f"- runs: {', '.join(s.old_runs)} from the older store (not re-run on this code)")
             if s.spread:
                 sd = ", ".join(f"{k} {_fmt(s.spread[k])}" for k in sorted(s.spread))
-                lines.append(f"- spread over {s.n_seeds} seeds (standard deviation; the ordering uses the mean): {sd}")
+                what = "profile trials" if e.seed == TRIAL else "seeds"
+                lines.append(
+                    f"- spread over {s.n_seeds} {what} (standard deviation; the ordering uses the mean, and pairs "
+                    f"within the larger of their two spreads count as tied): {sd}"
+                )
             tau = "undefined" if s.tau is None else f"{s.tau:.2f}"
             head = {True: "holds", False: "does not hold", None: "not checkable"}[s.headline]
             lines.append(f"- tau {tau}; headline {head}; **{s.verdict}**")

@@ -12,6 +12,7 @@ from typing import Any
 
 from .checks import (
     SE_ACCURATE,
+    TRIAL,
     Entry,
     _argmax_is,
     _baechi_t3_gnmt,
@@ -416,7 +417,36 @@ def _entries() -> list[Entry]:
         ),
     ]
     e += thesis_entries()
-    return [_with_reason(x) for x in e]
+    return [_with_reason(_with_trials(x)) for x in e]
+
+
+#: The entries whose presets measure their profile here (profiler=measured; `celeritas_estimation`'s Standard
+#: Evaluation excepted, whose two batch sizes are its own repetition): one profile orders placers only as far as
+#: it is repeatable (ten fresh profiles of gnmt_mem_limited, session 31: predicted steps moved 3-6 %, and two
+#: placers 2 % apart swapped places in 4 of 10), so they are scored over `checks.PROFILE_TRIALS` profiles.
+MEASURED_PROFILE = frozenset(
+    {
+        "baechi-t2",
+        "baechi-t3-inception",
+        "baechi-t3-gnmt",
+        "baechi-t4-inception",
+        "baechi-t4-gnmt",
+        "baechi-t5",
+        "baechi-f8",
+        "baechi-f9",
+        "celeritas-t2",
+        "celeritas-t3-transformer",
+        "celeritas-t3-nmt",
+        "celeritas-t4",
+        "celeritas-f6",
+    }
+)
+
+
+def _with_trials(x: Entry) -> Entry:
+    from dataclasses import replace
+
+    return replace(x, seed=TRIAL) if x.id in MEASURED_PROFILE else x
 
 
 def _with_reason(x: Entry) -> Entry:
