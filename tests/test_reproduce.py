@@ -139,31 +139,30 @@ def test_paired_mean_drops_a_strategy_that_ran_out_of_memory_on_one_graph():
     assert group_mean(df, ("thesis_graph",), "predicted_step_s") == {"g2": 3.0, "g3": 2.0}
 
 
-def test_seed_mean_and_spread():
-    rows = []
-    for i, (seed, placer, v) in enumerate(
-        [("0", "heft", 1.0), ("1", "heft", 3.0), ("0", "mite", 2.0), ("1", "mite", 2.0), ("0", "dfs", None)]
-    ):
-        rows.append(
-            {
-                "start_time": pd.Timestamp("2026-11-23") + pd.Timedelta(minutes=i),
-                "params.placer": placer,
-                "params.seed": seed,
-                "tags.status": "oom" if v is None else "ok",
-                "metrics.predicted_step_s": float("nan") if v is None else v,
-            }
-        )
+def _seeded(seed: str, runs: list[tuple[str, str, float | None]], **fields) -> tuple[Entry, pd.DataFrame]:
+    """An entry over the newest predicted step per placer, averaged over param `seed`, and its runs
+    [(seed value, placer, step or None for OOM)], the first run the oldest."""
+    rows = [
+        {
+            "start_time": pd.Timestamp("2026-11-23") + pd.Timedelta(minutes=i),
+            "params.placer": placer,
+            f"params.{seed}": k,
+            "tags.status": "oom" if v is None else "ok",
+            "metrics.predicted_step_s": float("nan") if v is None else v,
+        }
+        for i, (k, placer, v) in enumerate(runs)
+    ]
     df = pd.DataFrame(rows).sort_values("start_time", ascending=False)
-    e = Entry(
-        "x",
-        "P",
-        "ref",
-        "what",
-        "head",
+    e = Entry("x", "P", "ref", "what", "head", experiments=("x",), seed=seed, **fields)
+    return e, df
+
+
+def test_seed_mean_and_spread():
+    e, df = _seeded(
+        "seed",
+        [("0", "heft", 1.0), ("1", "heft", 3.0), ("0", "mite", 2.0), ("1", "mite", 2.0), ("0", "dfs", None)],
         paper_ranks={"mite": 1, "heft": 2},
-        experiments=("x",),
         lab_values=_newest(("placer",), "predicted_step_s"),
-        seed="seed",
     )
     s = score_entry(e, df)
     assert s.lab == {"heft": 2.0, "mite": 2.0, "dfs": None}
@@ -194,30 +193,12 @@ def test_an_entry_over_profile_trials_ties_what_the_trials_do_not_order():
     from orchestrator.reproduce import preset_runs
     from orchestrator.reproduce.checks import PROFILE_TRIALS, TRIAL
 
-    rows = []
     trials = {"0": {"m_etf": 1.00, "m_sct": 1.03, "m_topo": 2.0}, "1": {"m_etf": 1.04, "m_sct": 1.03, "m_topo": 2.1}}
-    for k, (trial, vals) in enumerate(trials.items()):
-        for j, (placer, v) in enumerate(vals.items()):
-            rows.append(
-                {
-                    "start_time": pd.Timestamp("2026-11-28") + pd.Timedelta(minutes=10 * k + j),
-                    "params.placer": placer,
-                    "params.profiler.trial": trial,
-                    "tags.status": "ok",
-                    "metrics.predicted_step_s": v,
-                }
-            )
-    df = pd.DataFrame(rows).sort_values("start_time", ascending=False)
-    e = Entry(
-        "x",
-        "P",
-        "ref",
-        "what",
-        "head",
-        {"m_sct": 1.0, "m_etf": 1.1, "m_topo": 1.2},
-        experiments=("x",),
+    e, df = _seeded(
+        TRIAL,
+        [(k, placer, v) for k, vals in trials.items() for placer, v in vals.items()],
+        paper_values={"m_sct": 1.0, "m_etf": 1.1, "m_topo": 1.2},
         lab_values=_newest(("placer",), "predicted_step_s"),
-        seed=TRIAL,
     )
     s = score_entry(e, df)
     assert s.n_seeds == 2 and s.lab["m_etf"] == pytest.approx(1.02) and s.lab["m_sct"] == pytest.approx(1.03)
