@@ -191,7 +191,7 @@ def test_an_entry_over_profile_trials_ties_what_the_trials_do_not_order():
     """An entry read from measured profiles is scored over its trials (`profiler.trial`): two placers that swap
     places between trials are tied, and the reason says so; the preset runs the trials."""
     from orchestrator.reproduce import preset_runs
-    from orchestrator.reproduce.checks import PROFILE_TRIALS, TRIAL
+    from orchestrator.reproduce.score import PROFILE_TRIALS, TRIAL
 
     trials = {"0": {"m_etf": 1.00, "m_sct": 1.03, "m_topo": 2.0}, "1": {"m_etf": 1.04, "m_sct": 1.03, "m_topo": 2.1}}
     e, df = _seeded(
@@ -346,7 +346,7 @@ def test_run_logs_the_sweeps_where_the_page_reads(monkeypatch, tmp_path):
         seen.append((cmd, env))
         return subprocess.CompletedProcess(cmd, 0)
 
-    monkeypatch.setattr(rp.subprocess, "run", fake_run)
+    monkeypatch.setattr(rp.runs.subprocess, "run", fake_run)
     monkeypatch.setattr("orchestrator.reproduce.lab.job_runs", lambda *a, **k: pd.DataFrame())
     uri = f"sqlite:///{tmp_path}/runs.db"
     rp.main(["baechi-t4-gnmt", "--run", "--tracking-uri", uri, "--out", str(tmp_path / "r.md")])

@@ -23,82 +23,30 @@ import logging
 import math
 import os
 import platform
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .checks import PROFILE_TRIALS, TRIAL, Entry
-from .papers import ENTRIES, H100, ILLUSTRATIONS
-from .score import NOT_RUN, kendall_tau_b, median, ranks, verdict, within_spread
+from .checks import Entry
+from .papers import ENTRIES, ILLUSTRATIONS
+from .runs import PRESET_RUNS, preset_runs, run_presets
+from .score import NOT_RUN, PROFILE_TRIALS, TRIAL, kendall_tau_b, median, ranks, verdict, within_spread
 
 log = logging.getLogger(__name__)
 
-#: the H100-profiled graphs (papers.H100, relative to the repository's root) on the paper's machine, unscaled
-_H100_RUN = [
-    "+experiment=celeritas_large",
-    "experiment_name=celeritas_large_h100",
-    "model=graph_file",
-    "backend=none",
-    "profiler=file",
-    "regime.compute_scale=1",
+__all__ = [
+    "ENTRIES",
+    "PRESET_RUNS",
+    "Scored",
+    "main",
+    "preset_runs",
+    "render",
+    "run_presets",
+    "score_entry",
+    "select",
+    "summary",
 ]
-
-#: presets the scoreboard runs with overrides (--run): an experiment name that is a variant of a preset, or a
-#: preset run as several sweeps (one argument list each)
-PRESET_RUNS = {
-    # Celeritas Tables 2 and 3: the preset's sweep (Transformer, GNMT), and Inception-V3 with METIS only for
-    # Table 2's third model (its CCR; Table 3's Inception row is not scored)
-    "celeritas_large": [
-        ["+experiment=celeritas_large"],
-        ["+experiment=celeritas_large", "model=inception_v3", "placer=metis"],
-    ],
-    # Celeritas Tables 2 and 3 on the paper-size models profiled on an H100 (experiments/data/h100/, run from the
-    # repository's root): the compute as measured (regime.compute_scale=1) on the paper's machine as a model;
-    # Inception-V3 with METIS only, for Table 2's CCR
-    "celeritas_large_h100": [
-        [*_H100_RUN, f"model.path={H100}/transformer_b128.json.gz,{H100}/gnmt_b512.json.gz"],
-        [*_H100_RUN, f"model.path={H100}/inception_v3_b128.json.gz", "placer=metis"],
-    ],
-    # Baechi Table 3, GNMT: Baechi's placers with Baechi's optimizer (5.5: the paper's placers see 542 fused ops),
-    # the single device and the expert on gnmt_sufficient's un-optimized graph (the expert's name rules)
-    "gnmt_sufficient_optimized": [
-        [
-            "+experiment=gnmt_sufficient",
-            "experiment_name=gnmt_sufficient_optimized",
-            "optimizer=baechi",
-            "runtime=none",
-            "placer=m_topo,m_etf,m_sct",
-        ]
-    ],
-    # Tessel Figure 12 at Figure 11's starting N_R per placement (V 4; M and NN 6, the preset's default)
-    "tessel_memory": [
-        ["+experiment=tessel_memory", "pipeline.shape=v", "pipeline.max_repetend_micro=4"],
-        ["+experiment=tessel_memory", "pipeline.shape=m,nn"],
-    ],
-    # Thesis Figures 7.7 / 7.8 over three seeds (graphs and partitioners' order; the 7 devices stay)
-    "thesis_synthetic_7dev": [["+experiment=thesis_synthetic_7dev", "seed=0,1,2"]],
-    # Thesis Figures 7.4 - 7.6 near the thesis' graph sizes: a model and its unrolled length go together
-    "thesis_tf_graphs_50_paper": [
-        ["+experiment=thesis_tf_graphs_50_paper", "model=transformer_tiny"],
-        ["+experiment=thesis_tf_graphs_50_paper", "model=gnmt_tiny", "model.seq_len=4,7"],
-    ],
-    # Celeritas Table 4: the paper's exploration range R = 200 for Celeritas and Order-Place (R=auto would run
-    # Adjusting Placement five times and time all five); m-SCT has no R
-    "celeritas_placement_time": [
-        ["+experiment=celeritas_placement_time", "placer=order_place,celeritas", "placer.R=200"],
-        ["+experiment=celeritas_placement_time", "placer=m_sct"],
-    ],
-    # Thesis Figure 7.7 at the thesis' sizes: the preset's sweep (graphs 2 and 3, every partitioner with every
-    # scheduler; at this size each job takes seconds: 0.2 s PCT, 2 s MSR, 4 s FIFO on graph 2 after Hashing)
-    "thesis_synthetic_7dev_paper": [
-        ["+experiment=thesis_synthetic_7dev", "thesis_size=paper", "experiment_name=thesis_synthetic_7dev_paper"]
-    ],
-}
-
-__all__ = ["ENTRIES", "Scored", "main", "render", "run_presets", "score_entry", "select", "summary"]
 
 
 @dataclass
@@ -311,40 +259,6 @@ def select(which: str) -> list[Entry]:
 
         raise ConfigError(f"no scoreboard entry matches {which!r}; ids: {', '.join(e.id for e in ENTRIES)}")
     return out
-
-
-def preset_runs(name: str) -> list[list[str]]:
-    """The command lines (overrides, before ``-m``) that run preset `name` for the scoreboard: its
-    `PRESET_RUNS`, else the preset's own sweep; a preset that an entry scored over profile trials reads
-    (`checks.TRIAL`) sweeps ``profiler.trial`` over `checks.PROFILE_TRIALS` independent profiles as well."""
-    runs = PRESET_RUNS.get(name, [[f"+experiment={name}"]])
-    if any(e.seed == TRIAL and name in e.experiments for e in ENTRIES):
-        trials = ",".join(str(k) for k in range(PROFILE_TRIALS))
-        runs = [[*args, f"{TRIAL}={trials}"] for args in runs]
-    return runs
-
-
-def run_presets(entries: list[Entry], env: dict[str, str] | None = None) -> dict[str, int]:
-    """Run each distinct preset of the entries as its sweep, or the entry's script (nice 19); returns
-    {preset or script: exit code}."""
-    codes: dict[str, int] = {}
-    root = Path(__file__).resolve().parent.parent.parent
-    for e in entries:
-        if e.script is not None:
-            if e.script not in codes:
-                cmd = ["nice", "-n", "19", sys.executable, str(root / e.script)]
-                log.info("running %s", " ".join(cmd))
-                codes[e.script] = subprocess.run(cmd, env=env or dict(os.environ), check=False).returncode
-            continue
-        for name in e.experiments:
-            if name in codes:
-                continue
-            for args in preset_runs(name):
-                cmd = ["nice", "-n", "19", sys.executable, "-m", "orchestrator", *args, "-m"]
-                log.info("running %s", " ".join(cmd))
-                rc = subprocess.run(cmd, env=env or dict(os.environ), check=False).returncode
-                codes[name] = max(codes.get(name, 0), rc)
-    return codes
 
 
 def summary(scored: list[Scored]) -> dict[str, Any]:

@@ -24,12 +24,6 @@ from . import lab
 
 Values = dict[str, float | None]
 
-#: The seed param of the entries read from presets that measure their profile (profiler=measured): their presets
-#: run `PROFILE_TRIALS` independent profiles (`MeasuredProfiler.trial`), the lab's values are the means over them,
-#: and pairs within the spread are tied (`score.within_spread`).
-TRIAL = "profiler.trial"
-PROFILE_TRIALS = 3
-
 
 @dataclass(frozen=True)
 class Entry:

@@ -12,7 +12,6 @@ from typing import Any
 
 from .checks import (
     SE_ACCURATE,
-    TRIAL,
     Entry,
     _argmax_is,
     _baechi_t3_gnmt,
@@ -47,6 +46,7 @@ from .checks import (
 from .lab import PLACEMENT_TIME, where
 from .papers_thesis import thesis_entries
 from .reasons import REASONS
+from .score import TRIAL
 
 B, C = "baechi", "celeritas"  # the regimes of the Baechi and Celeritas presets (conf/regime/)
 #: the paper-size models profiled on an H100 (experiments/celeritas_gpu.py; celeritas_large_h100 in PRESET_RUNS)
@@ -423,7 +423,7 @@ def _entries() -> list[Entry]:
 #: The entries whose presets measure their profile here (profiler=measured; `celeritas_estimation`'s Standard
 #: Evaluation excepted, whose two batch sizes are its own repetition): one profile orders placers only as far as
 #: it is repeatable (ten fresh profiles of gnmt_mem_limited, session 31: predicted steps moved 3-6 %, and two
-#: placers 2 % apart swapped places in 4 of 10), so they are scored over `checks.PROFILE_TRIALS` profiles.
+#: placers 2 % apart swapped places in 4 of 10), so they are scored over `score.PROFILE_TRIALS` profiles.
 MEASURED_PROFILE = frozenset(
     {
         "baechi-t2",

@@ -43,6 +43,11 @@ from collections.abc import Callable, Mapping, Sequence
 YES, PARTLY, NO, NOT_RUN = "yes", "partly", "no", "not run"
 TAU_YES = 0.8
 TAU_PARTLY = 0.4
+#: The seed param of the entries read from presets that measure their profile (profiler=measured): their presets
+#: run `PROFILE_TRIALS` independent profiles (`MeasuredProfiler.trial`), the lab's values are the means over them,
+#: and pairs within the spread are tied (`within_spread`).
+TRIAL = "profiler.trial"
+PROFILE_TRIALS = 3
 
 
 def ranks(values: Mapping[str, float | None]) -> dict[str, float]:
