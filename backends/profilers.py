@@ -140,7 +140,11 @@ class MeasuredProfiler(Profiler):
         if not float(comm_shared_core_slowdown) >= 0:
             raise ConfigError(f"profiler.comm_shared_core_slowdown must be >= 0, got {comm_shared_core_slowdown!r}")
         self.comm_shared_core_slowdown = float(comm_shared_core_slowdown)
-        if isinstance(trial, bool) or int(trial) != trial or int(trial) < 0:
+        try:
+            whole = not isinstance(trial, bool) and int(trial) == trial >= 0
+        except (TypeError, ValueError):
+            whole = False
+        if not whole:
             raise ConfigError(f"profiler.trial must be an integer >= 0, got {trial!r}")
         #: Which of several independent measurements this is (a profile and a communication fit cached per
         #: trial): `profiler.trial=0,1,2 -m` measures three, and the scoreboard reads the spread between them.

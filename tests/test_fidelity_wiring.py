@@ -148,8 +148,9 @@ def test_profile_is_cached_by_worker_setting(tmp_path, monkeypatch):
     k_trial = key("runtime=real", "cluster=cpu2", "profiler.trial=1")
     assert k_trial != k_real and len(calls) == 4
     assert key("runtime=real", "cluster=cpu4", "placer=m_sct", "profiler.trial=1") == k_trial and len(calls) == 4
-    with pytest.raises(ConfigError, match="profiler.trial"):
-        key("runtime=real", "cluster=cpu2", "profiler.trial=-1")
+    for bad in ("-1", "1.5", "one"):
+        with pytest.raises(ConfigError, match="profiler.trial"):
+            key("runtime=real", "cluster=cpu2", f"profiler.trial={bad}")
 
 
 # ----------------------------------------------------------------------------------------- comm.json
