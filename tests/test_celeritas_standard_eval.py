@@ -17,6 +17,8 @@ from algorithms.placers.celeritas.common import node_memory
 from algorithms.placers.celeritas.standard_eval import fit_linear_profiles, relative_deviation
 from algorithms.simulator import simulate
 from algorithms.workloads.synthetic import level_dag
+from backends.base import Backend, Capabilities, RunResult
+from orchestrator.stages.standard_eval import StandardEvaluationProfiler
 from tests.strategies import random_clusters, random_dags
 
 
@@ -173,3 +175,59 @@ def test_metis_balances_and_repairs_memory():
         return sum(d["bytes"] for u, v, d in g.edges() if a[u] != a[v])
 
     assert cut(p.assignment) < 0.5 * cut(rand)
+
+
+class _TimedBackend(Backend):
+    """A backend whose runtime times ops on the known linear LAWS and whose op-by-op profiler reads them 20 %
+    high plus a quadratic term: the Standard Evaluation must take both steps' times from the same timer."""
+
+    def __init__(self, times_ops: bool):
+        self.capabilities = Capabilities(times_ops=times_ops)
+        self.runs: list[tuple[set[str], int, int]] = []
+        self.profiles: list[tuple[float, int]] = []
+
+    def build(self, model_cfg):
+        return float(model_cfg["batch_size"])
+
+    def capture(self, model):
+        return profiled(model, LAWS)
+
+    def profile(self, model, graph, *, warmup=5, steps=10, batch_size=None):
+        self.profiles.append((model, steps))
+        g = profiled(model, LAWS)
+        for op in g.ops:
+            g.op(op)["compute_s"] = 1.2 * g.op(op)["compute_s"] + 1e-6 * model**2
+        g.invalidate()
+        return g
+
+    def comm_benchmark(self, cluster, sizes=None, repeats=5):
+        raise NotImplementedError
+
+    def run(self, model, graph, placement, schedule, cluster, *, warmup=5, steps=20, time_ops=False, **kw):
+        self.runs.append((set(placement.values()), warmup, steps))
+        times = {op: profiled(model, LAWS).op(op)["compute_s"] for op in graph.ops}
+        return RunResult(0.01, [0.01] * steps, {}, 0.0, extra={"op_times_s": times} if time_ops else {})
+
+
+@pytest.mark.parametrize("times_ops", [True, False])
+def test_both_steps_time_ops_with_the_same_timer(times_ops):
+    """Step 1 runs each small batch on the cluster's first device through the runtime that times step 2
+    (seed 002, 4.2.1: the model is run for a few iterations at small batches); a profiler whose timer reads the
+    same ops differently must not leak into the time deviation. Without op timing both come from the profiler."""
+    be = _TimedBackend(times_ops)
+    cl = uniform_cluster(2, memory_bytes=1e9)
+    se = StandardEvaluationProfiler(batch_sizes=(2, 4, 8), warmup=5, steps=50, run_warmup=5, run_steps=50)
+    graph, report = se.profile(be, 16.0, profiled(16, LAWS), cl, model_cfg={"batch_size": 16})
+    if times_ops:
+        assert report["time"]["mean"] == pytest.approx(0.0, abs=1e-9)
+        assert report["estimate_from"] == "single-device runs" and report["compute_from"] == "placed run"
+        step1 = be.runs[:3]
+        assert all(devs == {cl.names[0]} and (w, s) == (5, 50) for devs, w, s in step1)
+        assert graph.op("c")["compute_s"] == pytest.approx(3e-6 * 16)
+        # the profiler is asked for memory only, one step per batch size
+        assert [s for _, s in be.profiles] == [1, 1, 1, 1]
+    else:
+        assert report["time"]["mean"] > 0.01  # the profiler's quadratic term is not linear
+        assert report["estimate_from"] == "profiler" and report["compute_from"] == "profiler"
+        assert len(be.runs) == 1 and be.runs[0][1:] == (5, 50)  # step 2's placed run only
+        assert [s for _, s in be.profiles] == [50, 50, 50, 50]

@@ -1,23 +1,36 @@
 """Celeritas' Standard Evaluation as a profiler (seed 002, section 4.2.1; Table 5, Figure 5).
 
-Step 1 (rough estimation): the model is built and profiled at several small batch sizes that fit one device;
-per op, a least-squares line of each cost against the batch size is fitted and evaluated at the target batch
-size (`algorithms.placers.celeritas.standard_eval.fit_linear_profiles`).
+Step 1 (rough estimation): the model is built at several small batch sizes that fit one device and run there
+for a few iterations; per op, a least-squares line of each cost against the batch size is fitted and evaluated at
+the target batch size (`algorithms.placers.celeritas.standard_eval.fit_linear_profiles`).
 
 Step 2 (accurate measurement): the target-batch model is placed with the memory-constrained sequential
 DFS-TOPO placement computed on the step-1 estimates and run for a few real training steps on the cluster's
-devices with the backend's runtime; the per-op compute times of that placed run (where the backend declares
-`capabilities.times_ops`, as PyTorch does: `run(..., time_ops=True)`) become the profile's compute times.
-Per-op memory comes from the backend's profiler at the target batch size (sizes of real tensors). A backend whose
-runtime does not time ops (TensorFlow here) gives both from its profiler; `standard_evaluation.json` says which
-(`compute_from`).
+devices with the backend's runtime; the per-op compute times of that placed run become the profile's compute
+times. Per-op memory comes from the backend's profiler at each batch size (sizes of real tensors).
+
+Both steps time the ops the same way, as the paper does (it runs the model on its GPUs in both): where the
+backend declares `capabilities.times_ops` (PyTorch: `run(..., time_ops=True)`), step 1's op times come from a
+run of the small-batch model with every op on the cluster's first device, through the same runtime and op timer
+as step 2. (Before, step 1 used the op-by-op profiler and step 2 the runtime; on the lab's Transformer at batch
+16 the runtime's op times were a median 21 % above the profiler's for the same ops, an offset of the two timers,
+not of the linear laws, which inflated the time deviation from 0.14 to 0.25.) A backend whose runtime does not
+time ops (TensorFlow here) gives both steps' times from its profiler; `standard_evaluation.json` says which
+(`compute_from`, `estimate_from`).
+
+Measurement protocol: the paper discards the first 5 steps and averages the next 50 (6.5); the defaults are 5
+warm-up and 50 measured steps in both steps, each op's time the median over the measured steps (robust to the
+host's slow spells, which a mean is not). On this host two measurements of the same ops at the same batch
+differed by a mean 10-15 % with 5 steps, as much as the linear laws' error; with 50, by 2.5-3 % while the host
+kept its speed, and up to 11 % when its speed moved between the two (a median shift of 7 %).
 
 The per-op relative deviation of the step-1 estimates from the step-2 measurements (Table 5's mean, Figure 5's
 CDF), for memory and for compute time, is written to `standard_evaluation.json` and `standard_evaluation.png` in
 the run folder and logged as metrics by the job (`se.*`).
 
-Cost: len(batch_sizes) + 1 backend profiles, one placed run of run_warmup + run_steps steps, and the sequential
-DFS-TOPO placement (O(ops + edges)). Used as `profiler=standard_evaluation` (conf/profiler, `_target_` this class).
+Cost: len(batch_sizes) + 1 backend profiles (one step each where the runtime times the ops), as many single-device
+runs of warmup + steps steps, one placed run of run_warmup + run_steps steps, and the sequential DFS-TOPO placement
+(O(ops + edges)). Used as `profiler=standard_evaluation` (conf/profiler, `_target_` this class).
 """
 
 from __future__ import annotations
@@ -39,7 +52,8 @@ class StandardEvaluationProfiler(Profiler):
     """Celeritas' Standard Evaluation (seed 002, 4.2.1): small-batch profiles, linear laws, a measured run.
 
     `batch_sizes`: the small batch sizes of step 1 (two or more, below the model's batch size); `warmup`,
-    `steps`: the backend profiler's steps; `run_warmup`, `run_steps`: the placed run of step 2;
+    `steps`: step 1's single-device runs (or the backend profiler's steps where the runtime does not time ops);
+    `run_warmup`, `run_steps`: the placed run of step 2;
     `memory_fraction`: of each device's memory the DFS-TOPO placement of step 2 may use."""
 
     uses_cluster = True
@@ -47,10 +61,10 @@ class StandardEvaluationProfiler(Profiler):
     def __init__(
         self,
         batch_sizes: Sequence[int] = (2, 4, 8),
-        warmup: int = 3,
-        steps: int = 5,
-        run_warmup: int = 1,
-        run_steps: int = 3,
+        warmup: int = 5,
+        steps: int = 50,
+        run_warmup: int = 5,
+        run_steps: int = 50,
         memory_fraction: float = 1.0,
         comm_benchmark: bool = True,
         comm_sizes: Sequence[int] | None = None,
@@ -83,13 +97,13 @@ class StandardEvaluationProfiler(Profiler):
         sizes = self.batch_sizes
         if max(sizes) >= target:
             log.warning("standard evaluation: batch sizes %s are not all below the target %d", sizes, target)
-        warmup, steps = self.warmup, self.steps
+        timed = bool(backend.capabilities.times_ops)
         profiles: dict[float, OpGraph] = {}
         for b in sizes:
             model_b = backend.build({**model_cfg, "batch_size": b})
             g_b = backend.capture(model_b)
-            profiles[b] = backend.profile(model_b, g_b, warmup=warmup, steps=steps)
-            log.info("standard evaluation step 1: profiled batch size %d (%d ops)", b, len(profiles[b]))
+            profiles[b] = self._measure(backend, model_b, g_b, cluster, timed)
+            log.info("standard evaluation step 1: measured batch size %d (%d ops)", b, len(profiles[b]))
         estimate = fit_linear_profiles(profiles).predict(target, name=f"{graph.name}-estimated-b{target}")
         missing = [op for op in graph.ops if op not in estimate]
         if missing:
@@ -118,18 +132,22 @@ class StandardEvaluationProfiler(Profiler):
         )
         # memory per op from the backend's profiler at the target batch size (real tensors); compute time per op
         # from the placed run itself when the backend times ops there, else from the profiler
-        measured = backend.profile(model, graph, warmup=warmup, steps=steps)
         op_times = (run.extra or {}).get("op_times_s") or {}
-        for op, t in op_times.items():
-            if op in measured:
-                measured.op(op)["compute_s"] = float(t)
-        measured.invalidate()
+        measured = self._profile(backend, model, graph, memory_only=bool(op_times))
+        _set_times(measured, op_times)
         mem = relative_deviation(estimate, measured, "memory")
         tim = relative_deviation(estimate, measured, "time")
         report = {
             "target_batch_size": target,
             "batch_sizes": sizes,
             "compute_from": "placed run" if op_times else "profiler",
+            "estimate_from": "single-device runs" if timed else "profiler",
+            "steps": {
+                "warmup": self.warmup,
+                "steps": self.steps,
+                "run_warmup": self.run_warmup,
+                "run_steps": self.run_steps,
+            },
             "memory": mem.to_dict(),
             "time": tim.to_dict(),
             "dfs_topo_step_s": run.measured_step_s,
@@ -142,6 +160,38 @@ class StandardEvaluationProfiler(Profiler):
         )
         return measured, report
 
+    def _profile(self, backend: Backend, model: Any, graph: OpGraph, *, memory_only: bool) -> OpGraph:
+        """The backend profiler's graph at the model's batch size; one step when only its memory is kept
+        (tensor sizes do not change from step to step)."""
+        if memory_only:
+            return backend.profile(model, graph, warmup=1, steps=1)
+        return backend.profile(model, graph, warmup=self.warmup, steps=self.steps)
+
+    def _measure(self, backend: Backend, model: Any, graph: OpGraph, cluster: Cluster, timed: bool) -> OpGraph:
+        """Step 1 at one small batch size: memory from the profiler, op times from `warmup + steps` training
+        steps with every op on the cluster's first device, timed by the runtime as step 2 times them (`timed`),
+        else from the profiler."""
+        from algorithms.placement import items_follow_their_producer, topological_schedule
+
+        prof = self._profile(backend, model, graph, memory_only=timed)
+        if not timed:
+            return prof
+        one = {op: cluster.names[0] for op in graph.ops}
+        sched = items_follow_their_producer(graph, topological_schedule(graph, one, cluster.names))
+        run = backend.run(
+            model,
+            prof,
+            one,
+            sched,
+            cluster,
+            warmup=self.warmup,
+            steps=self.steps,
+            check_correctness=False,
+            time_ops=True,
+        )
+        _set_times(prof, (run.extra or {}).get("op_times_s") or {})
+        return prof
+
     def publish(self, report: Mapping[str, Any], out: Path) -> tuple[dict[str, float], list[Path]]:
         """Write the report and its CDF picture into the run folder; its numbers become metrics."""
         atomic_write_json(out / "standard_evaluation.json", report)
@@ -152,6 +202,14 @@ class StandardEvaluationProfiler(Profiler):
             "se.dfs_topo_step_s": report["dfs_topo_step_s"],
         }
         return metrics, [out / "standard_evaluation.json", out / "standard_evaluation.png"]
+
+
+def _set_times(graph: OpGraph, op_times: Mapping[str, float]) -> None:
+    """Overwrite the compute times of `graph`'s ops with measured ones (ops not in `op_times` keep theirs)."""
+    for op, t in op_times.items():
+        if op in graph:
+            graph.op(op)["compute_s"] = float(t)
+    graph.invalidate()
 
 
 def cdf_png(report: Mapping[str, Any], path: Any) -> None:
