@@ -179,12 +179,14 @@ def test_metis_balances_and_repairs_memory():
 
 class _TimedBackend(Backend):
     """A backend whose runtime times ops on the known linear LAWS and whose op-by-op profiler reads them 20 %
-    high plus a quadratic term: the Standard Evaluation must take both steps' times from the same timer."""
+    high plus a quadratic term: the Standard Evaluation must take both steps' times from the same timer.
+    `slow`: the indices of runs whose op times come out twice as long (a slow spell of the host)."""
 
-    def __init__(self, times_ops: bool):
+    def __init__(self, times_ops: bool, slow: frozenset[int] = frozenset()):
         self.capabilities = Capabilities(times_ops=times_ops)
-        self.runs: list[tuple[set[str], int, int]] = []
+        self.runs: list[tuple[float, set[str], int, int]] = []
         self.profiles: list[tuple[float, int]] = []
+        self.slow = slow
 
     def build(self, model_cfg):
         return float(model_cfg["batch_size"])
@@ -204,8 +206,9 @@ class _TimedBackend(Backend):
         raise NotImplementedError
 
     def run(self, model, graph, placement, schedule, cluster, *, warmup=5, steps=20, time_ops=False, **kw):
-        self.runs.append((set(placement.values()), warmup, steps))
-        times = {op: profiled(model, LAWS).op(op)["compute_s"] for op in graph.ops}
+        factor = 2.0 if len(self.runs) in self.slow else 1.0
+        self.runs.append((model, set(placement.values()), warmup, steps))
+        times = {op: factor * profiled(model, LAWS).op(op)["compute_s"] for op in graph.ops}
         return RunResult(0.01, [0.01] * steps, {}, 0.0, extra={"op_times_s": times} if time_ops else {})
 
 
@@ -216,18 +219,39 @@ def test_both_steps_time_ops_with_the_same_timer(times_ops):
     same ops differently must not leak into the time deviation. Without op timing both come from the profiler."""
     be = _TimedBackend(times_ops)
     cl = uniform_cluster(2, memory_bytes=1e9)
-    se = StandardEvaluationProfiler(batch_sizes=(2, 4, 8), warmup=5, steps=50, run_warmup=5, run_steps=50)
+    se = StandardEvaluationProfiler(batch_sizes=(2, 4, 8), warmup=5, steps=50, run_warmup=5, run_steps=50, rounds=5)
     graph, report = se.profile(be, 16.0, profiled(16, LAWS), cl, model_cfg={"batch_size": 16})
     if times_ops:
         assert report["time"]["mean"] == pytest.approx(0.0, abs=1e-9)
         assert report["estimate_from"] == "single-device runs" and report["compute_from"] == "placed run"
-        step1 = be.runs[:3]
-        assert all(devs == {cl.names[0]} and (w, s) == (5, 50) for devs, w, s in step1)
+        # five rounds, each the three small batches on one device and then the target, a fifth of the steps each
+        assert [b for b, *_ in be.runs] == [2.0, 4.0, 8.0, 16.0] * 5
+        assert all((w, s) == (5, 10) for _, _, w, s in be.runs)
+        assert all(devs == {cl.names[0]} for b, devs, _, _ in be.runs if b < 16)
         assert graph.op("c")["compute_s"] == pytest.approx(3e-6 * 16)
         # the profiler is asked for memory only, one step per batch size
         assert [s for _, s in be.profiles] == [1, 1, 1, 1]
     else:
         assert report["time"]["mean"] > 0.01  # the profiler's quadratic term is not linear
         assert report["estimate_from"] == "profiler" and report["compute_from"] == "profiler"
-        assert len(be.runs) == 1 and be.runs[0][1:] == (5, 50)  # step 2's placed run only
+        assert [(b, w, s) for b, _, w, s in be.runs] == [(16.0, 5, 50)]  # step 2's placed run only
         assert [s for _, s in be.profiles] == [50, 50, 50, 50]
+
+
+def test_a_slow_spell_in_fewer_than_half_the_rounds_moves_neither_step():
+    """Runs 0 (batch 2, round 1) and 7 (the target, round 2) time every op twice as long: the medians over the
+    five rounds ignore both, and the estimate still matches the measurement exactly. With one round they would
+    not."""
+    cl = uniform_cluster(2, memory_bytes=1e9)
+    for rounds, slow, clean in ((5, frozenset({0, 7}), True), (1, frozenset({0}), False)):
+        be = _TimedBackend(True, slow=slow)
+        se = StandardEvaluationProfiler(batch_sizes=(2, 4, 8), steps=50, run_steps=50, rounds=rounds)
+        _, report = se.profile(be, 16.0, profiled(16, LAWS), cl, model_cfg={"batch_size": 16})
+        assert (report["time"]["mean"] == pytest.approx(0.0, abs=1e-9)) is clean
+
+
+def test_rounds_must_fit_the_steps():
+    with pytest.raises(ConfigError, match="profiler.rounds"):
+        StandardEvaluationProfiler(steps=4, rounds=5)
+    with pytest.raises(ConfigError, match="profiler.rounds"):
+        StandardEvaluationProfiler(rounds=0)

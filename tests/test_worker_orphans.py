@@ -34,7 +34,12 @@ def test_a_killed_parent_takes_its_workers_with_it(tmp_path):
         "from tests._spawn_sleeper import sleeper\n"
         f"spawn_and_collect(sleeper, ({str(tmp_path)!r},), 2, 'sleepers', 300)\n"
     )
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    # a killed parent cannot remove its job file: it goes to this test's own folder, not the machine's /tmp
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "TMPDIR": str(tmp_path),
+    }
 
     def like_a_background_job() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,27 +32,35 @@ def _run(tmp_path: Path, guard: bool) -> subprocess.CompletedProcess[str]:
         body = body.replace("\n    reps", '\nif __name__ == "__main__":\n    reps', 1)
     script = tmp_path / "starter.py"
     script.write_text(body)
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    _tmp(tmp_path).mkdir(exist_ok=True)
+    # the job file goes to a temporary folder of this test's own, so other processes' files cannot interfere
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "TMPDIR": str(_tmp(tmp_path)),
+    }
     return subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180
     )
 
 
-def _job_files() -> set[str]:
-    return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("placement-lab-job-")}
+def _tmp(tmp_path: Path) -> Path:
+    return tmp_path / "tmp"
+
+
+def _job_files(tmp_path: Path) -> set[str]:
+    return {p for p in os.listdir(_tmp(tmp_path)) if p.startswith("placement-lab-job-")}
 
 
 def test_large_arguments_arrive_whole_and_leave_no_file(tmp_path):
-    before = _job_files()
     out = _run(tmp_path, guard=True)
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"sizes [{BIG}, {BIG}]" in out.stdout
-    assert _job_files() <= before  # the job's temporary file is removed
+    assert not _job_files(tmp_path)  # the job's temporary file is removed
 
 
 def test_a_script_without_the_main_guard_gets_an_error_not_a_hang(tmp_path):
-    before = _job_files()
     out = _run(tmp_path, guard=False)  # a hang raises subprocess.TimeoutExpired after 180 s
     assert out.returncode != 0
     assert "WorkerError" in out.stderr and "__main__" in out.stderr, out.stderr[-2000:]
-    assert _job_files() <= before
+    assert not _job_files(tmp_path)
