@@ -54,6 +54,27 @@ def test_fusion_cycle_safe_rule_skips_a_pair_with_another_path():
     assert out.op("a")["colocation"] == out.op("b")["colocation"] == "G"  # still placed together
 
 
+def test_a_successor_that_only_waits_does_not_block_fusion():
+    # TensorFlow's shape: a variable `a` read by its layer `b` (which also reads x), and a's update ending in the
+    # train op `t` by a control edge. No path a -> t -> ... -> b exists (t has no successors), so a fuses into b;
+    # the same op with a successor of its own counts, and the pair stays apart as in Figure 5a.
+    for t_has_successor in (False, True):
+        g = OpGraph("waits")
+        g.add_op("x", compute_s=1.0, output_bytes=4)
+        g.add_op("a", compute_s=0.0, persistent_bytes=4, colocation="G")
+        g.add_op("b", compute_s=1.0, output_bytes=4, colocation="G")
+        g.add_op("t", type="NoOp", phase="update")
+        g.add_edge("x", "b", bytes=4)
+        g.add_edge("a", "b", bytes=4)
+        g.add_edge("a", "t", control=True)
+        if t_has_successor:
+            g.add_edge("t", "b", control=True)
+        out, cmap = OperatorFusion().apply(g)
+        assert nx.is_directed_acyclic_graph(out.nx)
+        together = any({"a", "b"} <= set(m) for m in cmap.values())
+        assert together is not t_has_successor
+
+
 def test_fusion_chain_and_fan_in_cases():
     # Figure 5d/5e: a -> b -> c in one group (out-degree 1) fuse; d -> c with d outside stays.
     g = OpGraph("chain")
@@ -239,6 +260,30 @@ def test_the_optimizer_fuses_each_weight_into_its_layer_on_a_captured_model():
     for c in sources:
         weights = [m for m in cmap[c] if graph.op(m).get("type") == "Variable"]
         assert not weights or any(m.startswith("data/") for m in cmap[c]), f"{c} holds {weights[:3]}, reads nothing"
+
+
+@pytest.mark.slow
+@pytest.mark.tf
+def test_the_optimizer_fuses_each_tensorflow_variable_into_its_layer():
+    # the same on a TensorFlow capture, whose variables are VarHandleOp groups read through ReadVariableOps and
+    # whose updates all end in the train op (control edges): the capture's `param` folds each update into its
+    # variable, and the train op, which only waits, does not keep the variable from fusing into its layer
+    pytest.importorskip("tensorflow")
+    from backends.tensorflow import TFBackend
+
+    backend = TFBackend()
+    cfg = {"family": "inception_v3", "name": "inception_v3_tiny", "kind": "framework", "batch_size": 2}
+    cfg.update(image_size=75, width=0.0625, classes=10, optimizer="sgd", lr=0.01, seed=0)
+    graph = backend.capture(backend.build(cfg))
+    out, cmap = apply_chain(
+        graph, [ColocationGrouping(), CoPlacement(), ForwardOnlyPlacement("forward"), OperatorFusion()]
+    )
+    variables = {op for op in graph.ops if graph.op(op).get("type") == "VarHandleOp"}
+    assert len(variables) > 100
+    sources = [c for c in out.ops if not list(out.predecessors(c)) and list(out.successors(c))]
+    for c in sources:
+        held = variables & set(cmap[c])
+        assert not held or any(m.startswith("data/") for m in cmap[c]), f"{c} holds {sorted(held)[:3]}, reads nothing"
 
 
 # ------------------------------------------------------------------------------------------ forward-only

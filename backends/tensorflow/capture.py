@@ -34,6 +34,7 @@ import functools
 import logging
 import re
 from collections.abc import Iterable
+from typing import Any
 
 import tensorflow as tf
 
@@ -223,6 +224,25 @@ def _forward_of(name: str, known: set[str]) -> str | None:
     return best
 
 
+_VARIABLE_TYPES = ("VarHandleOp", "VariableV2", "Variable")
+
+
+def _mark_params(ops: list[tf.Operation], names: set[str], nxg: Any) -> None:
+    """`param`, as the PyTorch capture writes it: a model variable (a forward-phase variable op) names itself,
+    and an update op names the variable it writes (input 0 of TensorFlow's ``ResourceApply*`` / ``Apply*`` and
+    ``AssignSub*`` ops), so that Baechi's forward-only placement folds each update into its variable (3.3).
+    The optimizer's slot variables (update phase) get none. O(V)."""
+    for op in ops:
+        if op.type in _VARIABLE_TYPES and nxg.nodes[op.name]["phase"] == "forward":
+            nxg.nodes[op.name]["param"] = op.name
+    for op in ops:
+        if nxg.nodes[op.name]["phase"] != "update" or not op.inputs:
+            continue
+        src = op.inputs[0].op
+        if src.type in _VARIABLE_TYPES and src.name in names and nxg.nodes[src.name]["phase"] == "forward":
+            nxg.nodes[op.name]["param"] = src.name
+
+
 def capture(model: TFModel) -> OpGraph:
     """The training step of `model` as an `OpGraph` (see the module docstring). O(V + E)."""
     g = model.graph
@@ -280,8 +300,9 @@ def capture(model: TFModel) -> OpGraph:
             graph.add_edge(t.op.name, op.name, bytes=tensor_bytes(t, batch))
         for c in op.control_inputs:
             graph.add_edge(c.name, op.name, control=True)
-    # gradient ops outside a "_grad" scope (gradient sums): follow their consumers' forward op
     nxg = graph.nx
+    _mark_params(ops, names, nxg)
+    # gradient ops outside a "_grad" scope (gradient sums): follow their consumers' forward op
     for name in reversed(graph.topological_order()):
         a = nxg.nodes[name]
         if a["phase"] != "backward" or a["forward_of"] is not None:

@@ -165,18 +165,17 @@ REASONS: dict[str, str] = {
     ),
     "celeritas-t5-time": (
         "Both steps time the ops through the same runtime, as the paper's both run the model on its GPUs: step 1 "
-        "runs each small batch on one device, 5 + 50 steps as in 6.5, in five rounds interleaved with step 2's "
-        "(session 32). Before, step 1's op-by-op profiler read the same ops a median 21% faster than step 2's "
-        "runtime did, an offset of the two timers that put the deviations at 20-30%; and run one after the other, "
-        "a slow spell of the host in step 1 moved the Transformer's deviation from 0.09 to 0.18. In four runs of "
-        "the preset since, the deviations were 0.082-0.086 (Transformer), 0.086-0.092 (GNMT) and 0.101-0.117 "
-        "(Inception-V3), in the paper's 8-14% band but ordered differently: on this CPU Inception-V3's "
-        "convolutions are the least linear ops in the batch size (their mean deviation 26% against 10-13% for its "
-        "element-wise ops), where on the paper's GPUs Inception-V3 had the smallest deviation, and the lab's "
-        "Transformer (695 ops) is far smaller than the paper's, whose complexity the paper names as the cause of "
-        "its largest deviation. On an H100 at the paper's sizes the deviations were 24-29%, with the profiler on "
-        "both sides (docs/experiments.md, 'Celeritas at the paper's sizes with op times measured on a GPU'): small "
-        "batches leave a GPU's kernels partly idle, so GPU op times are not linear from 1/8 of the batch up either."
+        "runs each small batch on one device, 5 + 50 steps as in 6.5, in five rounds interleaved with step 2's, "
+        "each op's time the median of its round medians (docs/experiments.md, '`celeritas_estimation`': an earlier "
+        "version took step 1 from the op-by-op profiler, whose timer reads the same ops faster than the runtime's, "
+        "and ran the two steps one after the other, so that a slow spell of the host in one of them moved the "
+        "deviations). The order differs from the paper's: on this CPU Inception-V3's convolutions are the least "
+        "linear ops in the batch size, where on the paper's GPUs Inception-V3 had the smallest deviation, and the "
+        "lab's Transformer (ops placed in celeritas-t2) is far smaller than the paper's, whose complexity the paper "
+        "names as the cause of its largest deviation. On an H100 at the paper's sizes, with the profiler on both "
+        "sides, the deviations were above the paper's too (docs/experiments.md, 'Celeritas at the paper's sizes "
+        "with op times measured on a GPU'): small batches leave a GPU's kernels partly idle, so GPU op times are "
+        "not linear from 1/8 of the batch up either."
     ),
     "celeritas-t5-memory": (
         "Memory estimates are exact here, since the captured tensor sizes are linear in the batch size by "
@@ -185,15 +184,14 @@ REASONS: dict[str, str] = {
     ),
     "celeritas-f5": (
         "Time estimates: op times at batch 16 against linear laws fitted at batches 2-8, both timed by the same "
-        "runtime on one CPU device, 5 + 50 steps in five interleaved rounds (session 32; before, step 1's op-by-op "
-        "profiler and step 2's runtime timed the ops differently and Figure 5 put 13-22% of the ops within 5%). "
-        "Within 30% the lab meets the paper's 80% on every model; within 5% it does not reach the paper's 60%: "
-        "two measurements of the same op at the same batch on this host differ by a mean 2.5-11%, so a 5% bin is "
-        "at the noise floor (the split by op size above). Memory estimates are exact by construction (the "
-        "captured tensor sizes are linear in the batch). On an H100 at the paper's sizes, with the profiler on "
-        "both sides, about a fifth of the ops' time estimates were within 5% and about two thirds within 30%; "
-        "nearly all memory estimates within 20% (docs/experiments.md, 'Celeritas at the paper's sizes with op "
-        "times measured on a GPU')."
+        "runtime on one CPU device, 5 + 50 steps in five interleaved rounds (see celeritas-t5-time). A 5% bin is "
+        "at this host's noise floor: two measurements of the same op at the same batch differ by a few percent "
+        "(docs/experiments.md, '`celeritas_estimation`'), most for microsecond ops (the split by op size above), "
+        "so the share within 5% stays below the paper's 60% while the share within 30% meets its 80%. Memory "
+        "estimates are exact by construction (the captured tensor sizes are linear in the batch). On an H100 at "
+        "the paper's sizes, with the profiler on both sides, the shares within 5% and within 30% were below the "
+        "paper's too, and nearly all memory estimates within 20% (docs/experiments.md, 'Celeritas at the paper's "
+        "sizes with op times measured on a GPU')."
     ),
     "celeritas-f6": (
         "The placement's predicted step stands for the measurement time (55 steps, the paper's 5 + 50); at the "

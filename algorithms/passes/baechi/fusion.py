@@ -62,7 +62,12 @@ class OperatorFusion(GraphPass):
 
     Fusing the ends of an edge u -> v creates a cycle iff another path leads from u to v; such a path needs
     out-degree(u) >= 2 and in-degree(v) >= 2, so the rule (Figure 5 d, e) is cycle-safe without searching
-    for paths.  Degrees are those of the graph fused so far (distinct neighbouring fused ops), and fusion
+    for paths. Our refinement: out-degree(u) leaves out successors that only wait (reached by control edges
+    alone, with no successors: TensorFlow's train op, a NoOp after every variable's update), since no other
+    path can pass through one; without it a TensorFlow variable, whose update ends in that op, could never
+    be fused into the layer that reads it, and stayed an op without inputs that the list schedulers spread
+    over idle devices (see `CoPlacement`'s `sources`). PyTorch captures have no control edges.
+    Degrees are those of the graph fused so far (distinct neighbouring fused ops), and fusion
     repeats until nothing changes.  Fused costs: compute times and persistent bytes add up; the outputs that
     leave the fused op form its output; temporary memory is the largest member temporary plus the outputs
     consumed only inside.  The result is checked to be a DAG.  `CoarseMap` members are in the input's
@@ -81,6 +86,15 @@ class OperatorFusion(GraphPass):
         parent = list(range(n))
         succ = [set(j for j, _ in s) for s in idx.succ]
         pred = [set(j for j, _ in p) for p in idx.pred]
+        edges = graph.nx.edges
+        # ops that only wait (control edges in, nothing out: TensorFlow's train op after every update)
+        waits = [
+            bool(idx.pred[j]) and all(edges[idx.names[i], idx.names[j]].get("control") for i, _ in idx.pred[j])
+            for j in range(n)
+        ]
+
+        def out_degree(a: int) -> int:
+            return sum(1 for s in succ[a] if not (waits[s] and not succ[s]))
 
         def find(a: int) -> int:
             while parent[a] != a:
@@ -98,7 +112,7 @@ class OperatorFusion(GraphPass):
                     a, b = find(u), find(v)
                     if a == b or grp[v] != grp[u] or b not in succ[a]:
                         continue
-                    if len(succ[a]) > 1 and len(pred[b]) > 1:
+                    if out_degree(a) > 1 and len(pred[b]) > 1:
                         continue
                     # merge b into a
                     parent[b] = a
