@@ -5,6 +5,7 @@ from __future__ import annotations
 import networkx as nx
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from algorithms.cluster import uniform_cluster
 from algorithms.errors import ConfigError, InfeasiblePlacement
@@ -106,6 +107,26 @@ def test_linreg_fusion_gives_a_dag():
     cmap.check_covers(g)
     assert members_in_topological_order(g, cmap)
     assert len(out) < len(g)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_dags(max_ops=30, colocation=True, device_types=True), st.data())
+def test_fusion_with_ops_that_only_wait_stays_a_dag(graph, data):
+    # TensorFlow's shape at random: sinks that read some ops by control edges only (a train op), in a random
+    # group or none; leaving them out of the out-degree must never close a cycle
+    names = list(graph.ops)
+    groups = sorted({a["colocation"] for _, a in graph.nx.nodes(data=True) if a.get("colocation")}) + [None]
+    for k in range(data.draw(st.integers(1, 3))):
+        waits = data.draw(st.lists(st.sampled_from(names), min_size=1, max_size=len(names), unique=True))
+        graph.add_op(f"train{k}", type="NoOp", colocation=data.draw(st.sampled_from(groups)))
+        for u in waits:
+            graph.add_edge(u, f"train{k}", control=True)
+    grouped, m1 = ColocationGrouping().apply(graph)
+    co, m2 = CoPlacement().apply(grouped)
+    out, m3 = OperatorFusion().apply(co)
+    assert nx.is_directed_acyclic_graph(out.nx)
+    m1.then(m2).then(m3).check_covers(graph)
+    assert members_in_topological_order(graph, m3)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -93,8 +93,9 @@ class OperatorFusion(GraphPass):
             for j in range(n)
         ]
 
-        def out_degree(a: int) -> int:
-            return sum(1 for s in succ[a] if not (waits[s] and not succ[s]))
+        def out_degree(a: int, b: int) -> int:
+            """a's successors that could start another path to b: b itself, and any but a sink that waits."""
+            return sum(1 for s in succ[a] if s == b or succ[s] or not waits[s])
 
         def find(a: int) -> int:
             while parent[a] != a:
@@ -112,7 +113,7 @@ class OperatorFusion(GraphPass):
                     a, b = find(u), find(v)
                     if a == b or grp[v] != grp[u] or b not in succ[a]:
                         continue
-                    if out_degree(a) > 1 and len(pred[b]) > 1:
+                    if out_degree(a, b) > 1 and len(pred[b]) > 1:
                         continue
                     # merge b into a
                     parent[b] = a
