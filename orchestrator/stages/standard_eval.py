@@ -130,11 +130,8 @@ class StandardEvaluationProfiler(Profiler):
             )
         # DFS-TOPO fills devices by memory only, so step 2's placement is known from the memory estimates
         placement = SequentialDfsTopoPlacer(self.memory_fraction).place(estimate, cluster)
-        one = {op: cluster.names[0] for op in graph.ops}
         if timed:
-            step1, step2, step_s = self._timed_rounds(
-                backend, small, model, estimate, placement.assignment, one, cluster
-            )
+            step1, step2, step_s = self._timed_rounds(backend, small, model, estimate, placement.assignment, cluster)
             for b in sizes:
                 _set_times(profiles[b], step1[b])
             estimate = fit_linear_profiles(profiles).predict(target, name=f"{graph.name}-estimated-b{target}")
@@ -198,7 +195,6 @@ class StandardEvaluationProfiler(Profiler):
         model: Any,
         graph: OpGraph,
         assignment: Mapping[str, str],
-        one: Mapping[str, str],
         cluster: Cluster,
     ) -> tuple[dict[float, dict[str, float]], dict[str, float], float]:
         """The op times of both steps, measured in `rounds` interleaved rounds: each round runs every small batch
@@ -208,7 +204,8 @@ class StandardEvaluationProfiler(Profiler):
         batch size, step 2's, and step 2's step time (the median of its rounds')."""
         per1 = -(-self.steps // self.rounds)
         per2 = -(-self.run_steps // self.rounds)
-        scheds = {b: _schedule(g, {op: cluster.names[0] for op in g.ops}, cluster) for b, (_, g) in small.items()}
+        ones = {b: {op: cluster.names[0] for op in g.ops} for b, (_, g) in small.items()}
+        scheds = {b: _schedule(g, ones[b], cluster) for b, (_, g) in small.items()}
         target_sched = _schedule(graph, assignment, cluster)
         rounds1: dict[float, list[Mapping[str, float]]] = {b: [] for b in small}
         rounds2: list[Mapping[str, float]] = []
@@ -218,7 +215,7 @@ class StandardEvaluationProfiler(Profiler):
                 run = backend.run(
                     model_b,
                     g_b,
-                    {op: cluster.names[0] for op in g_b.ops},
+                    ones[b],
                     scheds[b],
                     cluster,
                     warmup=self.warmup,
