@@ -260,6 +260,15 @@ def test_simulate_gets_host_cores_and_overheads_on_an_oversubscribed_host(tmp_pa
     simulate_stage.stage_simulate(ctx, g, cpu4, assign, None, "skey", result)
     assert got[-1] == {} and result == {}  # no worker runtime predicted: the host does not matter
 
+    # the papers' regime: profiled in cpu4's workers, but the step predicted is the paper's four GPUs', which
+    # share no host core and pay no gloo time per message
+    ctx, cpu4 = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu4", "+regime=baechi")
+    ctx.comm = {"send_overhead_s": 1e-4, "recv_overhead_s": 2e-4, "shared_core_slowdown": 0.35}
+    assert simulate_stage.predicts_workers(ctx, cpu4)  # the profile is the workers'
+    result = {}
+    simulate_stage.stage_simulate(ctx, g, cpu4, assign, None, "skey3", result)
+    assert got[-1] == {} and result == {}
+
 
 # ----------------------------------------------------------------------------------------- report
 def _row(model: str, cluster: str, placer: str, pred: float, meas: float, iqr: float | None = 0.1) -> dict:

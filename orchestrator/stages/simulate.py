@@ -21,6 +21,7 @@ from backends.profilers import MeasuredProfiler
 from ..context import JobContext
 from ..registry import posts_receives_up_front
 from .graph import job_profiler, predicts_workers
+from .regime import regime_cfg
 
 log = logging.getLogger("orchestrator")
 
@@ -63,11 +64,20 @@ def stage_simulate(
     return res.value
 
 
+def predicts_this_host(ctx: JobContext, cluster: Cluster) -> bool:
+    """Whether the job's step is this host's workers' (`graph.predicts_workers`) and not a model of another
+    machine: a job in the papers' regime (`regime.regime_cfg`) predicts the paper's devices and links, whose
+    GPUs share no host core and pay no gloo processor time per message, even when its profile was measured in
+    the workers' setting. (Before this check the Baechi and Celeritas regime runs on cpu4 made the paper's four
+    GPUs take turns on this host's two cores, each op 1.35 times longer while another GPU ran.)"""
+    return regime_cfg(ctx.cfg) is None and predicts_workers(ctx, cluster)
+
+
 def fixed_step_s(ctx: JobContext, cluster: Cluster, assignment: dict[str, str]) -> float:
     """The per-step cost besides ops and messages that the job's worker profile measured for a placement on
     this many devices (`MeasuredProfiler.fixed_step_s`: TensorFlow's empty step; 0 for PyTorch, whose op costs
-    add up to the step, and for every job that does not profile in the workers' setting)."""
-    if not ctx.profile:
+    add up to the step, and for every job that does not predict this host's workers, `predicts_this_host`)."""
+    if not ctx.profile or not predicts_this_host(ctx, cluster):
         return 0.0
     profiler = job_profiler(ctx, cluster)
     if not isinstance(profiler, MeasuredProfiler) or profiler.workers is None:
@@ -84,8 +94,9 @@ def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | No
     `shared_core_slowdown`, the charge for time-sharing a core that the fit carries (comm.json), where devices
     share cores and it is non-zero; and `recv_buffers="step_start"` when the job's runtime holds every receive
     buffer from the step's start on CPU devices (`Capabilities.receives_up_front`). Empty for any other job: a
-    simulation of an abstract cluster does not depend on the host it runs on."""
-    if not predicts_workers(ctx, cluster):
+    simulation of an abstract cluster, or of the paper's machine in the papers' regime (`predicts_this_host`),
+    does not depend on the host it runs on."""
+    if not predicts_this_host(ctx, cluster):
         return {}
     n = n_host_cores if n_host_cores is not None else host_core_count()
     opts: dict[str, Any] = {}
