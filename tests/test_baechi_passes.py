@@ -207,6 +207,26 @@ def test_co_placement_next_op_and_forward_backward():
     assert len(set(grp.values())) == 1  # everything is linked now
 
 
+def test_an_output_its_next_ops_backward_also_reads_goes_with_that_op():
+    # x -> conv -> bn -> relu -> {a, b}: bn's backward reads conv's output, relu's backward reads relu's; rule (ii)
+    # puts each backward op with its forward op, so conv's output is in effect used by bn alone
+    g = OpGraph("followers")
+    for op in ("x", "conv", "bn", "relu", "a", "b"):
+        g.add_op(op, compute_s=1.0, output_bytes=8)
+    for op in ("bn", "relu", "a", "b"):
+        g.add_op(f"{op}_bwd", compute_s=1.0, phase="backward", forward_of=op, output_bytes=8)
+    for u, v in [("x", "conv"), ("conv", "bn"), ("bn", "relu"), ("relu", "a"), ("relu", "b"), ("conv", "bn_bwd")]:
+        g.add_edge(u, v, bytes=8)
+    for u, v in [("relu", "relu_bwd"), ("a", "a_bwd"), ("b", "b_bwd")]:
+        g.add_edge(u, v, bytes=8)
+    g.add_edge("relu_bwd", "bn_bwd", bytes=8)
+    grp = {o: a["colocation"] for o, a in CoPlacement().apply(g)[0].nx.nodes(data=True)}
+    assert grp["conv"] == grp["bn"] == grp["relu"] == grp["bn_bwd"] is not None
+    assert grp["a"] != grp["relu"] and grp["b"] != grp["relu"]  # two forward readers: the chain ends
+    strict = {o: a["colocation"] for o, a in CoPlacement(followers=False).apply(g)[0].nx.nodes(data=True)}
+    assert strict["conv"] != strict["bn"]  # the paper's rule read on the training graph: two consumers
+
+
 def test_co_placement_never_mixes_device_types():
     g = OpGraph("types")
     g.add_op("a", device_type="CPU")
@@ -244,7 +264,7 @@ def test_a_weight_goes_with_the_one_forward_op_that_reads_it():
     grp = {o: a["colocation"] for o, a in CoPlacement().apply(g)[0].nx.nodes(data=True)}
     assert grp["w"] == grp["conv"] == grp["conv_bwd"] == grp["w_update"] is not None
     assert grp["v"] is None or grp["v"] not in (grp["f1"], grp["f2"])  # two forward readers: left alone
-    off = {o: a["colocation"] for o, a in CoPlacement(sources=False).apply(g)[0].nx.nodes(data=True)}
+    off = {o: a["colocation"] for o, a in CoPlacement(sources=False, followers=False).apply(g)[0].nx.nodes(data=True)}
     assert off["w"] != off["conv"]  # the paper's rule alone: w has three consumers
     # without rule (ii) the backward op is not bound to the forward op, so it counts as a second reader
     no_ii = {o: a["colocation"] for o, a in CoPlacement(forward_backward=False).apply(g)[0].nx.nodes(data=True)}
@@ -281,6 +301,19 @@ def test_the_optimizer_fuses_each_weight_into_its_layer_on_a_captured_model():
     for c in sources:
         weights = [m for m in cmap[c] if graph.op(m).get("type") == "Variable"]
         assert not weights or any(m.startswith("data/") for m in cmap[c]), f"{c} holds {weights[:3]}, reads nothing"
+    # co-placement's `followers` reading: as in the paper (Inception-V3 fused to 17 ops, Table 5), each
+    # Inception block is one coarse op; with rule (i) read strictly each layer of a block stayed apart from its
+    # batch norm (the batch norm's backward reads the layer's output too)
+    home = {m: c for c, mem in cmap.items() for m in mem}
+    blocks: dict[str, set[str]] = {}
+    for op in graph.ops:
+        a = graph.op(op)
+        if op.startswith("mixed_") and a.get("forward_of") is None and a.get("type") != "Variable":
+            if a.get("phase") != "update" and not op.endswith("/empty"):
+                blocks.setdefault(op.split("/")[0], set()).add(home[op])
+    assert len(blocks) == 11 and all(len(cs) == 1 for cs in blocks.values()), {b: len(cs) for b, cs in blocks.items()}
+    assert len(set.union(*blocks.values())) == len(blocks)  # and each block its own
+    assert sum(1 for c in out.ops if out.nx.degree(c)) <= 17
 
 
 @pytest.mark.slow

@@ -169,14 +169,31 @@ class CoPlacement(GraphPass):
     followed its weight (issue 21: Baechi Table 3's Inception-V3, where the paper's m-ETF and m-SCT keep the
     model on one device, was split over four at 4.4 times the single device's step). The groups taken for
     the reading are those of 3.1 and rule (ii) only, so it does not chain through other ops' rule (i) unions.
+
+    `followers` (the same reading for every op, on by default): a forward op's output is also read by its next
+    op's backward op (a convolution's input by the convolution's weight gradient, a batch norm's input by the
+    batch norm's backward), which rule (ii) puts on the next op's device in both of 3.3's modes, so the output
+    is in effect used by that op alone. Read so, rule (i) chains each Inception-V3 block (its branches and
+    their concatenation) into one group, as on the paper's TensorFlow graph, which fused to 17 ops (Table 5)
+    and became "a massive operator group" (5.4). On the lab's Inception-V3 the forward-only coarse graph has 11
+    ops with edges, one per block (the stem joins the first: the gradient of its last pooling is the one user
+    of the first block's gradient sum, a chain rule (i) reads between backward ops), where rule (i) read
+    strictly left 203: every layer apart from its batch norm, whose backward reads the layer's output too.
     Identity `CoarseMap`.  O((V + E) alpha(V))."""
 
     name = "co_placement"
 
-    def __init__(self, next_op: bool = True, forward_backward: bool = True, sources: bool = True):
+    def __init__(
+        self,
+        next_op: bool = True,
+        forward_backward: bool = True,
+        sources: bool = True,
+        followers: bool = True,
+    ):
         self.next_op = bool(next_op)
         self.forward_backward = bool(forward_backward)
         self.sources = bool(sources)
+        self.followers = bool(followers)
 
     def apply(self, graph: OpGraph) -> tuple[OpGraph, CoarseMap]:
         idx = graph.index()
@@ -192,12 +209,16 @@ class CoPlacement(GraphPass):
             kept = [uf.find(i) for i in range(idx.n)]  # the groups of 3.1 and rule (ii)
             for u in range(idx.n):
                 data = [v for v, _ in idx.succ[u] if not edges[idx.names[u], idx.names[v]].get("control")]
+                source = not idx.pred[u]
                 if len(idx.succ[u]) == 1 and len(data) == 1:
-                    n_next += uf.union(u, data[0])
-                elif self.sources and not idx.pred[u] and data:
+                    users = data
+                elif data and ((self.sources and source) or self.followers):
                     users = _users_apart_from_followers(graph, u, data, kept, self.forward_backward)
-                    if len(users) == 1:
-                        n_next += uf.union(u, users[0])
+                else:
+                    continue
+                if len(users) != 1:
+                    continue
+                n_next += uf.union(u, users[0])
         out = _check_dag(_regroup(graph, uf, "coplace"), self.name)
         log.info("co-placement: %d next-op and %d forward/backward unions", n_next, n_fb)
         return out, CoarseMap.identity(out)
