@@ -1,4 +1,5 @@
-"""The model families of the TensorFlow zoo (`linreg`, `mlp`, `inception_v3`, `gnmt`, `transformer`, `gpt`):
+"""The model families of the TensorFlow zoo (`linreg`, `mlp`, `inception_v3`, `gnmt`, `transformer`, `gpt`, and the
+thesis' `convnet` and `lstm_classifier` of `backends.tensorflow.examples`):
 one builder per family that reads its keys of the model config, adds the forward graph and the loss to the
 current `tf.Graph` and returns the loss. `backends.tensorflow.models` describes each family and its op names
 and wraps a builder with the optimizer (`build_model`). Building is O(number of ops).
@@ -14,6 +15,7 @@ import tensorflow as tf
 
 from algorithms.errors import ConfigError
 
+from .examples import BUILDERS as EXAMPLES
 from .layers import (
     LSTMLayer,
     _attention,
@@ -311,4 +313,5 @@ _BUILDERS: dict[str, Callable[[Mapping[str, Any], np.random.Generator, int], tf.
     "gnmt": _gnmt,
     "transformer": _transformer,
     "gpt": _gpt,
+    **EXAMPLES,  # the thesis' TensorFlow-Examples networks (backends.tensorflow.examples)
 }

@@ -17,6 +17,8 @@ written with `tf.matmul`, `tf.nn.conv2d`, `tf.nn.fused_batch_norm` and hand-writ
   placement of Baechi 5.3 assumes).
 * ``transformer``: encoder-decoder Transformer (post-norm, sinusoidal positions, causal decoder self-attention).
 * ``gpt``: a decoder-only causal Transformer stack with a large embedding table.
+* ``convnet`` and ``lstm_classifier``: the thesis' three graphs from TensorFlow-Examples (convolutional_network,
+  recurrent_network, dynamic_rnn; `backends.tensorflow.examples`).
 
 Op names follow name scopes that placers and expert rules can rely on. GNMT: ``embed``, ``enc/l0`` ..
 ``enc/l3``, ``dec/l0`` .. ``dec/l3``, ``attention``, ``proj``, ``loss`` (one scope per layer and time step,
@@ -54,7 +56,7 @@ from .families import _BUILDERS, _get, _int, _seed
 log = logging.getLogger(__name__)
 v1 = tf.compat.v1
 
-FAMILIES = ("linreg", "mlp", "inception_v3", "gnmt", "transformer", "gpt")
+FAMILIES = ("linreg", "mlp", "inception_v3", "gnmt", "transformer", "gpt", "convnet", "lstm_classifier")
 OPTIMIZERS = ("sgd", "rmsprop", "momentum", "adam")
 
 
