@@ -221,54 +221,52 @@ REASONS: dict[str, str] = {
         "tessel-f11 (the compacted period gives the same figures here)."
     ),
     "thesis-f7.1": (
-        "Graphs at a tenth of the thesis' levels (thesis_size=small), one seed, PCT only for the partitioners (the "
-        "126-job sweep did not fit the session). Iterated Critical Path trails Critical Path (the thesis notes the "
-        "same on its TF graphs), so the tie groups of the thesis' text are only partly kept."
+        "At the thesis' sizes: Table 7.1's levels, widths, edge level limits and edge counts (graphs of 7,562 to "
+        "37,951 nodes), the 100 generated devices, every partitioner with every scheduler, three seeds (graph "
+        "draws and the partitioners' order) where the thesis averages 10 executions. HEFT leads by a wide margin "
+        "instead of sharing first place with Critical Path and Iterated Critical Path, and Iterated Critical Path "
+        "trails Critical Path (the thesis notes the same on its TensorFlow graphs, 7.2), so the tie groups of the "
+        "thesis' text are only partly kept; Batch Split and Hashing are the worst, as in the thesis."
     ),
     "thesis-f7.1-schedulers": (
-        "FIFO and MSR were run on graphs 2 and 3 with HEFT, Critical Path and MITE; with 100 devices each holds few "
-        "ops, so the order rarely matters and the schedulers are close."
+        "Every partitioner with FIFO, PCT and MSR on the six graphs at the thesis' sizes: with 100 devices each "
+        "holds few ops, so the order a device runs them in matters little and the schedulers stay close."
     ),
     "thesis-f7.2": "Batch Split moves more data than in the thesis, which ranks it second on its graphs.",
     "thesis-f7.2-graphs": "Traffic follows the edge counts of the generated graphs.",
     "thesis-f7.3": (
-        "The preset runs the graphs at a tenth of the thesis' levels, and HEFT's cost grows faster with the graph "
-        "than the other partitioners' (experiments/thesis_partition_time_scaling.py, graph 3, 100 devices, "
-        "placement alone, three runs under other jobs' load): at the preset's size (755 nodes) HEFT was within the "
-        "noise of DFS and MITE, at the thesis' size (7,562 nodes) clearly slower than both, i.e. the slowest, as in "
-        "the thesis (docs/experiments.md, 'Measurements once quoted in the scoreboard's reasons'). The sweep at the "
-        "thesis' sizes (thesis_size=paper, 42 jobs on graphs of 7,500 to 36,000 nodes) did not fit the session on "
-        "the shared machine. The lab's HEFT finds insertion gaps by bisection (O(log n) per device) where the "
-        "thesis searches each device's slots in turn, so its lead stays below the thesis' 'by far'."
+        "At the thesis' sizes (graphs of 7,562 to 37,951 nodes, 100 devices, every partitioner in its Python code: "
+        "compiled: never) HEFT is the slowest by far, as in the thesis. The other partitioners, which the thesis "
+        "shows close together, are ordered here by how much work each does per node: Hashing and Batch Split "
+        "assign without evaluating devices, while MITE, DFS and Iterated Critical Path evaluate every feasible "
+        "device for each unit (eq. 4.7-4.13) or re-extract paths. The lab's HEFT finds insertion gaps by "
+        "bisection (O(log n) per device) where the thesis searches each device's slots in turn."
     ),
     "thesis-f7.3-graphs": (
-        "One implementation for every graph: the preset runs HEFT's Python loop on all six (compiled: never). "
-        "With the default (numba-compiled HEFT from 2,000 ops, the same placement) graphs 1 (3,745 ops) and 6 "
-        "(2,890) run compiled and the four others in Python, and the two largest graphs came out the fastest. In "
-        "one implementation the order follows the node count but for graph 6: at the preset's tenth of the levels "
-        "it has 10,081 edges against graph 1's 1,392 (Table 7.1's random edges scaled with the levels), and "
-        "HEFT's cost grows with edges x devices (100 here), so the edge-heavy graph weighs more than the node "
-        "count. With the kernels for every graph (compiled=always) the order is the thesis' but for graphs 5 and "
-        "3 (compiled, graph 1's extra ops weigh more than graph 6's extra edges). The preset keeps `never`, the "
-        "one implementation in which Figure 7.3's other partitioners (three have no kernel) compare too. One run "
-        "per graph on a loaded machine (docs/experiments.md, 'Measurements once quoted in the scoreboard's "
-        "reasons')."
+        "One implementation for every graph: the preset runs HEFT's Python loop on all six (compiled: never). The "
+        "thesis' HEFT time follows the node count because it searches each device's slots in turn for every "
+        "node; the lab's HEFT finds the gap by bisection, so its cost follows the edges times the devices "
+        "(each op's earliest start reads every input's arrival on each of the 100 devices). Graph 6 has Table "
+        "7.1's most edges (107,144 against graph 1's 16,076) and comes out the slowest; the other graphs keep "
+        "the thesis' order within the spread of the seeds."
     ),
     "thesis-f7.4": (
-        "The zoo's TensorFlow captures stand in for the thesis' graphs (347 / 3,069 / 5,271 nodes): "
-        "transformer_tiny and gnmt_tiny unrolled over 4 and 7 steps. Their costs are drawn as the thesis extends "
-        "its extracted graphs (6.1-6.2: #ops, tensor sizes and memory 1-100; profiler=thesis_costs; with the ops' "
-        "measured microsecond times the order agreed less with the thesis': docs/experiments.md, "
-        "thesis_tf_graphs), and each seed draws its own 50 devices; 3 seeds instead of 100. HEFT, with its own "
-        "insertion-based order replaced by PCT, stays the best here, where the thesis reports MITE+PCT 45-75% "
-        "faster than HEFT on its graphs."
+        "The thesis' own three networks (TensorFlow-Examples' convolutional_network, recurrent_network and "
+        "dynamic_rnn, rebuilt in the zoo: 219, 2,014 and 2,098 ops placed, where Table 7.2 counts TensorFlow "
+        "1.0's whole graph with its initialisers, accuracy ops and per-step conditionals). Their costs are drawn "
+        "as the thesis extends its extracted graphs (6.1-6.2: #ops, tensor sizes and memory 1-100; "
+        "profiler=thesis_costs), and each seed draws its own 50 devices; 3 seeds instead of 100. HEFT, with its "
+        "own insertion-based order replaced by PCT, is the best on all three graphs here, where the thesis "
+        "reports MITE+PCT 45-75% faster than HEFT; MITE and Critical Path follow it, and Hashing is the worst, "
+        "as in the thesis."
     ),
     "thesis-f7.5": (
-        "Same stand-in graphs and drawn costs as Figure 7.4; traffic depends on the seed through the generated "
-        "devices and the non-deterministic partitioners' order."
+        "Same graphs and drawn costs as Figure 7.4; traffic depends on the seed through the generated devices and "
+        "the non-deterministic partitioners' order. HEFT moves less data than Batch Split, Critical Path and "
+        "Iterated Critical Path here, where the thesis has it among the most."
     ),
     "thesis-f7.6": (
-        "Placement CPU time on the shared 2-core machine, graphs of 1,144 to 5,081 ops, every partitioner in its "
+        "Placement CPU time on the shared 2-core machine, graphs of 219 to 2,098 ops, every partitioner in its "
         "Python code (compiled: never). Iterated Critical Path is not the slowest here because the lab's "
         "implementation updates the source ranks incrementally after each extracted path (only the path's "
         "descendants, in topological order) where the thesis recomputes all paths each iteration; HEFT finds "
@@ -276,8 +274,9 @@ REASONS: dict[str, str] = {
         "which costs more than either. Under the default (compiled: auto) the graphs of 2,000 ops or more run "
         "ICP, HEFT, MITE and DFS compiled and the smaller ones in Python, which put MITE and DFS among the fast, "
         "a mix of implementations. With the kernels for every graph (compiled=always) DFS and MITE were the "
-        "fastest and HEFT and Critical Path the slowest (docs/experiments.md, 'Measurements once quoted in the "
-        "scoreboard's reasons'); Hashing, Batch Split and Critical Path have no kernel, so only `never` runs "
+        "fastest and HEFT and Critical Path the slowest on the zoo's stand-in graphs that preceded the thesis' "
+        "networks (docs/experiments.md, 'Measurements once quoted in the scoreboard's reasons'); Hashing, "
+        "Batch Split and Critical Path have no kernel, so only `never` runs "
         "every partitioner in one implementation."
     ),
     "thesis-f7.7": (

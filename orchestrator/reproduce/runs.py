@@ -60,16 +60,22 @@ PRESET_RUNS = {
     ],
     # Thesis Figures 7.7 / 7.8 over three seeds (graphs and partitioners' order; the 7 devices stay)
     "thesis_synthetic_7dev": [["+experiment=thesis_synthetic_7dev", "seed=0,1,2"]],
-    # Thesis Figures 7.4 - 7.6 near the thesis' graph sizes: a model and its unrolled length go together
-    "thesis_tf_graphs_50_paper": [
-        ["+experiment=thesis_tf_graphs_50_paper", "model=transformer_tiny"],
-        ["+experiment=thesis_tf_graphs_50_paper", "model=gnmt_tiny", "model.seq_len=4,7"],
-    ],
     # Celeritas Table 4: the paper's exploration range R = 200 for Celeritas and Order-Place (R=auto would run
     # Adjusting Placement five times and time all five); m-SCT has no R
     "celeritas_placement_time": [
         ["+experiment=celeritas_placement_time", "placer=order_place,celeritas", "placer.R=200"],
         ["+experiment=celeritas_placement_time", "placer=m_sct"],
+    ],
+    # Thesis Figures 7.1 - 7.3 at the thesis' sizes (7,475 to 36,319 nodes, 100 devices), every partitioner with
+    # every scheduler, over three seeds (graph draws and partitioners' order; the thesis averages 10 executions):
+    # 378 jobs of about 5 s each
+    "thesis_synthetic_paper": [
+        [
+            "+experiment=thesis_synthetic",
+            "thesis_size=paper",
+            "experiment_name=thesis_synthetic_paper",
+            "seed=0,1,2",
+        ]
     ],
     # Thesis Figure 7.7 at the thesis' sizes: the preset's sweep (graphs 2 and 3, every partitioner with every
     # scheduler; at this size each job takes seconds: 0.2 s PCT, 2 s MSR, 4 s FIFO on graph 2 after Hashing)
