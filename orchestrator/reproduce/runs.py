@@ -68,7 +68,8 @@ PRESET_RUNS = {
     ],
     # Thesis Figures 7.1 - 7.3 at the thesis' sizes (7,475 to 36,319 nodes, 100 devices), every partitioner with
     # every scheduler, over three seeds (graph draws and partitioners' order; the thesis averages 10 executions):
-    # 378 jobs of about 5 s each
+    # 378 jobs of about 5 s each, which write about 16 GB (each job's trace.json and timeline.json, in its folder
+    # and as MLflow artifacts)
     "thesis_synthetic_paper": [
         [
             "+experiment=thesis_synthetic",
