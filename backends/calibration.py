@@ -288,6 +288,7 @@ def calibrate(
     benchmark_costs: tuple[float, float] | None = None,
     what: str = "",
     wide: WideProgram | None = None,
+    keep_latency: bool = False,
 ) -> InStepCalibration:
     """The calibration both backends run: `graph` (the calibration program's capture) placed by each block
     length of `blocks` over the two devices of `pair`; `rounds` rounds of one `profile()` (the profiled graph
@@ -295,12 +296,13 @@ def calibrate(
     placement in a new random order (`seed`); then the latency and per-message costs fitted to the median
     steps on the mean profile with the runtime's `make_predictor(profile)`, or, where it fits better, the
     per-message costs with `pair`'s latency kept (the error is piecewise linear and not convex in the two: the
-    refined grid may settle in a worse cell than the one-dimensional fit). `benchmark_costs`: the benchmark's
-    (send, receive) costs, whose error on the same placements is reported beside. With `wide` (a predictor that
-    takes per-byte costs), each round also profiles the wide program and runs its placements by the same
-    blocks, and the per-byte processor time is fitted on them with the latency and per-message costs kept
-    (`fit_byte_costs`). Cost: rounds x (one profile + len(blocks) runs) per program, and the fits'
-    simulations."""
+    refined grid may settle in a worse cell than the one-dimensional fit); with `keep_latency` always the latter
+    (the caller's measured hop latency trusted over the fitted one; `backends.torch.calibrate`).
+    `benchmark_costs`: the benchmark's (send, receive) costs, whose error on the same placements is reported
+    beside. With `wide` (a predictor that takes per-byte costs), each round also profiles the wide program and runs
+    its placements by the same blocks, and the per-byte processor time is fitted on them with the latency and
+    per-message costs kept (`fit_byte_costs`). Cost: rounds x (one profile + len(blocks) runs) per program, and the
+    fits' simulations."""
     import random
     import statistics
 
@@ -336,7 +338,7 @@ def calibrate(
     _, send_fixed, recv_fixed, rms_fixed = fit_message_costs(
         prof, pair, runs, send_share=send_share, latency_s=pair.latency_s, predictor=pred
     )
-    if rms_fixed < rms:
+    if keep_latency or rms_fixed < rms:
         lat, send_s, recv_s, rms = pair.latency_s, send_fixed, recv_fixed, rms_fixed
     fitted = pair.with_comm(lat, pair.bytes_per_s)
 

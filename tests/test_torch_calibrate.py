@@ -125,3 +125,56 @@ def test_workers_that_share_cores_calibrate_together():
     assert calibration_cluster(cpu4, 4, "all").names == cpu4.names
     with pytest.raises(ConfigError, match="'auto', 'pair' or 'all'"):
         calibration_cluster(cpu4, 2, "some")
+
+
+def test_keep_latency_fits_the_message_time_at_the_measured_hop_latency():
+    """`calibrate(keep_latency=True)` keeps the cluster's (the ping-pong's) latency even where the two-parameter
+    fit explains the calibration steps better; without it the better fit is taken."""
+    from backends.calibration import calibrate, gloo_predictor
+
+    g = ladder()
+    pingpong = uniform_cluster(2, latency_s=50e-6, bytes_per_s=1e9)
+    truth = pingpong.with_comm(310e-6, pingpong.bytes_per_s)
+
+    def profile():
+        return g, sum(g.op(o)["compute_s"] for o in g.ops)
+
+    def run(_, p, o):
+        return [predict(g, truth, p, o, 18e-6, 42e-6, None)]
+
+    def fitted(keep: bool):
+        return calibrate(
+            g,
+            pingpong,
+            (1, 3, 7, 20),
+            profile,
+            run,
+            lambda prof: gloo_predictor(prof, None),
+            rounds=1,
+            send_share=0.3,
+            keep_latency=keep,
+        )
+
+    free, kept = fitted(False), fitted(True)
+    assert free.latency_s == pytest.approx(310e-6, abs=20e-6) and free.rel_rms < kept.rel_rms
+    assert kept.latency_s == pingpong.latency_s
+    assert (kept.send_overhead_s, kept.recv_overhead_s) == (kept.send_fixed_latency_s, kept.recv_fixed_latency_s)
+    assert kept.rel_rms == kept.rel_rms_fixed_latency
+
+
+def test_workers_that_share_cores_keep_the_pingpong_latency(monkeypatch):
+    """By default the calibration keeps the measured hop latency exactly where the workers share host cores."""
+    pytest.importorskip("torch")
+    import backends.torch.calibrate as tc
+
+    seen = {}
+
+    def fake(*args, keep_latency, **kw):
+        seen["keep"] = keep_latency
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(tc, "calibrate", fake)
+    for host_cores, keep in ((2, True), (4, False)):
+        with pytest.raises(RuntimeError, match="stop"):
+            tc.calibrate_in_step(uniform_cluster(4), host_cores=host_cores, byte_costs=False)
+        assert seen["keep"] is keep

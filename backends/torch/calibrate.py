@@ -34,6 +34,13 @@ includes what a message costs on a shared core (the wake-ups and switches betwee
 simulator's turn-taking does not charge). Measured on cpu4 (docs/fidelity.md, session 14): the pair's fit gave
 8-18 us per message and under-predicted the multi-device placements by 25-40 %.
 
+Which latency (session 34): on workers that share host cores the two-parameter fit is not used; the
+per-message time is fitted with the ping-pong's measured hop latency kept. The two-parameter fit always explains
+the calibration program best (it has one more parameter), but on the evaluated models it did worse: in all six
+cpu4 sweeps of the four tiny models (sessions 16-34, docs/fidelity.md) the ping-pong's latency gave the lower
+median error (13.0 against 11.1 %, 14.0 / 13.4, 15.2 / 14.1, 14.6 / 11.5, 12.4 / 5.2 and, decided before it
+ran, 12.8 / 5.0 %). On cpu2 neither is consistently better, and the lower calibration error still chooses.
+
 Per byte (session 23): a second program (`WIDE_CALIBRATION_MODEL`: 8 layers 1024 wide at batch 64 since
 session 24, messages of 256 KB to 4 MB against the first program's 1-4 KB) is profiled and run by the same
 blocks in every round, and a processor time per byte of a message (`simulate(send_byte_s=, recv_byte_s=)`,
@@ -117,6 +124,7 @@ def calibrate_in_step(
     devices: str = "auto",
     shared_core_slowdown: float = 0.0,
     byte_costs: bool = True,
+    keep_latency: bool | None = None,
 ) -> InStepCalibration:
     """Fit the per-message send / receive processor time from the runtime's own placed steps (module docstring).
 
@@ -127,7 +135,9 @@ def calibrate_in_step(
     benchmark), ``"all"`` (every device of the cluster) or ``"auto"`` (all where the workers share host cores,
     else the pair; module docstring); `host_cores` and `shared_core_slowdown` as for `simulate` (default: the
     host's cores; no slowdown): the fit is made with the simulator the predictions will use. `byte_costs`: also
-    fit the per-byte processor time on the wide program (module docstring)."""
+    fit the per-byte processor time on the wide program (module docstring). `keep_latency`: fit the per-message
+    time with the ping-pong's hop latency kept rather than fitting the latency too; None (the default) keeps it
+    where the workers share host cores (module docstring, "Which latency")."""
     import os
 
     from . import TorchBackend
@@ -137,6 +147,8 @@ def calibrate_in_step(
     if host_cores is None:
         host_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
     pair = calibration_cluster(cluster, host_cores, devices)
+    if keep_latency is None:
+        keep_latency = oversubscription(cluster, host_cores) > 1
     backend = TorchBackend(threads=1)
     model = backend.build(CALIBRATION_MODEL)
     graph = backend.capture(model)
@@ -177,6 +189,7 @@ def calibrate_in_step(
         send_share=send_share,
         what=f", transport {transport_policy}",
         wide=wide,
+        keep_latency=keep_latency,
     )
 
 
