@@ -165,6 +165,10 @@ def stage_comm(ctx: JobContext, cluster: Cluster) -> Cluster:
             cfg["transport_priority"] = profiler.transport_policy
         if workers is not None and profiler.comm_shared_core_slowdown:
             cfg["shared_core_slowdown"] = profiler.comm_shared_core_slowdown
+        if workers is not None and profiler.calibration() == "in_step":
+            # since session 34 the in-step fit keeps the ping-pong's latency where workers share host cores
+            # (backends.torch.calibrate, "Which latency"): entries fitted before are not reused
+            cfg["in_step_latency"] = "pingpong_where_cores_shared"
         if profiler.trial:  # another independent measurement (MeasuredProfiler.trial)
             cfg["trial"] = profiler.trial
 
