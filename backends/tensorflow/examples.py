@@ -48,21 +48,10 @@ import tensorflow as tf
 
 from algorithms.errors import ConfigError
 
+from .config import _int
 from .layers import _var
 
 v1 = tf.compat.v1
-
-
-def _int(cfg: Mapping[str, Any], key: str) -> int:
-    try:
-        value = int(cfg[key])
-    except KeyError:
-        raise ConfigError(f"model.{key} is required for model family {cfg.get('family')!r}") from None
-    except (TypeError, ValueError):
-        raise ConfigError(f"model.{key} must be an integer, got {cfg[key]!r}") from None
-    if value <= 0:
-        raise ConfigError(f"model.{key} must be > 0, got {value}")
-    return value
 
 
 def _normal(name: str, shape: list[int]) -> tf.Tensor:

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from algorithms.errors import ConfigError
 
+from .config import _get, _int
 from .examples import BUILDERS as EXAMPLES
 from .layers import (
     LSTMLayer,
@@ -31,36 +32,6 @@ from .layers import (
 )
 
 v1 = tf.compat.v1
-
-
-# --------------------------------------------------------------------------- config helpers
-def _get(cfg: Mapping[str, Any], key: str, default: Any = None, *, required: bool = False) -> Any:
-    if key in cfg and cfg[key] is not None:
-        return cfg[key]
-    if required:
-        raise ConfigError(
-            f"model config {cfg.get('name', '?')!r}: key {key!r} is required for family {cfg.get('family')!r}"
-        )
-    return default
-
-
-def _int(cfg: Mapping[str, Any], key: str, default: int | None = None) -> int:
-    value = _get(cfg, key, default, required=default is None)
-    try:
-        out = int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"model.{key} must be an integer, got {value!r}") from None
-    if out <= 0:
-        raise ConfigError(f"model.{key} must be > 0, got {out}")
-    return out
-
-
-def _seed(cfg: Mapping[str, Any]) -> int:
-    s = cfg.get("seed", 0)
-    try:
-        return int(s) if s is not None else 0
-    except (TypeError, ValueError):
-        raise ConfigError(f"model.seed must be an integer, got {s!r} (resolve the config first)") from None
 
 
 # --------------------------------------------------------------------------- families

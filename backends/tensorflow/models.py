@@ -51,7 +51,8 @@ import tensorflow as tf
 
 from algorithms.errors import ConfigError
 
-from .families import _BUILDERS, _get, _int, _seed
+from .config import _get, _int, _seed
+from .families import _BUILDERS
 
 log = logging.getLogger(__name__)
 v1 = tf.compat.v1
