@@ -753,6 +753,11 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                 o = graphed.replay(time_ops=timed)
             else:
                 o = w.step(retain=(k == 0 and job.retain_first), time_ops=timed, last=k == len(steps) - 1)
+            if world > 1 and not job.cuda:
+                # every worker waits here, untimed, until all have ended the step: a worker's bookkeeping between
+                # steps would otherwise hold a core it shares with a worker still in the step, whose messages are
+                # read only when that core idles (experiments/shared_core_hop.py)
+                dist.barrier()
             if "grads" in o:
                 grads = o["grads"]
             if job.cuda and k == 0:
