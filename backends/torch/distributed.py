@@ -22,7 +22,10 @@ once per destination with ``isend`` right after it is computed (parameters and i
 the receiver posts every ``irecv`` (gloo: all at the start of the step; NCCL: when first needed) into buffers of
 the value's known shape, in the sender's send order (NCCL matches point-to-point operations in order; gloo also by
 tag), and waits for one only when an op needs it. The step starts at a barrier; a worker's step ends when its last
-op has run, its sends are done and its new parameters are in place; the step time is the slowest worker's. Forward,
+op has run, its sends are done and its new parameters are in place; the step time is the slowest worker's. CPU
+workers then wait in a second, untimed barrier: a worker done with its step would otherwise keep a core it shares
+with one still in the step (its bookkeeping between steps), and that worker's messages are read only when the core
+idles (`experiments/shared_core_hop.py`; docs/fidelity.md, session 35). Forward,
 loss, backward and the optimizer update all run; parameters stay on their Variable op's device between steps.
 
 Measured
