@@ -39,7 +39,10 @@ per-message time is fitted with the ping-pong's measured hop latency kept. The t
 the calibration program best (it has one more parameter), but on the evaluated models it did worse: in all six
 cpu4 sweeps of the four tiny models (sessions 16-34, docs/fidelity.md) the ping-pong's latency gave the lower
 median error (13.0 against 11.1 %, 14.0 / 13.4, 15.2 / 14.1, 14.6 / 11.5, 12.4 / 5.2 and, decided before it
-ran, 12.8 / 5.0 %). On cpu2 neither is consistently better, and the lower calibration error still chooses.
+ran, 12.8 / 5.0 %). On cpu2 neither is consistently better, and the lower calibration error still chooses:
+session 35 tested keeping the ping-pong's latency there too, with conditions written before three sweeps; it was
+lower in two of them but had the worst of the six medians (8.6 % against the fit's 4.6 / 5.9 / 7.7 %), so the rule
+stays on shared cores only.
 
 Per byte (session 23): a second program (`WIDE_CALIBRATION_MODEL`: 8 layers 1024 wide at batch 64 since
 session 24, messages of 256 KB to 4 MB against the first program's 1-4 KB) is profiled and run by the same
