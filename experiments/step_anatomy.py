@@ -12,6 +12,9 @@ prints:
 - per worker, the step's tail after its last op (posting the next step's receives, the waits for sends, the
   parameter moves), the time in ``isend`` calls per message and the time blocked in receive waits
   (`distributed.trace_summary`);
+- the hops to a worker already waiting for the value, from the sender's ``isend`` to the end of the wait,
+  split by whether the two workers share a host core (`distributed.trace_hops`; session 35 on cpu4: 0.66-0.77 ms
+  on a shared core, 63-88 us across cores);
 - ``local ops``: the ops that neither receive nor send (every input and consumer on their own device), their
   measured time in the median step against their profiled cost, as a ratio of the sums and the median of the
   per-op ratios. Their spans hold no message work, so a ratio above 1 is compute that ran slower in the placed
@@ -157,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                 "local_ratio_sum": ratio_sum,
                 "local_ratio_median": ratio_med,
                 "workers": res.extra.get("trace", {}),
+                "hops": res.extra.get("trace_hops", {}),
             }
             if args.per_op:
                 row["ops"] = per_op_rows(g, case["placement"], sim, tl)
@@ -175,6 +179,12 @@ def main(argv: list[str] | None = None) -> int:
                     f"({t['receives']:.0f} receives), send waits {1e3 * t['tail_send_wait_s']:.3f}, moves "
                     f"{1e3 * t['tail_moves_s']:.3f}; isend {1e6 * t['send_s'] / sends:.1f} us per message, "
                     f"receive waits {1e3 * t['recv_wait_s']:.3f} ms",
+                    flush=True,
+                )
+            for kind, h in sorted(row["hops"].items()):
+                print(
+                    f"    hops to a waiting worker, {kind.replace('_', ' ')}: {h['count']}, median "
+                    f"{1e6 * h['median_s']:.1f} us (p25 {1e6 * h['p25_s']:.1f}, p75 {1e6 * h['p75_s']:.1f})",
                     flush=True,
                 )
             if args.per_op:

@@ -386,6 +386,44 @@ def trace_summary(traces: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     }
 
 
+def trace_hops(traces: Sequence[Sequence[Mapping[str, Any]]], cores: Sequence[Sequence[int]]) -> dict[str, Any]:
+    """Hops to a waiting worker in the debug trace (`runtime.trace=true`): for every value a worker waited for
+    and had started waiting for before its sender posted the ``isend``, the time from that ``isend`` to the end
+    of the wait, on the host's monotonic clock. Split by whether the two workers share a host core (`cores`: each
+    worker's cores, in the traces' order): on a shared core the receiver's idle-class transport thread reads the
+    message only when the core idles (experiments/shared_core_hop.py). Per kind, the count and the median, 25th
+    and 75th percentiles in seconds; ``{}`` without traces. Waits for a value sent by several workers, or sent
+    before the receiver waited, are not counted. O(steps x messages)."""
+    if not traces or any(not t for t in traces):
+        return {}
+    hops: dict[str, list[float]] = {"same_core": [], "other_core": []}
+    sets = [set(c) for c in cores]
+    for k in range(min(len(t) for t in traces)):
+        senders: dict[Any, list[tuple[int, float]]] = {}
+        for w, t in enumerate(traces):
+            for nid, ts in t[k]["sent_at"].items():
+                senders.setdefault(nid, []).append((w, ts))
+        for w, t in enumerate(traces):
+            for nid, (tw, te) in t[k]["waited"].items():
+                got = senders.get(nid)
+                if got is None or len(got) != 1:
+                    continue
+                src, ts = got[0]
+                if src != w and tw <= ts:
+                    hops["same_core" if sets[src] & sets[w] else "other_core"].append(te - ts)
+    out: dict[str, Any] = {}
+    for kind, xs in hops.items():
+        if xs:
+            xs.sort()
+            out[kind] = {
+                "count": len(xs),
+                "median_s": float(statistics.median(xs)),
+                "p25_s": xs[len(xs) // 4],
+                "p75_s": xs[(3 * len(xs)) // 4],
+            }
+    return out
+
+
 # ---------------------------------------------------------------------------- the runtime plugin
 def uses_cuda(cluster: Cluster, device: str = "auto") -> bool:
     """Whether the runtime's workers run on GPUs (NCCL): `device` "cuda", or "auto" with CUDA present and every
@@ -682,6 +720,7 @@ class TorchDistributedRuntime(Runtime):
         extra["host_interference"] = interference.others_share([r.get("core_samples") or (None, None) for r in reports])
         if self.trace:
             extra["trace"] = {names[k]: trace_summary(r.get("traces", [])) for k, r in enumerate(reports)}
+            extra["trace_hops"] = trace_hops([r.get("traces", []) for r in reports], prepared.job.cores)
         timeline = median_step_timeline(reports, times, names)
         if timeline:
             extra["op_timeline"] = timeline
@@ -734,6 +773,7 @@ __all__ = [
     "iqr",
     "pingpong",
     "nccl_pingpong",
+    "trace_hops",
     "trace_summary",
     "uses_cuda",
 ]
