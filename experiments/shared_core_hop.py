@@ -95,25 +95,15 @@ def worker(rank: int, port: int, cores: list[int], busy: list[float], trials: in
             tag += 2
     dist.barrier()
     dist.destroy_process_group()
-    results.put((rank, out))
+    results.put((rank, {"rows": out}))
 
 
 def measure(cores: list[int], busy: list[float], trials: int) -> list[tuple[float, float, float]]:
     """Per trial and busy time: (busy, hop, compute end - isend), seconds."""
-    import torch.multiprocessing as mp
+    from backends.torch.worker import free_port, spawn_and_collect
 
-    from backends.torch.worker import free_port
-
-    ctx = mp.get_context("spawn")
-    results = ctx.SimpleQueue()
-    port = free_port()
-    procs = [ctx.Process(target=worker, args=(r, port, cores, busy, trials, results)) for r in range(2)]
-    for p in procs:
-        p.start()
-    got = dict(results.get() for _ in range(2))
-    for p in procs:
-        p.join()
-    return [(s, arr - ts, te - ts) for (s, ts, te), (_, arr, _) in zip(got[0], got[1])]
+    got = spawn_and_collect(worker, (free_port(), cores, busy, trials), 2, "shared_core_hop workers", 600.0)
+    return [(s, arr - ts, te - ts) for (s, ts, te), (_, arr, _) in zip(got[0]["rows"], got[1]["rows"])]
 
 
 def main(argv: list[str] | None = None) -> int:
