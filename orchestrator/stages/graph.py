@@ -169,6 +169,10 @@ def stage_comm(ctx: JobContext, cluster: Cluster) -> Cluster:
             # since session 34 the in-step fit keeps the ping-pong's latency where workers share host cores
             # (backends.torch.calibrate, "Which latency"): entries fitted before are not reused
             cfg["in_step_latency"] = "pingpong_where_cores_shared"
+            if backend.name == "torch":
+                # since session 35 PyTorch's CPU workers wait at a barrier after each step too (the calibration's
+                # placed steps on shared cores measure shorter): entries fitted before are not reused
+                cfg["step_barriers"] = "before_and_after"
         if profiler.trial:  # another independent measurement (MeasuredProfiler.trial)
             cfg["trial"] = profiler.trial
 
