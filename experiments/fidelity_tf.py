@@ -111,6 +111,28 @@ def summary_lines(
     return out
 
 
+def anatomy_line(an: dict[str, Any]) -> str:
+    """One line of a traced step's anatomy (`backends.tensorflow.step_anatomy.anatomy`)."""
+    hop = an.get("hop_quantiles_s")
+    late = an.get("requested_late")
+    devs = ", ".join(
+        f"{d}: busy/profile {v['busy_over_profile']:.2f}" if v.get("busy_over_profile") else f"{d}: -"
+        for d, v in sorted(an["devices"].items())
+    )
+    first = ", ".join(
+        f"{d} {1e3 * v['first_request_s']:.2f} ms"
+        for d, v in sorted(an["devices"].items())
+        if v.get("first_request_s") is not None
+    )
+    return (
+        f"span {1e3 * an['span_s']:.2f} ms, no task busy {an.get('all_idle_share', 0.0):.0%}; "
+        f"{an['receives']} receives, "
+        + ("hop p10/p50/p90 " + "/".join(f"{1e3 * h:.2f}" for h in hop) + " ms" if hop else "no hop")
+        + (f", {late:.0%} requested after their tensor was ready" if late is not None else "")
+        + f"; first request {first or '-'}; {devs}"
+    )
+
+
 def kendall_tau(a: list[float], b: list[float]) -> float | None:
     """Kendall's tau-b between two orders (None for fewer than two items)."""
     if len(a) < 2:
@@ -381,6 +403,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 "grad_max_rel_error": ex.get("grad_max_rel_error"),
                 "workers": res.workers,
                 "oversubscribed": ex["oversubscribed"],
+                # the last round's traced step (backends.tensorflow.step_anatomy)
+                "step_anatomy": runs[label][-1].extra.get("step_anatomy"),
             }
             rows.append(row)
             print(
@@ -396,6 +420,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     else f"  mcal_ms {pred_mcal * 1e3:.3f} ({row['rel_error_model_calibrated']:+.1%})"
                 )
             )
+        for row in rows:
+            if row["model"] == name and row["devices_used"] > 1 and row["step_anatomy"]:
+                print(f"  {row['placer']:<10} traced step: {anatomy_line(row['step_anatomy'])}")
         mine = [r for r in rows if r["model"] == name]
         if mine:
             for line in summary_lines(name, mine, args.message_costs, args.model_calibration):

@@ -48,6 +48,9 @@ Measurements (module-level helpers do the parsing):
   it is the strictest part (inception_v3_tiny on two devices: gradients within 4e-6 of the reference, the
   loss after its first SGD step, which raises the loss from 2.55 to 3.12, 1.5e-4 apart: over the default
   `loss_rtol` of 1e-4).
+* anatomy of the traced step (`step_anatomy.anatomy`, ``extra["step_anatomy"]``): the share of it during which
+  no task ran an op, each device's traced busy time against its ops' profiled time, when each task requested its
+  first tensor, and the quantiles of the hops (a received tensor's arrival less its producer's end).
 * workers: ``[{"device", "pid", "cores", "task"}]``; a cluster asking for more cores than the host has is
   logged as a warning and flagged in ``extra["oversubscribed"]`` (the ratio in ``extra["oversubscription"]``).
 
@@ -63,7 +66,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -83,22 +85,12 @@ from backends.base import Backend, RunResult, Runtime, agrees
 from .models import TFModel, build_model
 from .runtime import apply_placement, crossing_pairs, traffic_bytes
 from .session import session_config
+from .step_anatomy import anatomy
+from .trace_records import MIB, RECV_LABEL, task_of_device
 from .workers import WorkerPool
 
 log = logging.getLogger(__name__)
 v1 = tf.compat.v1
-
-_TASK = re.compile(r"/job:worker/(?:replica:\d+/)?task:(\d+)")
-# TensorFlow's label of a gRPC receive: "[<n>B] [<rate>] edge_<id>_<source op> from <task> to <task>", with the
-# size as "[<x.x>MB]" (MiB, one decimal) from 0.1 MiB on (worker_cache_logger.cc)
-_RECV = re.compile(r"^\[(?:(\d+)B|(\d+(?:\.\d+)?)MB)\]\s+(?:\[[^\]]*\]\s+)?edge_\d+_(\S+)\sfrom\s(\S+)\sto\s(\S+)")
-MIB = 1048576.0
-
-
-def task_of_device(name: str) -> int | None:
-    """Task index in a ``/job:worker/replica:0/task:k/...`` device string, or None."""
-    m = _TASK.search(name)
-    return int(m.group(1)) if m else None
 
 
 def _receives(step_stats: Any, sizes: Mapping[str, Sequence[float]] | None) -> list[tuple[int, int, str, float, int]]:
@@ -109,7 +101,7 @@ def _receives(step_stats: Any, sizes: Mapping[str, Sequence[float]] | None) -> l
         for ns in ds.node_stats:
             if ns.node_name != "RecvTensor":
                 continue
-            m = _RECV.match(ns.timeline_label)
+            m = RECV_LABEL.match(ns.timeline_label)
             if not m:
                 continue
             exact, mib, op, src_dev, dst_dev = m.groups()
@@ -556,6 +548,9 @@ class TFDistributedRuntime(Runtime):
             "slow_steps": None if slow is None else len(slow),
             "spells_prevail": interference.spells_prevail(),
         }
+        # where the traced step's time went (step_anatomy): idle share, hops, when each task first asked for a tensor
+        idx = graph.index()
+        extra["step_anatomy"] = anatomy(md.step_stats, dict(zip(idx.names, idx.compute_s)), task_dev)
         loss = losses[1] if len(losses) > 1 else losses[0]
         if self.check_correctness:
             names = [placed.loss.name] + [t.name for t in grads]
