@@ -52,6 +52,15 @@ Model
   time from the compute on both sides, beyond the hop's ``bytes / bandwidth`` (which only delays the arrival).
   Session 23 (docs/fidelity.md): calibration programs of wider layers (16-256 KB messages) were under-predicted
   by 15-39 % with per-message costs fitted on 1-4 KB ones.
+* Receives posted or pulled (``recv_requests``): by default a receive is posted before its tensor is ready, so
+  a transfer leaves when its producer ends (``"posted"``: gloo's ``irecv`` posted at the step's start, and the
+  placers' model). TensorFlow's receives are pulled: the receiving executor's ``_Recv`` kernel sends the
+  request, and with one inter-op thread that kernel runs only after the local work queued before it (traced
+  steps, docs/fidelity.md, session 36: a task's first request 5-56 ms into the step). ``"when_idle"`` models
+  that: a device asks for its tensors the first time it has nothing to run; a tensor whose producer ended before
+  the request waits on its sender and leaves one latency after the request (the request crossing), later ones
+  leave when their producer ends. A choice: the request time is the first idle moment, not the executor's exact
+  queue order (which TensorFlow sets by its own cost estimates of "expensive" kernels).
 * Time advances event by event. All events at time t (op completions, arrivals) are processed before any
   device decides what to run at t, which is the thesis' rule (3.2) that the device with the lowest local time
   decides next and never decides without knowing what is executable at that moment.
@@ -101,6 +110,8 @@ from .sim_result import OOMEvent, SimResult
 _FINISH, _ARRIVE = 0, 1
 #: when a message to a device on a shared host core is read (`simulate(shared_core_reads=...)`)
 SHARED_CORE_READS = ("when_idle", "at_arrival")
+#: when a device asks for the tensors it receives (`simulate(recv_requests=...)`)
+RECV_REQUESTS = ("posted", "when_idle")
 
 #: A graph of at least this many ops, with a static order, FIFO or a `RankPolicy`, is simulated by the compiled
 #: loop (`algorithms.sim_kernel`; numba installed, no shared host cores, message overheads or recorded
@@ -136,6 +147,7 @@ def simulate(
     shared_core_slowdown: float = 0.0,
     send_byte_s: float = 0.0,
     recv_byte_s: float = 0.0,
+    recv_requests: str = "posted",
 ) -> SimResult:
     """Simulate one training step of `graph` placed by `placement` on `cluster`.
 
@@ -150,8 +162,12 @@ def simulate(
     its buffer, before the step starts, as the process-per-device runtime does on gloo). `shared_core_reads`:
     when a message to a device on a shared core is read, ``"when_idle"`` or ``"at_arrival"`` (module docstring).
     `shared_core_slowdown`: the factor by which an op on a shared core runs longer while another device on that
-    core has an executable op waiting (module docstring; 0 by default).
+    core has an executable op waiting (module docstring; 0 by default). `recv_requests`: ``"posted"`` (a
+    receive waits for its tensor before the tensor is ready) or ``"when_idle"`` (TensorFlow's pulled receives:
+    module docstring).
     """
+    if recv_requests not in RECV_REQUESTS:
+        raise InvalidCluster(f"recv_requests must be one of {list(RECV_REQUESTS)}, got {recv_requests!r}")
     if recv_buffers not in ("arrival", "step_start"):
         raise InvalidCluster(f"recv_buffers must be 'arrival' or 'step_start', got {recv_buffers!r}")
     if shared_core_reads not in SHARED_CORE_READS:
@@ -222,6 +238,7 @@ def simulate(
         and compiled_mode.applies(n, COMPILED_MIN_OPS)
         and core_sets is None
         and not (record_decisions or charged)
+        and recv_requests == "posted"
         and _compiled() is not None
     ):  # the same result from the compiled loop (`algorithms.sim_kernel`, issue 22)
         from .sim_kernel import simulate_static
@@ -234,6 +251,7 @@ def simulate(
         and compiled_mode.applies(n, COMPILED_MIN_OPS)
         and core_sets is None
         and not (record_decisions or charged)
+        and recv_requests == "posted"
         and _compiled() is not None
     ):  # the readiness order compiled (`sim_kernel.simulate_ready`, issue 22) for the policies it knows
         rank = _ready_rank(pol, n)
@@ -341,6 +359,10 @@ def simulate(
     lat, bw = cluster.latency_table, cluster.bandwidth_table
     sequential = cluster.mode == "sequential"
     done = [0]
+    # pulled receives: when each device asked for its tensors, and the transfers waiting for that request
+    pulled = recv_requests == "when_idle"
+    requested_at = [math.inf if pulled else 0.0] * nd
+    parked: list[list[tuple[int, int, float]]] = [[] for _ in range(nd)]  # (producer, its device, hop)
 
     def make_ready(j: int, t: float) -> None:
         is_ready[j] = True
@@ -430,7 +452,31 @@ def simulate(
         if home_ref[i] == 0:
             free(dev_of[i], outb[i], t)
 
-    dispatch(0.0)
+    def transfer(i: int, d: int, dj: int, dt: float, t: float) -> None:
+        """Op i's value leaves device d for device dj at t (after the sender's queue in sequential mode)."""
+        s0 = links.reserve(t, d, dj, dt) if sequential else t
+        nbytes = remote[i][dj][0]
+        traffic[0] += nbytes
+        transfers.append((names[i], devs[d].name, devs[dj].name, s0, s0 + dt, nbytes))
+        heapq.heappush(events, (s0 + dt, _ARRIVE, i, dj))
+
+    def request_when_idle(t: float) -> None:
+        """Pulled receives: a device with nothing to run asks for its tensors; those already waiting on their
+        sender leave once the request has crossed (one latency)."""
+        for d in range(nd):
+            if requested_at[d] <= t or running[d] or busy_until[d] > t or waiting(d):
+                continue
+            requested_at[d] = t
+            for i, src, dt in parked[d]:
+                transfer(i, src, d, dt, t + lat[d][src])
+            parked[d] = []
+
+    def dispatch_and_request(t: float) -> None:
+        dispatch(t)
+        if pulled:
+            request_when_idle(t)
+
+    dispatch_and_request(0.0)
     t_last = 0.0
     while events:
         t = events[0][0]
@@ -468,13 +514,10 @@ def simulate(
                             make_ready(j, t)
                 for dj, (nbytes, _cons) in remote[i].items():
                     dt = lat[d][dj] * ntens[i] + nbytes / bw[d][dj]
-                    if sequential:
-                        s0 = links.reserve(t, d, dj, dt)
-                    else:
-                        s0 = t
-                    traffic[0] += nbytes
-                    transfers.append((names[i], devs[d].name, devs[dj].name, s0, s0 + dt, nbytes))
-                    heapq.heappush(events, (s0 + dt, _ARRIVE, i, dj))
+                    if requested_at[dj] > t:  # not asked for yet: the tensor waits on its sender
+                        parked[dj].append((i, d, dt))
+                        continue
+                    transfer(i, d, dj, dt, t)
             else:
                 i, dj = a, b
                 if deferred_reads[dj] and any(core_free[c] > t for c in core_sets[dj]):  # type: ignore[index]
@@ -482,7 +525,7 @@ def simulate(
                     n_pending += 1
                     continue
                 read(i, dj, t)
-        dispatch(t)
+        dispatch_and_request(t)
         while n_pending:  # cores left idle after the dispatch read their waiting messages, then dispatch again
             idle = [
                 d
@@ -496,7 +539,7 @@ def simulate(
                     read(i, d, t)
                 n_pending -= len(pending[d])
                 pending[d] = []
-            dispatch(t)
+            dispatch_and_request(t)
 
     if done[0] < n:
         _raise_deadlock(

@@ -76,6 +76,21 @@ class InStepCalibration:
     recv_byte_s: float = 0.0
     byte_placements: list[dict[str, Any]] = field(default_factory=list)
     rel_rms_bytes: float = math.nan
+    # what was measured, for a fit under another execution model (`fit_calibration`)
+    measured: CalibrationRuns | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass
+class CalibrationRuns:
+    """What `calibrate` measured, before any fit: per program (the calibration program, then the wide one when
+    it ran) the mean profile and per block placement (block, placement, schedule, median measured step)."""
+
+    pair: Cluster
+    profile: OpGraph
+    runs: list[tuple[int, dict[str, str], dict[str, list[str]], float]]
+    profile_step_s: list[float]
+    wide_profile: OpGraph | None = None
+    wide_runs: list[tuple[int, dict[str, str], dict[str, list[str]], float]] = field(default_factory=list)
 
 
 #: (cluster with the latency tried, placement, schedule, send s, receive s) -> predicted step seconds; a
@@ -331,9 +346,44 @@ def calibrate(
                 steps.append(step)
             for b, p, o in rng.sample(cases[k], len(cases[k])):
                 times[k][b].extend(run_fn(g, p, o))
-    prof = mean_profile(profiles[0])
+    data = CalibrationRuns(
+        pair,
+        mean_profile(profiles[0]),
+        [(b, p, o, statistics.median(times[0][b])) for b, p, o in cases[0]],
+        steps,
+    )
+    if wide is not None:
+        data.wide_profile = mean_profile(profiles[1])
+        data.wide_runs = [(b, p, o, statistics.median(times[1][b])) for b, p, o in cases[1]]
+    return fit_calibration(
+        data,
+        make_predictor,
+        send_share=send_share,
+        benchmark_costs=benchmark_costs,
+        what=what,
+        keep_latency=keep_latency,
+        rounds=rounds,
+    )
+
+
+def fit_calibration(
+    data: CalibrationRuns,
+    make_predictor: Callable[[OpGraph], Predictor],
+    *,
+    send_share: float = 0.5,
+    benchmark_costs: tuple[float, float] | None = None,
+    what: str = "",
+    keep_latency: bool = False,
+    rounds: int = 0,
+) -> InStepCalibration:
+    """The fits of `calibrate` on what it measured (`data`, also kept in its result's ``measured``), with the
+    predictor `make_predictor(profile)` gives: the same measurements fitted under another execution model
+    (TensorFlow's pulled receives, `backends.tensorflow.calibrate`). `rounds` is only logged."""
+    pair = data.pair
+    prof = data.profile
     pred = make_predictor(prof)
-    runs = [(p, o, statistics.median(times[0][b])) for b, p, o in cases[0]]
+    cases0 = [(b, p, o) for b, p, o, _ in data.runs]
+    runs = [(p, o, m) for _, p, o, m in data.runs]
     lat, send_s, recv_s, rms = fit_message_costs(prof, pair, runs, send_share=send_share, predictor=pred)
     _, send_fixed, recv_fixed, rms_fixed = fit_message_costs(
         prof, pair, runs, send_share=send_share, latency_s=pair.latency_s, predictor=pred
@@ -357,22 +407,24 @@ def calibrate(
             out.append(row)
         return out
 
-    rows = table(prof, cases[0], runs, pred)
+    rows = table(prof, cases0, runs, pred)
     bench_err = []
     if benchmark_costs is not None:
-        for row, (_, p, o) in zip(rows, cases[0]):
+        for row, (_, p, o) in zip(rows, cases0):
             row["predicted_benchmark_s"] = pred(pair, p, o, *benchmark_costs)
             bench_err.append((row["predicted_benchmark_s"] - row["measured_s"]) / row["measured_s"])
     rms_bench = math.sqrt(sum(e * e for e in bench_err) / len(bench_err)) if bench_err else math.nan
     send_b = recv_b = 0.0
     byte_rows: list[dict[str, Any]] = []
     rms_bytes = math.nan
-    if wide is not None:
-        wprof = mean_profile(profiles[1])
+    if data.wide_profile is not None:
+        wprof = data.wide_profile
         wpred = make_predictor(wprof)
-        wruns = [(p, o, statistics.median(times[1][b])) for b, p, o in cases[1]]
+        wruns = [(p, o, m) for _, p, o, m in data.wide_runs]
         send_b, recv_b, rms_bytes = fit_byte_costs(fitted, wruns, wpred, send_s, recv_s, send_share=send_share)
-        byte_rows = table(wprof, cases[1], wruns, wpred, send_byte_s=send_b, recv_byte_s=recv_b)
+        byte_rows = table(
+            wprof, [(b, p, o) for b, p, o, _ in data.wide_runs], wruns, wpred, send_byte_s=send_b, recv_byte_s=recv_b
+        )
     log.info(
         "in-step calibration (%s%s, %d rounds): latency %.3g s, send %.3g s, receive %.3g s per message; relative "
         "RMS error %.1f%% (benchmark's costs: %.1f%%) over %s",
@@ -389,7 +441,7 @@ def calibrate(
             for r in rows
         ),
     )
-    if wide is not None:
+    if data.wide_profile is not None:
         log.info(
             "in-step calibration, per byte (%s, the wide program): send %.3g ns, receive %.3g ns per byte; relative "
             "RMS error %.1f%% over %s",
@@ -409,7 +461,7 @@ def calibrate(
         recv_s,
         rows,
         rms,
-        steps,
+        data.profile_step_s,
         send_fixed,
         recv_fixed,
         rms_fixed,
@@ -418,17 +470,20 @@ def calibrate(
         recv_byte_s=recv_b,
         byte_placements=byte_rows,
         rel_rms_bytes=rms_bytes,
+        measured=data,
     )
 
 
 __all__ = [
     "CALIBRATION_MODEL",
+    "CalibrationRuns",
     "InStepCalibration",
     "WIDE_CALIBRATION_MODEL",
     "WideProgram",
     "Predictor",
     "calibrate",
     "block_placement",
+    "fit_calibration",
     "fit_byte_costs",
     "fit_message_costs",
     "gloo_predictor",

@@ -82,11 +82,13 @@ def save_case(
     cluster: Any,
     costs: tuple[float, ...],
     shared_core_slowdown: float = 0.0,
+    extra: dict[str, Any] | None = None,
 ) -> None:
     """Write what `predict` was given for one run: the mean profile (``<model>_<cluster>.graph.json``, once per
     model and cluster) and ``<model>_<cluster>_<placer>.case.json`` with the placement, the schedule, the
     cluster with its fitted links, the per-message and per-byte costs, the host cores and the receive buffers. The
-    rows of ``--json`` hold the measured steps to compare with."""
+    rows of ``--json`` hold the measured steps to compare with. `extra`: more keys for the case (fidelity_tf.py:
+    the empty step its prediction adds)."""
     from algorithms.graph import atomic_write_json
 
     graph, assignment, sched, host_cores, buffers = at
@@ -109,6 +111,7 @@ def save_case(
         "host_cores": host_cores,
         "recv_buffers": buffers,
         "shared_core_slowdown": shared_core_slowdown,
+        **(extra or {}),
     }
     atomic_write_json(folder / f"{model}_{cluster_name}_{placer}.case.json", case)
 
@@ -130,7 +133,8 @@ def simulate_case(case: dict[str, Any], graph: Any, **kw: Any) -> Any:
         **kw,
     }
     cluster = Cluster.from_dict(case["cluster"], case["cluster_name"])
-    return simulate(graph, cluster, case["placement"], case["schedule"], **opts)
+    # an empty schedule is no static order (fidelity_tf.py's cases: TensorFlow's executor keeps none)
+    return simulate(graph, cluster, case["placement"], case["schedule"] or None, **opts)
 
 
 def core_switches(sim: Any, cluster: Any, host_cores: int | None) -> int:

@@ -47,8 +47,10 @@ import os
 import random
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
+from fidelity import save_case
 from predicted_vs_measured_tf import load_cluster, placers
 
 from algorithms.cluster import Link
@@ -85,9 +87,28 @@ def summary_lines(
                 "rel_error_model_calibrated",
             )
         )
+        variants.append(
+            (
+                " (own block placements' costs where they exchange enough messages)",
+                "predicted_step_rule_s",
+                "rel_error_rule",
+            )
+        )
     variants.append((" (sequential sends, burst latency)", "predicted_step_sequential_s", "rel_error_sequential"))
+    variants.append(
+        (" (pulled receives, requested when idle; benchmark costs)", "predicted_step_pulled_s", "rel_error_pulled")
+    )
+    variants.append(
+        (
+            f" (pulled receives, requested when idle; {message_costs} costs fitted with them)",
+            "predicted_step_pulled_calibrated_s",
+            "rel_error_pulled_calibrated",
+        )
+    )
     out = []
     for label, pred_key, err_key in variants:
+        if any(r.get(err_key) is None for r in rows):  # rows of an older sweep, or a variant not computed
+            continue
         med = statistics.median(abs(r[err_key]) for r in rows)
         line = f"{name}{label}: median |error| {med:.1%}"
         if tau:
@@ -109,6 +130,9 @@ def summary_lines(
             )
         out.append(line)
     return out
+
+
+COST_KEYS = ("send_overhead_s", "recv_overhead_s", "send_byte_s", "recv_byte_s")
 
 
 def anatomy_line(an: dict[str, Any]) -> str:
@@ -191,6 +215,24 @@ def in_step(base: Any, fit: Any, args: Any, model_cfg: Any = None) -> tuple[Any,
     return cal, base.with_comm(cal.latency_s, fit.bytes_per_s), costs
 
 
+def refit_pulled(base: Any, fit: Any, cal: Any) -> tuple[Any, Any, dict[str, float]]:
+    """The in-step calibration's steps fitted again with pulled receives (`backends.tensorflow.calibrate.refit`,
+    ``recv_requests="when_idle"``): the fit, the cluster with its latency, and the per-message and per-byte
+    costs."""
+    from backends.tensorflow.calibrate import refit
+
+    total = fit.send_overhead_s + fit.recv_overhead_s
+    pull = refit(
+        cal,
+        step_overhead_s=fit.step_overhead_s,
+        recv_requests="when_idle",
+        send_share=fit.send_overhead_s / total if total > 0 else 0.5,
+        benchmark_costs=(fit.send_overhead_s, fit.recv_overhead_s),
+    )
+    costs = {k: getattr(pull, k) for k in COST_KEYS}
+    return pull, base.with_comm(pull.latency_s, fit.bytes_per_s), costs
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", nargs="+", default=["mlp_tiny", "gnmt_tiny"])
@@ -221,7 +263,22 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         "(backends.tensorflow.calibrate.calibrate_in_step(model_cfg=...); none of them a placement under "
         "evaluation) and print that prediction too (mcal_ms)",
     )
+    ap.add_argument(
+        "--own-costs-min-messages",
+        type=int,
+        default=200,
+        help="with --model-calibration, the rule's threshold: a model's own block placements' costs are used when "
+        "the busiest of them exchanges at least this many messages per step, else the calibration program's",
+    )
     ap.add_argument("--json", default=None, help="write the rows to this JSON file")
+    ap.add_argument(
+        "--save-cases",
+        type=Path,
+        default=None,
+        help="write each run's prediction inputs here (fidelity.save_case: in-step costs as <placer>, those fitted "
+        "with pulled receives as <placer>@pulled, the burst benchmark's as <placer>@benchmark; the empty step "
+        "predicted_step adds in 'step_overhead_s')",
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     logging.basicConfig(
@@ -257,6 +314,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         print(f"  {pair}: " + ", ".join(f"{int(b)}B {t * 1e3:.3f}ms" for b, t in pts))
     cal = None
     cal_cluster, cal_costs = cluster, {"send_overhead_s": fit.send_overhead_s, "recv_overhead_s": fit.recv_overhead_s}
+    pull_cluster, pull_costs = cal_cluster, cal_costs  # the costs of the pulled-receive predictions
     if args.message_costs == "in_step":
         t0 = time.perf_counter()
         cal, cal_cluster, cal_costs = in_step(base, fit, args)
@@ -279,6 +337,16 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 f"({1e3 * r['predicted_without_byte_costs_s']:.3g} without)"
                 for r in cal.byte_placements
             )
+        )
+    if cal is not None:
+        pull, pull_cluster, pull_costs = refit_pulled(base, fit, cal)
+        print(
+            f"the same calibration steps fitted with pulled receives (requested when idle): latency "
+            f"{pull.latency_s * 1e6:.1f} us, per message send {pull.send_overhead_s * 1e6:.1f} us, receive "
+            f"{pull.recv_overhead_s * 1e6:.1f} us, per byte {pull.send_byte_s * 1e9:.2f} + "
+            f"{pull.recv_byte_s * 1e9:.2f} ns; relative RMS {100 * pull.rel_rms:.1f}% (posted: "
+            f"{100 * cal.rel_rms:.1f}%), wide program {100 * pull.rel_rms_bytes:.1f}% (posted: "
+            f"{100 * cal.rel_rms_bytes:.1f}%)"
         )
     runtime = TFDistributedRuntime(warmup=args.warmup, steps=args.steps, check_correctness=True)
     rows: list[dict[str, Any]] = []
@@ -318,9 +386,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         graph = mean_profile(profiles)
         info = infos[0]
         mcal_cluster, mcal_costs = None, {}
+        mcal_msgs = 0  # the most messages per step among the model's own block placements
         if args.model_calibration:
             t0 = time.perf_counter()
             mcal, mcal_cluster, mcal_costs = in_step(base, fit, args, model_cfg=cfg)
+            mcal_msgs = max((int(r["messages"]) for r in mcal.placements), default=0)
             print(
                 f"{name}: calibration on its own block placements ({time.perf_counter() - t0:.0f} s): latency "
                 f"{mcal.latency_s * 1e6:.1f} us, per message send {mcal.send_overhead_s * 1e6:.1f} us, receive "
@@ -361,6 +431,28 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             if mcal_cluster is not None:
                 sim_mcal = simulate(graph, mcal_cluster, assign, record_memory=False, **mcal_costs)
                 pred_mcal = predicted_step(sim_mcal.makespan, graph, {2: fit.step_overhead_s}, used)
+            # the rule under test (docs/fidelity.md, session 36): the model's own costs where its block
+            # placements exchange enough messages to fit them, else the calibration program's
+            pred_rule = pred_mcal if pred_mcal is not None and mcal_msgs >= args.own_costs_min_messages else pred_cal
+            # TensorFlow's receives are pulled: requested when the receiving executor first idles (simulate's
+            # recv_requests="when_idle"), with either cost model
+            sim_pull = simulate(graph, cluster, assign, record_memory=False, recv_requests="when_idle", **per_msg)
+            pred_pull = predicted_step(sim_pull.makespan, graph, {2: fit.step_overhead_s}, used)
+            sim_pull_cal = simulate(
+                graph, pull_cluster, assign, record_memory=False, recv_requests="when_idle", **pull_costs
+            )
+            pred_pull_cal = predicted_step(sim_pull_cal.makespan, graph, {2: fit.step_overhead_s}, used)
+            if args.save_cases is not None:
+                overhead = {"step_overhead_s": pred - sim.makespan}  # what predicted_step adds for `used` workers
+                no_sched: dict[str, list[str]] = {}
+                save_case(args.save_cases, name, args.cluster, label, (graph, assign, no_sched, None, "arrival"),
+                          cal_cluster, tuple(cal_costs.get(k, 0.0) for k in COST_KEYS), extra=overhead)  # fmt: skip
+                save_case(args.save_cases, name, args.cluster, f"{label}@pulled",
+                          (graph, assign, no_sched, None, "arrival"), pull_cluster,
+                          tuple(pull_costs.get(k, 0.0) for k in COST_KEYS), extra=overhead)  # fmt: skip
+                bench = (fit.send_overhead_s, fit.recv_overhead_s, 0.0, 0.0)
+                save_case(args.save_cases, name, args.cluster, f"{label}@benchmark",
+                          (graph, assign, no_sched, None, "arrival"), cluster, bench, extra=overhead)  # fmt: skip
             err = (pred - res.measured_step_s) / res.measured_step_s
             err_seq = (pred_seq - res.measured_step_s) / res.measured_step_s
             dev_peak = max(sim.peak_memory, key=lambda d: sim.peak_memory[d])
@@ -384,10 +476,17 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 # the in-step calibration's latency and costs (the burst benchmark's without --message-costs in_step)
                 "predicted_step_calibrated_s": pred_cal,
                 "rel_error_calibrated": err_cal,
+                "predicted_step_pulled_s": pred_pull,
+                "rel_error_pulled": (pred_pull - res.measured_step_s) / res.measured_step_s,
+                "predicted_step_pulled_calibrated_s": pred_pull_cal,
+                "rel_error_pulled_calibrated": (pred_pull_cal - res.measured_step_s) / res.measured_step_s,
                 "predicted_step_no_byte_costs_s": pred_nb,
                 "rel_error_no_byte_costs": (pred_nb - res.measured_step_s) / res.measured_step_s,
                 "message_costs": args.message_costs,
                 # --model-calibration: the costs fitted to this model's own block placements
+                "model_calibration_messages": mcal_msgs if pred_mcal is not None else None,
+                "predicted_step_rule_s": pred_rule,
+                "rel_error_rule": (pred_rule - res.measured_step_s) / res.measured_step_s,
                 "predicted_step_model_calibrated_s": pred_mcal,
                 "rel_error_model_calibrated": None
                 if pred_mcal is None

@@ -105,3 +105,39 @@ def test_byte_costs_are_fitted_back_with_the_message_costs_kept():
         fit_byte_costs(c, [], pred, 0.0, 0.0)
     with pytest.raises(ConfigError, match="not positive"):
         fit_byte_costs(c, [(placements[0], {}, 0.0)], pred, 0.0, 0.0)
+
+
+def test_calibrate_keeps_what_it_measured_for_a_fit_under_another_model():
+    """`calibrate` measures (here: steps simulated with pulled receives and known costs stand in for a
+    runtime) and fits with the given predictor; `fit_calibration` on its `measured` fits the same steps with
+    another predictor, without measuring again: the model the steps came from gets its costs back."""
+    from backends.calibration import calibrate, fit_calibration
+
+    g = chain_with_variables(60, 7)
+    for i in range(0, 60, 4):  # side ops that need nothing: a receiver has local work before it first idles
+        g.add_op(f"side{i}", compute_s=150e-6)
+        g.add_edge(f"side{i}", f"o{i}", bytes=0)
+    c = uniform_cluster(2, latency_s=40e-6, bytes_per_s=1e9)
+    truth = c.with_comm(120e-6, c.bytes_per_s)
+
+    def predictor(mode: str):
+        def make(prof: OpGraph):
+            def pred(cl, p, o, s, r, **_):
+                return simulate(
+                    prof, cl, p, send_overhead_s=s, recv_overhead_s=r, record_memory=False, recv_requests=mode
+                ).makespan
+
+            return pred
+
+        return make
+
+    def run(prof, p, o):
+        return [predictor("when_idle")(prof)(truth, p, o, 20e-6, 30e-6)]
+
+    cal = calibrate(g, c, (1, 3, 9, 30), lambda: (g, 0.0), run, predictor("posted"), rounds=1)
+    assert cal.measured is not None and [b for b, *_ in cal.measured.runs] == [1, 3, 9, 30]
+    pulled = fit_calibration(cal.measured, predictor("when_idle"))
+    assert pulled.latency_s == pytest.approx(120e-6, abs=10e-6)
+    assert pulled.send_overhead_s + pulled.recv_overhead_s == pytest.approx(50e-6, abs=5e-6)
+    assert pulled.rel_rms < 0.01 and pulled.rel_rms <= cal.rel_rms
+    assert [r["measured_s"] for r in pulled.placements] == [r["measured_s"] for r in cal.placements]

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from algorithms import InvalidSchedule, OpGraph, simulate, uniform_cluster
 from algorithms.cluster import Cluster, Device
 from algorithms.dispatch import RankPolicy
+from algorithms.errors import InvalidCluster
 from algorithms.placement import topological_schedule
 from algorithms.sim_result import sim_result_from_dict, sim_result_to_dict
 from tests.strategies import random_clusters, random_dags
@@ -225,3 +226,38 @@ def test_a_received_copy_takes_the_bytes_that_crossed():
     assert res.peak_memory["cpu1"] == pytest.approx(105.0)
     assert res.peak_memory["cpu0"] == pytest.approx(100.0)
     assert g.index().copy_bytes == [100.0, 100.0, 5.0]
+
+
+def _pull_graph():
+    """a (1 s) on cpu0 feeds b (1 s) on cpu1, which also runs c (2 s) that needs nothing."""
+    g = OpGraph("pull")
+    g.add_op("a", compute_s=1.0, output_bytes=100)
+    g.add_op("b", compute_s=1.0)
+    g.add_op("c", compute_s=2.0)
+    g.add_edge("a", "b", bytes=100)
+    return g, {"a": "cpu0", "b": "cpu1", "c": "cpu1"}
+
+
+def test_pulled_receives_are_requested_when_the_receiver_first_idles():
+    g, p = _pull_graph()
+    c = uniform_cluster(2, latency_s=0.5, bytes_per_s=100.0)  # a transfer takes 0.5 + 1.0 s
+    posted = simulate(g, c, p)
+    assert posted.transfers == [("a", "cpu0", "cpu1", 1.0, 2.5, 100)]
+    assert posted.makespan == pytest.approx(3.5)  # b waits for the arrival at 2.5
+    pulled = simulate(g, c, p, recv_requests="when_idle")
+    # cpu1 runs c first and idles at 2.0; its request crosses in 0.5 s; then the tensor's 1.5 s
+    assert pulled.transfers == [("a", "cpu0", "cpu1", 2.5, 4.0, 100)]
+    assert pulled.makespan == pytest.approx(5.0)
+    # without local work the receiver asks at once: the same as a posted receive
+    q = {"a": "cpu0", "b": "cpu1", "c": "cpu0"}
+    assert simulate(g, c, q, recv_requests="when_idle").transfers == simulate(g, c, q).transfers
+
+
+def test_a_tensor_produced_after_the_request_leaves_when_its_producer_ends():
+    g, p = _pull_graph()
+    g.nx.nodes["a"]["compute_s"] = 3.0  # ends after cpu1 asked (at 2.0)
+    c = uniform_cluster(2, latency_s=0.5, bytes_per_s=100.0)
+    r = simulate(g, c, p, recv_requests="when_idle")
+    assert r.transfers == [("a", "cpu0", "cpu1", 3.0, 4.5, 100)]
+    with pytest.raises(InvalidCluster, match="recv_requests"):
+        simulate(g, c, p, recv_requests="sometimes")

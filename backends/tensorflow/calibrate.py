@@ -40,6 +40,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from algorithms.cluster import Cluster
+from algorithms.errors import ConfigError
 from algorithms.graph import OpGraph
 from algorithms.simulator import simulate
 from backends.calibration import (
@@ -49,23 +50,28 @@ from backends.calibration import (
     Predictor,
     WideProgram,
     calibrate,
+    fit_calibration,
     two_devices,
 )
 
 DEFAULT_BLOCKS = (2, 8, 32, 128)  # block lengths along the topological order (ops per block)
 
 
-def tf_predictor(graph: OpGraph, step_overhead_s: Mapping[int, float]) -> Predictor:
+def tf_predictor(graph: OpGraph, step_overhead_s: Mapping[int, float], recv_requests: str = "posted") -> Predictor:
     """The predicted step of a placement on TensorFlow's runtime: the simulator's makespan (its default
     dispatch; the schedule is not used, the executor keeps none) with per-message and per-byte costs, plus the
-    empty step of as many workers as the placement uses (`dist_profile.predicted_step`)."""
+    empty step of as many workers as the placement uses (`dist_profile.predicted_step`). `recv_requests`: the
+    simulator's model of when a receive is asked for (``"when_idle"``: TensorFlow's pulled receives)."""
     from .dist_profile import predicted_step
 
     def pred(
         cl: Cluster, p: Mapping[str, str], o: Mapping[str, list[str]], s: float, r: float, **per_byte: float
     ) -> float:
         # per_byte: send_byte_s / recv_byte_s, passed on to the simulator (`Predictor`)
-        sim = simulate(graph, cl, p, send_overhead_s=s, recv_overhead_s=r, record_memory=False, **per_byte)
+        sim = simulate(
+            graph, cl, p, send_overhead_s=s, recv_overhead_s=r, record_memory=False, recv_requests=recv_requests,
+            **per_byte,
+        )  # fmt: skip
         return predicted_step(sim.makespan, graph, step_overhead_s, len(set(p.values())))
 
     return pred
@@ -86,6 +92,7 @@ def calibrate_in_step(
     seed: int = 0,
     model_cfg: Mapping[str, object] | None = None,
     byte_costs: bool = True,
+    recv_requests: str = "posted",
 ) -> InStepCalibration:
     """Fit the hop latency and per-message costs to `TFDistributedRuntime`'s own placed steps (module docstring).
 
@@ -96,7 +103,9 @@ def calibrate_in_step(
     costs on TensorFlow's runtime depends on the model (block placements, 26 Nov 2026: inception_v3_tiny 85-93 µs
     per transfer at 467-1786 transfers per step, gnmt_tiny 67-75 µs at 398-1627, each flat in the count), so the
     costs of the model being evaluated come from its own block placements, none of them a placement under
-    evaluation. `byte_costs`: also fit the per-byte processor time on the wide program (module docstring)."""
+    evaluation. `byte_costs`: also fit the per-byte processor time on the wide program (module docstring).
+    `recv_requests`: the predictor's model of TensorFlow's receives (`tf_predictor`); `refit` fits the same
+    measurements under the other one."""
     from . import TFBackend
     from .dist_profile import profile_distributed
     from .distributed import TFDistributedRuntime
@@ -135,7 +144,7 @@ def calibrate_in_step(
         blocks,
         profile,
         run,
-        lambda prof: tf_predictor(prof, {2: float(step_overhead_s)}),
+        lambda prof: tf_predictor(prof, {2: float(step_overhead_s)}, recv_requests),
         rounds=rounds,
         seed=seed,
         send_share=send_share,
@@ -144,4 +153,26 @@ def calibrate_in_step(
     )
 
 
-__all__ = ["CALIBRATION_MODEL", "InStepCalibration", "calibrate_in_step", "tf_predictor"]
+def refit(
+    cal: InStepCalibration,
+    *,
+    step_overhead_s: float,
+    recv_requests: str,
+    send_share: float = 0.5,
+    benchmark_costs: tuple[float, float] = (0.0, 0.0),
+) -> InStepCalibration:
+    """The costs `cal`'s measurements give under `tf_predictor(..., recv_requests)`, measured once
+    (`backends.calibration.fit_calibration`): the posted and the pulled model of the receives compared on the
+    same steps."""
+    if cal.measured is None:
+        raise ConfigError("refit needs a calibration that kept its measurements (calibrate_in_step's)")
+    return fit_calibration(
+        cal.measured,
+        lambda prof: tf_predictor(prof, {2: float(step_overhead_s)}, recv_requests),
+        send_share=send_share,
+        benchmark_costs=benchmark_costs,
+        what=f", refit with {recv_requests} receives",
+    )
+
+
+__all__ = ["CALIBRATION_MODEL", "InStepCalibration", "calibrate_in_step", "refit", "tf_predictor"]
