@@ -94,6 +94,20 @@ def summary_lines(
                 "rel_error_rule",
             )
         )
+        variants.append(
+            (
+                " (own block placements' costs, the calibration program's hop kept)",
+                "predicted_step_own_hop_kept_s",
+                "rel_error_own_hop_kept",
+            )
+        )
+        variants.append(
+            (
+                " (the same where they exchange enough messages)",
+                "predicted_step_rule_hop_kept_s",
+                "rel_error_rule_hop_kept",
+            )
+        )
     variants.append((" (sequential sends, burst latency)", "predicted_step_sequential_s", "rel_error_sequential"))
     variants.append(
         (" (pulled receives, requested when idle; benchmark costs)", "predicted_step_pulled_s", "rel_error_pulled")
@@ -213,6 +227,25 @@ def in_step(base: Any, fit: Any, args: Any, model_cfg: Any = None) -> tuple[Any,
         "recv_byte_s": cal.recv_byte_s,
     }
     return cal, base.with_comm(cal.latency_s, fit.bytes_per_s), costs
+
+
+def own_costs_hop_kept(base: Any, fit: Any, mcal: Any, latency_s: float) -> tuple[Any, Any, dict[str, float]]:
+    """A model's own block placements (`mcal`, measured once) fitted again with the hop latency kept at
+    `latency_s` (the calibration program's), only the per-message times free: the fit, the cluster with that
+    latency, and the costs (no per-byte time: the own blocks' fits have none)."""
+    from backends.tensorflow.calibrate import refit
+
+    total = fit.send_overhead_s + fit.recv_overhead_s
+    hop = refit(
+        mcal,
+        step_overhead_s=fit.step_overhead_s,
+        recv_requests="posted",
+        send_share=fit.send_overhead_s / total if total > 0 else 0.5,
+        benchmark_costs=(fit.send_overhead_s, fit.recv_overhead_s),
+        latency_s=latency_s,
+    )
+    costs = {"send_overhead_s": hop.send_overhead_s, "recv_overhead_s": hop.recv_overhead_s}
+    return hop, base.with_comm(latency_s, fit.bytes_per_s), costs
 
 
 def refit_pulled(base: Any, fit: Any, cal: Any) -> tuple[Any, Any, dict[str, float]]:
@@ -386,11 +419,19 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         graph = mean_profile(profiles)
         info = infos[0]
         mcal_cluster, mcal_costs = None, {}
+        hop_cluster, hop_costs = None, {}
         mcal_msgs = 0  # the most messages per step among the model's own block placements
         if args.model_calibration:
             t0 = time.perf_counter()
             mcal, mcal_cluster, mcal_costs = in_step(base, fit, args, model_cfg=cfg)
             mcal_msgs = max((int(r["messages"]) for r in mcal.placements), default=0)
+            if cal is not None:  # the same steps with the calibration program's hop kept (docs/fidelity.md, s36)
+                hop, hop_cluster, hop_costs = own_costs_hop_kept(base, fit, mcal, cal.latency_s)
+                print(
+                    f"{name}: its own block placements with the calibration program's hop kept "
+                    f"({cal.latency_s * 1e6:.1f} us): per message send {hop.send_overhead_s * 1e6:.1f} us, receive "
+                    f"{hop.recv_overhead_s * 1e6:.1f} us; relative RMS {100 * hop.rel_rms:.1f}%"
+                )
             print(
                 f"{name}: calibration on its own block placements ({time.perf_counter() - t0:.0f} s): latency "
                 f"{mcal.latency_s * 1e6:.1f} us, per message send {mcal.send_overhead_s * 1e6:.1f} us, receive "
@@ -431,6 +472,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             if mcal_cluster is not None:
                 sim_mcal = simulate(graph, mcal_cluster, assign, record_memory=False, **mcal_costs)
                 pred_mcal = predicted_step(sim_mcal.makespan, graph, {2: fit.step_overhead_s}, used)
+            pred_hop = None
+            if hop_cluster is not None:
+                sim_hop = simulate(graph, hop_cluster, assign, record_memory=False, **hop_costs)
+                pred_hop = predicted_step(sim_hop.makespan, graph, {2: fit.step_overhead_s}, used)
+            enough = mcal_msgs >= args.own_costs_min_messages
+            pred_rule_hop = pred_hop if pred_hop is not None and enough else pred_cal
             # the rule under test (docs/fidelity.md, session 36): the model's own costs where its block
             # placements exchange enough messages to fit them, else the calibration program's
             pred_rule = pred_mcal if pred_mcal is not None and mcal_msgs >= args.own_costs_min_messages else pred_cal
@@ -485,6 +532,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 "message_costs": args.message_costs,
                 # --model-calibration: the costs fitted to this model's own block placements
                 "model_calibration_messages": mcal_msgs if pred_mcal is not None else None,
+                "predicted_step_own_hop_kept_s": pred_hop,
+                "rel_error_own_hop_kept": None
+                if pred_hop is None
+                else (pred_hop - res.measured_step_s) / res.measured_step_s,
+                "predicted_step_rule_hop_kept_s": pred_rule_hop,
+                "rel_error_rule_hop_kept": (pred_rule_hop - res.measured_step_s) / res.measured_step_s,
                 "predicted_step_rule_s": pred_rule,
                 "rel_error_rule": (pred_rule - res.measured_step_s) / res.measured_step_s,
                 "predicted_step_model_calibrated_s": pred_mcal,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -141,3 +143,27 @@ def test_calibrate_keeps_what_it_measured_for_a_fit_under_another_model():
     assert pulled.send_overhead_s + pulled.recv_overhead_s == pytest.approx(50e-6, abs=5e-6)
     assert pulled.rel_rms < 0.01 and pulled.rel_rms <= cal.rel_rms
     assert [r["measured_s"] for r in pulled.placements] == [r["measured_s"] for r in cal.placements]
+
+
+@pytest.mark.tf
+def test_tensorflow_refit_keeps_a_given_hop_and_fits_the_message_times():
+    """`backends.tensorflow.calibrate.refit(..., latency_s=)`: the measured steps fitted again with the hop held
+    at a given latency; steps made with that hop give back their per-message times."""
+    pytest.importorskip("tensorflow")
+    from backends.calibration import calibrate
+    from backends.tensorflow.calibrate import refit, tf_predictor
+
+    g = chain_with_variables(60, 7)
+    c = uniform_cluster(2, latency_s=30e-6, bytes_per_s=1e9)
+    hop = 90e-6
+
+    def run(prof, p, o):
+        return [tf_predictor(prof, {2: 5e-4})(c.with_comm(hop, c.bytes_per_s), p, o, 25e-6, 35e-6)]
+
+    cal = calibrate(g, c, (1, 3, 9, 30), lambda: (g, 0.0), run, lambda prof: tf_predictor(prof, {2: 5e-4}), rounds=1)
+    kept = refit(cal, step_overhead_s=5e-4, recv_requests="posted", latency_s=hop, send_share=25 / 60)
+    assert kept.latency_s == hop
+    assert kept.send_overhead_s + kept.recv_overhead_s == pytest.approx(60e-6, abs=3e-6)
+    assert kept.rel_rms < 0.01
+    with pytest.raises(ConfigError, match="kept its measurements"):
+        refit(dataclasses.replace(cal, measured=None), step_overhead_s=5e-4, recv_requests="posted")

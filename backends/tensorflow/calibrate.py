@@ -160,18 +160,25 @@ def refit(
     recv_requests: str,
     send_share: float = 0.5,
     benchmark_costs: tuple[float, float] = (0.0, 0.0),
+    latency_s: float | None = None,
 ) -> InStepCalibration:
     """The costs `cal`'s measurements give under `tf_predictor(..., recv_requests)`, measured once
     (`backends.calibration.fit_calibration`): the posted and the pulled model of the receives compared on the
-    same steps."""
+    same steps. `latency_s`: keep this hop latency and fit only the per-message times (e.g. a model's own block
+    placements fitted with the calibration program's hop, whose chains cannot tell the two apart)."""
     if cal.measured is None:
         raise ConfigError("refit needs a calibration that kept its measurements (calibrate_in_step's)")
+    data = cal.measured
+    if latency_s is not None:
+        data = dataclasses.replace(data, pair=data.pair.with_comm(float(latency_s), data.pair.bytes_per_s))
     return fit_calibration(
-        cal.measured,
+        data,
         lambda prof: tf_predictor(prof, {2: float(step_overhead_s)}, recv_requests),
         send_share=send_share,
         benchmark_costs=benchmark_costs,
-        what=f", refit with {recv_requests} receives",
+        what=f", refit with {recv_requests} receives"
+        + ("" if latency_s is None else f", hop kept at {latency_s:.3g} s"),
+        keep_latency=latency_s is not None,
     )
 
 
