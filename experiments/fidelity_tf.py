@@ -229,41 +229,25 @@ def in_step(base: Any, fit: Any, args: Any, model_cfg: Any = None) -> tuple[Any,
     return cal, base.with_comm(cal.latency_s, fit.bytes_per_s), costs
 
 
-def own_costs_hop_kept(base: Any, fit: Any, mcal: Any, latency_s: float) -> tuple[Any, Any, dict[str, float]]:
-    """A model's own block placements (`mcal`, measured once) fitted again with the hop latency kept at
-    `latency_s` (the calibration program's), only the per-message times free: the fit, the cluster with that
-    latency, and the costs (no per-byte time: the own blocks' fits have none)."""
+def refitted(
+    base: Any, fit: Any, cal: Any, recv_requests: str = "posted", latency_s: float | None = None
+) -> tuple[Any, Any, dict[str, float]]:
+    """`cal`'s measurements fitted again (`backends.tensorflow.calibrate.refit`), with `recv_requests` receives
+    and, given `latency_s`, the hop held there (only the per-message times free): the fit, the cluster with its
+    latency, and the costs (the per-byte ones 0 where `cal` ran no wide program, as a model's own blocks)."""
     from backends.tensorflow.calibrate import refit
 
     total = fit.send_overhead_s + fit.recv_overhead_s
-    hop = refit(
-        mcal,
+    again = refit(
+        cal,
         step_overhead_s=fit.step_overhead_s,
-        recv_requests="posted",
+        recv_requests=recv_requests,
         send_share=fit.send_overhead_s / total if total > 0 else 0.5,
         benchmark_costs=(fit.send_overhead_s, fit.recv_overhead_s),
         latency_s=latency_s,
     )
-    costs = {"send_overhead_s": hop.send_overhead_s, "recv_overhead_s": hop.recv_overhead_s}
-    return hop, base.with_comm(latency_s, fit.bytes_per_s), costs
-
-
-def refit_pulled(base: Any, fit: Any, cal: Any) -> tuple[Any, Any, dict[str, float]]:
-    """The in-step calibration's steps fitted again with pulled receives (`backends.tensorflow.calibrate.refit`,
-    ``recv_requests="when_idle"``): the fit, the cluster with its latency, and the per-message and per-byte
-    costs."""
-    from backends.tensorflow.calibrate import refit
-
-    total = fit.send_overhead_s + fit.recv_overhead_s
-    pull = refit(
-        cal,
-        step_overhead_s=fit.step_overhead_s,
-        recv_requests="when_idle",
-        send_share=fit.send_overhead_s / total if total > 0 else 0.5,
-        benchmark_costs=(fit.send_overhead_s, fit.recv_overhead_s),
-    )
-    costs = {k: getattr(pull, k) for k in COST_KEYS}
-    return pull, base.with_comm(pull.latency_s, fit.bytes_per_s), costs
+    costs = {k: getattr(again, k) for k in COST_KEYS}
+    return again, base.with_comm(again.latency_s, fit.bytes_per_s), costs
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -372,7 +356,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             )
         )
     if cal is not None:
-        pull, pull_cluster, pull_costs = refit_pulled(base, fit, cal)
+        pull, pull_cluster, pull_costs = refitted(base, fit, cal, recv_requests="when_idle")
         print(
             f"the same calibration steps fitted with pulled receives (requested when idle): latency "
             f"{pull.latency_s * 1e6:.1f} us, per message send {pull.send_overhead_s * 1e6:.1f} us, receive "
@@ -426,7 +410,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             mcal, mcal_cluster, mcal_costs = in_step(base, fit, args, model_cfg=cfg)
             mcal_msgs = max((int(r["messages"]) for r in mcal.placements), default=0)
             if cal is not None:  # the same steps with the calibration program's hop kept (docs/fidelity.md, s36)
-                hop, hop_cluster, hop_costs = own_costs_hop_kept(base, fit, mcal, cal.latency_s)
+                hop, hop_cluster, hop_costs = refitted(base, fit, mcal, latency_s=cal.latency_s)
                 print(
                     f"{name}: its own block placements with the calibration program's hop kept "
                     f"({cal.latency_s * 1e6:.1f} us): per message send {hop.send_overhead_s * 1e6:.1f} us, receive "
