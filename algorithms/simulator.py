@@ -56,14 +56,15 @@ Model
   a transfer leaves when its producer ends (``"posted"``: gloo's ``irecv`` posted at the step's start, and the
   placers' model). TensorFlow's receives are pulled: the receiving executor's ``_Recv`` kernel sends the
   request, and with one inter-op thread that kernel runs only after the local work queued before it (traced
-  steps, docs/fidelity.md, session 36: a task's first request 5-56 ms into the step). ``"when_idle"`` models
+  steps, docs/fidelity.md, session 36: a task's first request 0.5-56 ms into the step). ``"when_idle"`` models
   that: a device asks for its tensors the first time it has nothing to run; a tensor whose producer ended before
   the request waits on its sender and leaves one latency after the request (the request crossing), later ones
   leave when their producer ends. A choice: the request time is the first idle moment, not the executor's exact
   queue order (which TensorFlow sets by its own cost estimates of "expensive" kernels). Measured (session 36,
-  TensorFlow cpu2, 31 runs): 13.9 % against the posted model's 13.5 %, predictions 0-2 % apart; what decides
-  TensorFlow's steps is the time per message, not when the receives are asked for, so ``"posted"`` stays the
-  default.
+  TensorFlow cpu2, 31 runs a sweep, the calibration refitted under each model): 13.9 % against the posted
+  model's 13.5 % in one sweep, 10.9 % against 13.1 % in another, most predictions within 2 % of each other; what
+  decides TensorFlow's steps is the time per message, not when the receives are asked for, so ``"posted"``
+  stays the default.
 * Time advances event by event. All events at time t (op completions, arrivals) are processed before any
   device decides what to run at t, which is the thesis' rule (3.2) that the device with the lowest local time
   decides next and never decides without knowing what is executable at that moment.
