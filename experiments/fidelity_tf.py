@@ -219,6 +219,7 @@ def in_step(base: Any, fit: Any, args: Any, model_cfg: Any = None) -> tuple[Any,
         seed=args.seed,
         model_cfg=model_cfg,
         byte_costs=model_cfg is None,  # the wide program's per-byte time: with the calibration program only
+        order=args.order,
     )
     costs = {
         "send_overhead_s": cal.send_overhead_s,
@@ -230,7 +231,12 @@ def in_step(base: Any, fit: Any, args: Any, model_cfg: Any = None) -> tuple[Any,
 
 
 def refitted(
-    base: Any, fit: Any, cal: Any, recv_requests: str = "posted", latency_s: float | None = None
+    base: Any,
+    fit: Any,
+    cal: Any,
+    recv_requests: str = "posted",
+    latency_s: float | None = None,
+    order: str = "executor",
 ) -> tuple[Any, Any, dict[str, float]]:
     """`cal`'s measurements fitted again (`backends.tensorflow.calibrate.refit`), with `recv_requests` receives
     and, given `latency_s`, the hop held there (only the per-message times free): the fit, the cluster with its
@@ -245,6 +251,7 @@ def refitted(
         send_share=fit.send_overhead_s / total if total > 0 else 0.5,
         benchmark_costs=(fit.send_overhead_s, fit.recv_overhead_s),
         latency_s=latency_s,
+        order=order,
     )
     costs = {k: getattr(again, k) for k in COST_KEYS}
     return again, base.with_comm(again.latency_s, fit.bytes_per_s), costs
@@ -286,6 +293,16 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         default=200,
         help="with --model-calibration, the rule's threshold: a model's own block placements' costs are used when "
         "the busiest of them exchanges at least this many messages per step, else the calibration program's",
+    )
+    ap.add_argument(
+        "--order",
+        choices=["executor", "schedule"],
+        default="executor",
+        help="executor: each worker's executor orders its ready ops and the simulator dispatches first-in "
+        "first-out; schedule: each placement runs in the order the simulator's first-in first-out dispatch gives "
+        "it with the in-step costs (fixed on the first round's profile), enforced by control edges "
+        "(TFDistributedRuntime(order='schedule')), and every prediction replays that order; the calibration's "
+        "block placements run and are simulated in their topological order",
     )
     ap.add_argument("--json", default=None, help="write the rows to this JSON file")
     ap.add_argument(
@@ -356,7 +373,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             )
         )
     if cal is not None:
-        pull, pull_cluster, pull_costs = refitted(base, fit, cal, recv_requests="when_idle")
+        pull, pull_cluster, pull_costs = refitted(base, fit, cal, recv_requests="when_idle", order=args.order)
         print(
             f"the same calibration steps fitted with pulled receives (requested when idle): latency "
             f"{pull.latency_s * 1e6:.1f} us, per message send {pull.send_overhead_s * 1e6:.1f} us, receive "
@@ -365,7 +382,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             f"{100 * cal.rel_rms:.1f}%), wide program {100 * pull.rel_rms_bytes:.1f}% (posted: "
             f"{100 * cal.rel_rms_bytes:.1f}%)"
         )
-    runtime = TFDistributedRuntime(warmup=args.warmup, steps=args.steps, check_correctness=True)
+    runtime = TFDistributedRuntime(warmup=args.warmup, steps=args.steps, check_correctness=True, order=args.order)
     rows: list[dict[str, Any]] = []
     rng = random.Random(args.seed)
     for name in args.models:
@@ -378,6 +395,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             candidates.append(("layer_split", ExpertPlacer(SPLITS[family], strip_prefixes=["gradients/"]), None))
         profiles, infos = [], []
         assigns: dict[str, dict[str, str]] = {}
+        scheds: dict[str, dict[str, list[str]]] = {}  # --order schedule: each placement's enforced order
         runs: dict[str, list[Any]] = {}
         for rnd in range(args.rounds):
             g = profile_distributed(model, captured, cluster, warmup=args.profile_warmup, steps=args.profile_steps)
@@ -396,10 +414,15 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     except Exception as exc:  # report and go on with the other placers
                         assigns.pop(label, None)
                         print(f"{label:<12} placement failed: {type(exc).__name__}: {exc}")
+                        continue
+                    if args.order == "schedule":  # the simulator's first-in first-out order, with the in-step costs
+                        first = simulate(g, cal_cluster, assigns[label], record_memory=False, **cal_costs)
+                        scheds[label] = {d: list(ops) for d, ops in first.order.items()}
             order = list(assigns)
             rng.shuffle(order)  # a new order every round: a drift of the machine's speed does not favour one
             for label in order:
-                runs.setdefault(label, []).append(runtime.run(backend, model, g, assigns[label], {}, cluster))
+                done = runtime.run(backend, model, g, assigns[label], scheds.get(label, {}), cluster)
+                runs.setdefault(label, []).append(done)
         graph = mean_profile(profiles)
         info = infos[0]
         mcal_cluster, mcal_costs = None, {}
@@ -410,7 +433,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             mcal, mcal_cluster, mcal_costs = in_step(base, fit, args, model_cfg=cfg)
             mcal_msgs = max((int(r["messages"]) for r in mcal.placements), default=0)
             if cal is not None:  # the same steps with the calibration program's hop kept (docs/fidelity.md, s36)
-                hop, hop_cluster, hop_costs = refitted(base, fit, mcal, latency_s=cal.latency_s)
+                hop, hop_cluster, hop_costs = refitted(base, fit, mcal, latency_s=cal.latency_s, order=args.order)
                 print(
                     f"{name}: its own block placements with the calibration program's hop kept "
                     f"({cal.latency_s * 1e6:.1f} us): per message send {hop.send_overhead_s * 1e6:.1f} us, receive "
@@ -440,25 +463,26 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             res = pooled(runs[label])
             rounds_ex = [r.extra for r in runs[label]]
             per_msg = {"send_overhead_s": fit.send_overhead_s, "recv_overhead_s": fit.recv_overhead_s}
-            sim = simulate(graph, cluster, assign, **per_msg)
+            sched = scheds.get(label)  # None: the simulator's own dispatch (--order executor)
+            sim = simulate(graph, cluster, assign, schedule=sched, **per_msg)
             used = len(set(assign.values()))
             pred = predicted_step(sim.makespan, graph, {2: fit.step_overhead_s}, used)
-            sim_seq = simulate(graph, seq_cluster, assign, **per_msg)
+            sim_seq = simulate(graph, seq_cluster, assign, schedule=sched, **per_msg)
             pred_seq = predicted_step(sim_seq.makespan, graph, {2: fit.step_overhead_s}, used)
-            sim_cal = simulate(graph, cal_cluster, assign, record_memory=False, **cal_costs)
+            sim_cal = simulate(graph, cal_cluster, assign, schedule=sched, record_memory=False, **cal_costs)
             pred_cal = predicted_step(sim_cal.makespan, graph, {2: fit.step_overhead_s}, used)
             err_cal = (pred_cal - res.measured_step_s) / res.measured_step_s
             # the same without the per-byte processor time (the wide program's), for comparison
             no_bytes = {k: v for k, v in cal_costs.items() if not k.endswith("_byte_s")}
-            sim_nb = simulate(graph, cal_cluster, assign, record_memory=False, **no_bytes)
+            sim_nb = simulate(graph, cal_cluster, assign, schedule=sched, record_memory=False, **no_bytes)
             pred_nb = predicted_step(sim_nb.makespan, graph, {2: fit.step_overhead_s}, used)
             pred_mcal = None
             if mcal_cluster is not None:
-                sim_mcal = simulate(graph, mcal_cluster, assign, record_memory=False, **mcal_costs)
+                sim_mcal = simulate(graph, mcal_cluster, assign, schedule=sched, record_memory=False, **mcal_costs)
                 pred_mcal = predicted_step(sim_mcal.makespan, graph, {2: fit.step_overhead_s}, used)
             pred_hop = None
             if hop_cluster is not None:
-                sim_hop = simulate(graph, hop_cluster, assign, record_memory=False, **hop_costs)
+                sim_hop = simulate(graph, hop_cluster, assign, schedule=sched, record_memory=False, **hop_costs)
                 pred_hop = predicted_step(sim_hop.makespan, graph, {2: fit.step_overhead_s}, used)
             enough = mcal_msgs >= args.own_costs_min_messages
             pred_rule_hop = pred_hop if pred_hop is not None and enough else pred_cal
@@ -467,23 +491,31 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             pred_rule = pred_mcal if pred_mcal is not None and mcal_msgs >= args.own_costs_min_messages else pred_cal
             # TensorFlow's receives are pulled: requested when the receiving executor first idles (simulate's
             # recv_requests="when_idle"), with either cost model
-            sim_pull = simulate(graph, cluster, assign, record_memory=False, recv_requests="when_idle", **per_msg)
+            sim_pull = simulate(
+                graph, cluster, assign, schedule=sched, record_memory=False, recv_requests="when_idle", **per_msg
+            )
             pred_pull = predicted_step(sim_pull.makespan, graph, {2: fit.step_overhead_s}, used)
             sim_pull_cal = simulate(
-                graph, pull_cluster, assign, record_memory=False, recv_requests="when_idle", **pull_costs
+                graph,
+                pull_cluster,
+                assign,
+                schedule=sched,
+                record_memory=False,
+                recv_requests="when_idle",
+                **pull_costs,
             )
             pred_pull_cal = predicted_step(sim_pull_cal.makespan, graph, {2: fit.step_overhead_s}, used)
             if args.save_cases is not None:
                 overhead = {"step_overhead_s": pred - sim.makespan}  # what predicted_step adds for `used` workers
-                no_sched: dict[str, list[str]] = {}
-                save_case(args.save_cases, name, args.cluster, label, (graph, assign, no_sched, None, "arrival"),
+                case_sched: dict[str, list[str]] = sched or {}
+                save_case(args.save_cases, name, args.cluster, label, (graph, assign, case_sched, None, "arrival"),
                           cal_cluster, tuple(cal_costs.get(k, 0.0) for k in COST_KEYS), extra=overhead)  # fmt: skip
                 save_case(args.save_cases, name, args.cluster, f"{label}@pulled",
-                          (graph, assign, no_sched, None, "arrival"), pull_cluster,
+                          (graph, assign, case_sched, None, "arrival"), pull_cluster,
                           tuple(pull_costs.get(k, 0.0) for k in COST_KEYS), extra=overhead)  # fmt: skip
                 bench = (fit.send_overhead_s, fit.recv_overhead_s, 0.0, 0.0)
                 save_case(args.save_cases, name, args.cluster, f"{label}@benchmark",
-                          (graph, assign, no_sched, None, "arrival"), cluster, bench, extra=overhead)  # fmt: skip
+                          (graph, assign, case_sched, None, "arrival"), cluster, bench, extra=overhead)  # fmt: skip
             err = (pred - res.measured_step_s) / res.measured_step_s
             err_seq = (pred_seq - res.measured_step_s) / res.measured_step_s
             dev_peak = max(sim.peak_memory, key=lambda d: sim.peak_memory[d])

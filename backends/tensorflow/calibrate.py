@@ -57,11 +57,15 @@ from backends.calibration import (
 DEFAULT_BLOCKS = (2, 8, 32, 128)  # block lengths along the topological order (ops per block)
 
 
-def tf_predictor(graph: OpGraph, step_overhead_s: Mapping[int, float], recv_requests: str = "posted") -> Predictor:
-    """The predicted step of a placement on TensorFlow's runtime: the simulator's makespan (its default
-    dispatch; the schedule is not used, the executor keeps none) with per-message and per-byte costs, plus the
-    empty step of as many workers as the placement uses (`dist_profile.predicted_step`). `recv_requests`: the
-    simulator's model of when a receive is asked for (``"when_idle"``: TensorFlow's pulled receives)."""
+def tf_predictor(
+    graph: OpGraph, step_overhead_s: Mapping[int, float], recv_requests: str = "posted", order: str = "executor"
+) -> Predictor:
+    """The predicted step of a placement on TensorFlow's runtime: the simulator's makespan with per-message and
+    per-byte costs, plus the empty step of as many workers as the placement uses (`dist_profile.predicted_step`).
+    `order`: ``"executor"`` (the runtime's default: its executor keeps no given order, so the simulator's own
+    dispatch and the schedule is not used) or ``"schedule"`` (the runtime enforces the schedule, the simulator
+    replays it). `recv_requests`: the simulator's model of when a receive is asked for (``"when_idle"``:
+    TensorFlow's pulled receives)."""
     from .dist_profile import predicted_step
 
     def pred(
@@ -69,8 +73,8 @@ def tf_predictor(graph: OpGraph, step_overhead_s: Mapping[int, float], recv_requ
     ) -> float:
         # per_byte: send_byte_s / recv_byte_s, passed on to the simulator (`Predictor`)
         sim = simulate(
-            graph, cl, p, send_overhead_s=s, recv_overhead_s=r, record_memory=False, recv_requests=recv_requests,
-            **per_byte,
+            graph, cl, p, schedule=dict(o) if order == "schedule" else None, send_overhead_s=s, recv_overhead_s=r,
+            record_memory=False, recv_requests=recv_requests, **per_byte,
         )  # fmt: skip
         return predicted_step(sim.makespan, graph, step_overhead_s, len(set(p.values())))
 
@@ -93,6 +97,7 @@ def calibrate_in_step(
     model_cfg: Mapping[str, object] | None = None,
     byte_costs: bool = True,
     recv_requests: str = "posted",
+    order: str = "executor",
 ) -> InStepCalibration:
     """Fit the hop latency and per-message costs to `TFDistributedRuntime`'s own placed steps (module docstring).
 
@@ -105,7 +110,8 @@ def calibrate_in_step(
     costs of the model being evaluated come from its own block placements, none of them a placement under
     evaluation. `byte_costs`: also fit the per-byte processor time on the wide program (module docstring).
     `recv_requests`: the predictor's model of TensorFlow's receives (`tf_predictor`); `refit` fits the same
-    measurements under the other one."""
+    measurements under the other one. `order`: the runtime's (`TFDistributedRuntime(order=...)`; with
+    ``"schedule"`` each block placement runs, and is simulated, in the topological order)."""
     from . import TFBackend
     from .dist_profile import profile_distributed
     from .distributed import TFDistributedRuntime
@@ -115,14 +121,14 @@ def calibrate_in_step(
     backend = TFBackend()
     model = backend.build(dict(model_cfg) if model_cfg is not None else CALIBRATION_MODEL)
     captured = backend.capture(model)
-    runtime = TFDistributedRuntime(warmup=warmup, steps=steps, check_correctness=False)
+    runtime = TFDistributedRuntime(warmup=warmup, steps=steps, check_correctness=False, order=order)
 
     def profile() -> tuple[OpGraph, float]:
         g = profile_distributed(model, captured, pair, warmup=profile_warmup, steps=profile_steps)
         return g, float(g.nx.graph["profile"]["untraced_step_s"])
 
-    def run(g: OpGraph, p: Mapping[str, str], _: Mapping[str, list[str]]) -> list[float]:
-        return runtime.run(backend, model, g, p, {}, pair).step_times_s
+    def run(g: OpGraph, p: Mapping[str, str], o: Mapping[str, list[str]]) -> list[float]:
+        return runtime.run(backend, model, g, p, o, pair).step_times_s
 
     wide = None
     if byte_costs:
@@ -133,8 +139,8 @@ def calibrate_in_step(
             g = profile_distributed(wmodel, wcaptured, pair, warmup=profile_warmup, steps=profile_steps)
             return g, float(g.nx.graph["profile"]["untraced_step_s"])
 
-        def wrun(g: OpGraph, p: Mapping[str, str], _: Mapping[str, list[str]]) -> list[float]:
-            return runtime.run(backend, wmodel, g, p, {}, pair).step_times_s
+        def wrun(g: OpGraph, p: Mapping[str, str], o: Mapping[str, list[str]]) -> list[float]:
+            return runtime.run(backend, wmodel, g, p, o, pair).step_times_s
 
         wide = WideProgram(wcaptured, wprofile, wrun)
 
@@ -144,7 +150,7 @@ def calibrate_in_step(
         blocks,
         profile,
         run,
-        lambda prof: tf_predictor(prof, {2: float(step_overhead_s)}, recv_requests),
+        lambda prof: tf_predictor(prof, {2: float(step_overhead_s)}, recv_requests, order),
         rounds=rounds,
         seed=seed,
         send_share=send_share,
@@ -161,8 +167,10 @@ def refit(
     send_share: float = 0.5,
     benchmark_costs: tuple[float, float] = (0.0, 0.0),
     latency_s: float | None = None,
+    order: str = "executor",
 ) -> InStepCalibration:
-    """The costs `cal`'s measurements give under `tf_predictor(..., recv_requests)`, measured once
+    """The costs `cal`'s measurements give under `tf_predictor(..., recv_requests, order)` (`order`: the one
+    `cal` ran with), measured once
     (`backends.calibration.fit_calibration`): the posted and the pulled model of the receives compared on the
     same steps. `latency_s`: keep this hop latency and fit only the per-message times (e.g. a model's own block
     placements fitted with the calibration program's hop, whose chains cannot tell the two apart)."""
@@ -173,7 +181,7 @@ def refit(
         data = dataclasses.replace(data, pair=data.pair.with_comm(float(latency_s), data.pair.bytes_per_s))
     return fit_calibration(
         data,
-        lambda prof: tf_predictor(prof, {2: float(step_overhead_s)}, recv_requests),
+        lambda prof: tf_predictor(prof, {2: float(step_overhead_s)}, recv_requests, order),
         send_share=send_share,
         benchmark_costs=benchmark_costs,
         what=f", refit with {recv_requests} receives"

@@ -39,8 +39,10 @@ Measurements (module-level helpers do the parsing):
   ``extra["rss_growth_bytes"]``; it also counts the executors, gRPC buffers and allocator caching. A task
   whose step stats hold no allocation records falls back to the RSS growth; ``extra["memory_source"]`` says
   which figure each device got.
-* correctness (`check_correctness`): before any update the loss and every gradient the optimizer applies
-  (the ``gradients/`` inputs of the update ops) are fetched from the placed session and from a fresh build run
+* correctness (`check_correctness`): the loss and every gradient the optimizer applies (the ``gradients/``
+  inputs of the update ops) as the first training step computes them (fetched with that step: with the order
+  enforced, fetching them alone would run the updates chained before them) are compared with the values before
+  any update from a fresh build run
   wholly on the pool's first worker (`_reference`: the workers' kernels and thread count); the loss must
   agree within `loss_rtol`, every gradient by `backends.base.agrees` (largest difference at most ``grad_atol +
   grad_rtol * max|reference|``; ``extra["grad_max_rel_error"]`` and ``extra["grad_max_abs_error"]`` report the
@@ -54,8 +56,12 @@ Measurements (module-level helpers do the parsing):
 * workers: ``[{"device", "pid", "cores", "task"}]``; a cluster asking for more cores than the host has is
   logged as a warning and flagged in ``extra["oversubscribed"]`` (the ratio in ``extra["oversubscription"]``).
 
-The schedule is advisory: each worker's executor runs its ready ops in its own order (one at a time, since
-``inter_op_parallelism_threads = 1``), so `schedule` is checked against the placement but not enforced.
+Order (``order``): with ``"executor"`` (the default) the schedule is advisory: each worker's executor runs its
+ready ops in its own order (one at a time, since ``inter_op_parallelism_threads = 1``), so `schedule` is
+checked against the placement but not enforced. With ``"schedule"`` each device's ops are chained in the
+schedule's order by control edges (`runtime.enforce_order`), so every worker runs exactly its list, as the
+PyTorch workers and the simulator's static schedule do (``extra["schedule_enforced"]``, the edges added in
+``extra["order_control_edges"]``).
 Workers are always stopped, also when the run fails (`WorkerPool.close` in a ``finally``).
 
 Complexity: O(V + E) to place and to parse the traced steps, plus the steps themselves and the worker start-up
@@ -83,13 +89,16 @@ from backends import interference
 from backends.base import Backend, RunResult, Runtime, agrees
 
 from .models import TFModel, build_model
-from .runtime import apply_placement, crossing_pairs, traffic_bytes
+from .runtime import apply_placement, crossing_pairs, enforce_order, traffic_bytes
 from .session import session_config
 from .step_anatomy import anatomy
 from .trace_records import MIB, RECV_LABEL, task_of_device
 from .workers import WorkerPool
 
 log = logging.getLogger(__name__)
+
+#: `TFDistributedRuntime(order=...)`: the executor's own order among ready ops, or the schedule's, enforced
+ORDERS = ("executor", "schedule")
 v1 = tf.compat.v1
 
 
@@ -344,6 +353,8 @@ class TFDistributedRuntime(Runtime):
     `cuda_graph` (conf/runtime/real.yaml's key for the PyTorch runtime) must stay false. `trace_attempts` (3):
     the most steps traced for the measured traffic and memory until one holds every cut pair's receives
     (`traced_step`; the count in ``extra["traced_steps"]``, pairs never seen in ``extra["traffic_pairs_missing"]``).
+    `order`: ``"executor"`` (TensorFlow's executor orders the ready ops; the schedule is advisory) or
+    ``"schedule"`` (each device runs its ops in the schedule's order, `runtime.enforce_order`; module docstring).
     """
 
     name = "real"
@@ -363,7 +374,11 @@ class TFDistributedRuntime(Runtime):
         retries: int = 2,
         cuda_graph: bool = False,
         trace_attempts: int = 3,
+        order: str = "executor",
     ):
+        if order not in ORDERS:
+            raise ConfigError(f"runtime.order must be one of {list(ORDERS)} for TensorFlow, got {order!r}")
+        self.order = order
         if cuda_graph:
             raise ConfigError("runtime.cuda_graph=true is a PyTorch GPU option; the TensorFlow runtime has none")
         if int(warmup) < 0 or int(steps) < 1:
@@ -396,8 +411,8 @@ class TFDistributedRuntime(Runtime):
         plan: Any = None,
     ) -> RunResult:
         """Start the workers, run and measure the placed step (module docstring), stop the workers. `plan` is
-        not used: each worker's executor picks the order of its ready ops. `backend` is not used either (the
-        model carries its config)."""
+        not used; `schedule` is enforced with ``order="schedule"`` and advisory otherwise. `backend` is not used
+        either (the model carries its config)."""
         if not isinstance(model, TFModel):
             raise ConfigError(f"TFDistributedRuntime runs TensorFlow models, got {type(model).__name__}")
         assign = dict(placement.assignment if hasattr(placement, "assignment") else placement)
@@ -410,19 +425,27 @@ class TFDistributedRuntime(Runtime):
         try:
             pool.start()
             startup_s = time.perf_counter() - t_start
-            result = self._run_on(pool, model, graph, assign, cluster)
+            result = self._run_on(pool, model, graph, assign, cluster, schedule)
             result.extra["startup_s"] = startup_s
             return result
         finally:
             pool.close()
 
     def _run_on(
-        self, pool: WorkerPool, model: TFModel, graph: OpGraph, assign: dict[str, str], cluster: Cluster
+        self,
+        pool: WorkerPool,
+        model: TFModel,
+        graph: OpGraph,
+        assign: dict[str, str],
+        cluster: Cluster,
+        schedule: Mapping[str, list[str]],
     ) -> RunResult:
         devmap = pool.device_map()
         task_dev = {w.task: w.device for w in pool.workers}
         placed = build_model(model.cfg, model.batch_size)
         n_placed = apply_placement(placed, assign, devmap)
+        enforced = self.order == "schedule" and bool(schedule)
+        chained = enforce_order(placed, schedule) if enforced else 0
         grads = gradient_tensors(placed) if self.check_correctness else []
         config = session_config(graph_rewrites=self.graph_rewrites)
         trace = v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE)
@@ -431,12 +454,16 @@ class TFDistributedRuntime(Runtime):
             md_init = v1.RunMetadata()
             sess.run(placed.init_op, options=trace, run_metadata=md_init)
             fetches = [placed.train_op, placed.loss]
-            grad_values = sess.run([placed.loss] + grads) if grads else []
+            grad_values: list[Any] = []
+            if grads:  # the first training step, its loss and gradients fetched with it (before any update)
+                first_step = sess.run(fetches + grads)
+                losses.append(float(first_step[1]))
+                grad_values = first_step[1:]
             cores = sorted({c for w in pool.workers for c in w.cores})
             pids = [w.pid for w in pool.workers]
             bar = tqdm(total=self.warmup + self.steps, desc="run (warm-up + measured steps)", unit="step",
                        disable=None, leave=False)  # fmt: skip
-            for _ in range(self.warmup):
+            for _ in range(self.warmup - len(losses)):
                 _, loss = sess.run(fetches)
                 losses.append(float(loss))
                 bar.update()
@@ -526,7 +553,8 @@ class TFDistributedRuntime(Runtime):
             "misplaced_ops": len(misplaced),
             "step_time_mean_s": statistics.fmean(measured),
             "device_busy_s": busy,
-            "schedule_enforced": False,
+            "schedule_enforced": enforced,
+            "order_control_edges": chained,
             "traffic_source": "RecvTensor records of a traced step",
             "traced_steps": traced_steps,
             "traffic_pairs_missing": [f"{task_dev[a]}->{task_dev[b]}" for a, b in sorted(missing)],

@@ -50,7 +50,7 @@ import logging
 import math
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -108,6 +108,48 @@ def apply_placement(model: TFModel, placement: Mapping[str, str], devmap: Mappin
         op._set_device(devmap[dev])
         placed += op.name in placement
     return placed
+
+
+def enforce_order(model: TFModel, schedule: Mapping[str, Sequence[str]]) -> int:
+    """Make TensorFlow's executor run each device's ops in `schedule`'s order: every op of a device's list gets
+    its predecessor in that list as a control input (none where it already reads it). With the worker's one
+    inter-op thread, an op then becomes ready only after the op before it has run, so the device runs exactly
+    the listed sequence, as the simulator does with a static schedule (`simulate(schedule=...)`); ops the
+    schedule does not list (the ``init`` NoOp, ops no training step runs) stay free, and so do the ops the
+    initializer needs (variable handles, constants: roots that take no time), so that running ``init_op`` runs
+    none of the step. A receive's ``_Recv`` node,
+    which TensorFlow's partitioner adds, stays a root of its partition: it is requested when the pool's thread
+    reaches it, i.e. once the device's chain stops for an input (the simulator's ``recv_requests="when_idle"``).
+
+    `schedule` must be a valid static order (`check_schedule`: per device, no deadlock against the graph's
+    edges); an op it names that the model's graph lacks is refused, naming the op. Returns the control edges
+    added. O(V + E)."""
+    graph = model.graph
+    init_needs: set[str] = set()
+    stack = [model.init_op]
+    while stack:
+        op = stack.pop()
+        if op.name not in init_needs:
+            init_needs.add(op.name)
+            stack.extend(t.op for t in op.inputs)
+            stack.extend(op.control_inputs)
+    added = 0
+    for dev, names in schedule.items():
+        prev = None
+        for name in names:
+            try:
+                op = graph.get_operation_by_name(name)
+            except KeyError:
+                raise InvalidPlacement(
+                    f"schedule of device {dev!r} names op {name!r}, which model {model.name!r} does not have"
+                ) from None
+            if name in init_needs:
+                continue
+            if prev is not None and prev not in op.control_inputs and all(t.op is not prev for t in op.inputs):
+                op._add_control_input(prev)
+                added += 1
+            prev = op
+    return added
 
 
 def traffic_bytes(graph: OpGraph, placement: Mapping[str, str]) -> float:
