@@ -55,6 +55,15 @@ def _cpu_s(pid: int | str) -> float:
     return (int(fields[11]) + int(fields[12])) * _TICK_S  # utime, stime (fields 14 and 15 of proc(5))
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """Seconds of processor time (user + system, all threads) the kernel has charged to process `pid`, in whole
+    clock ticks; None without /proc or when the process has gone. O(1)."""
+    try:
+        return _cpu_s(pid)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def sample(cores: Sequence[int], pids: Sequence[int] = ()) -> CoreSample | None:
     """Read the cores' busy time and the CPU time of this process and of `pids` (the measurement's own
     processes: a TensorFlow client counts its workers) now; None without /proc, with no cores, or when a process

@@ -573,6 +573,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 "oversubscribed": ex["oversubscribed"],
                 # the last round's traced step (backends.tensorflow.step_anatomy)
                 "step_anatomy": runs[label][-1].extra.get("step_anatomy"),
+                # each round's workers' processor time per measured step, {device: s} (procfs)
+                "worker_cpu_per_step_s": [e.get("worker_cpu_per_step_s") for e in rounds_ex],
             }
             rows.append(row)
             print(

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from backends.interference import CoreSample, others_share, sample
+from backends.interference import CoreSample, others_share, process_cpu_s, sample
 
 linux = pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs Linux /proc")
 
@@ -224,3 +224,16 @@ def test_while_spells_prevail_runs_and_profiles_count_every_step(monkeypatch):
     monkeypatch.setattr(interference, "_spell_streak", [interference.SPELL_STREAK])
     assert pace_filter([{"paces": one_slow}], [1.0] * 4) is None
     assert _without_slow_steps(rep, [False] * 4) is rep
+
+
+@linux
+def test_a_process_cpu_time_grows_with_its_work_and_a_gone_process_reads_none():
+    before = process_cpu_s(os.getpid())
+    t = time.process_time()
+    while time.process_time() - t < 0.1:  # 0.1 s of this process's own work
+        pass
+    after = process_cpu_s(os.getpid())
+    assert before is not None and after is not None and after - before >= 0.05
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert process_cpu_s(child.pid) is None

@@ -53,6 +53,10 @@ Measurements (module-level helpers do the parsing):
 * anatomy of the traced step (`step_anatomy.anatomy`, ``extra["step_anatomy"]``): the share of it during which
   no task ran an op, each device's traced busy time against its ops' profiled time, when each task requested its
   first tensor, and the quantiles of the hops (a received tensor's arrival less its producer's end).
+* processor time: each worker process's user + system time over the measured steps, per step, from procfs
+  (``extra["worker_cpu_per_step_s"]``, {device: s}; whole clock ticks, so steps of a few milliseconds need
+  tens of them to read it within a few percent). It holds what the traced ops leave out, gRPC's and the
+  executor's work for each message (and about 0.1 ms per step of the pace probes).
 * workers: ``[{"device", "pid", "cores", "task"}]``; a cluster asking for more cores than the host has is
   logged as a warning and flagged in ``extra["oversubscribed"]`` (the ratio in ``extra["oversubscription"]``).
 
@@ -469,8 +473,11 @@ class TFDistributedRuntime(Runtime):
                 bar.update()
             first = [True]
 
-            def measure() -> tuple[float | None, tuple[list[float], list[bool] | None], interference.Kind]:
+            def measure() -> tuple[
+                float | None, tuple[list[float], list[bool] | None, dict[str, float]], interference.Kind
+            ]:
                 before = interference.sample(cores, pids)
+                cpu0 = {w.device: interference.process_cpu_s(w.pid) for w in pool.workers}
                 times = []
                 paces = [pool.paces()]  # every worker's core pace before each measured step and after the last
                 for _ in range(self.steps):
@@ -483,11 +490,16 @@ class TFDistributedRuntime(Runtime):
                         bar.update()
                 first[0] = False
                 share = interference.others_share([(before, interference.sample(cores, pids))])
+                cpu1 = {w.device: interference.process_cpu_s(w.pid) for w in pool.workers}
+                # each worker's processor time per measured step (gRPC and executor work beside the ops)
+                cpu = {
+                    d: (cpu1[d] - c0) / len(times) for d, c0 in cpu0.items() if c0 is not None and cpu1[d] is not None
+                }
                 flags = interference.slow_steps([list(p) for p in zip(*paces)])
                 kind = interference.kind_of(share, flags, self.max_interference)
-                return interference.spell_disturbance(share, flags), (times, flags), kind
+                return interference.spell_disturbance(share, flags), (times, flags, cpu), kind
 
-            kept_share, (times, flags), shares = interference.least_disturbed(
+            kept_share, (times, flags, worker_cpu), shares = interference.least_disturbed(
                 measure, self.max_interference, self.retries, f"{model.name} on the TensorFlow workers"
             )
             slow = interference.steps_to_drop(flags, len(times))
@@ -553,6 +565,7 @@ class TFDistributedRuntime(Runtime):
             "misplaced_ops": len(misplaced),
             "step_time_mean_s": statistics.fmean(measured),
             "device_busy_s": busy,
+            "worker_cpu_per_step_s": worker_cpu,
             "schedule_enforced": enforced,
             "order_control_edges": chained,
             "traffic_source": "RecvTensor records of a traced step",

@@ -236,6 +236,10 @@ def test_split_run_matches_one_device_and_measures(split_run):
     assert all(res.peak_memory_bytes[d] > 0 for d in ("cpu0", "cpu1"))
     assert all(ex["rss_growth_bytes"][d] > 0 for d in ("cpu0", "cpu1"))
     assert ex["oversubscribed"] is False
+    # each worker's processor time per measured step: a delta over the measured steps, at most its one core
+    cpu = ex["worker_cpu_per_step_s"]
+    assert set(cpu) == {"cpu0", "cpu1"} and all(v >= 0 for v in cpu.values())
+    assert max(cpu.values()) * len(res.step_times_s) <= sum(res.step_times_s) + 0.05
 
 
 @pytest.mark.slow
