@@ -8,7 +8,9 @@ step and the measured one apart:
 
 * ``span_s``: first to last event of the traced step (tracing inflates the ops; compare shares, not seconds);
 * ``all_idle_s``: the time in the span during which no task runs any op (gaps between the ops of every task:
-  everybody waits for a message in flight, or for an executor to get to a ready op);
+  everybody waits for a message in flight, or for an executor to get to a ready op). Idle of ops, not of cores:
+  the workers' processor time (procfs, ``extra["worker_cpu_per_step_s"]``) kept both cores 80-90 % busy in
+  every multi-device step measured (docs/fidelity.md, session 37), with gRPC's and the executor's message work;
 * per device: the ops it ran, their summed traced time ``busy_s``, what the profile gives for the same ops
   (``profile_s``; the profile is scaled to an untraced step, so ``busy_s / profile_s`` is the traced
   inflation, 1.5-1.7 on a single device here), and ``first_request_s``: when its first receive was requested,
