@@ -62,7 +62,7 @@ from algorithms.graph import OpGraph
 from algorithms.placement import check_placement, check_schedule
 from backends.base import RunResult
 
-from .capture import colocation_roots
+from .capture import colocation_roots, fan_in
 from .models import TFModel, build_model
 from .profiler import allocation_peaks
 from .session import canonical_device, cluster_session_config, device_map
@@ -117,22 +117,15 @@ def enforce_order(model: TFModel, schedule: Mapping[str, Sequence[str]]) -> int:
     the listed sequence, as the simulator does with a static schedule (`simulate(schedule=...)`); ops the
     schedule does not list (the ``init`` NoOp, ops no training step runs) stay free, and so do the ops the
     initializer needs (variable handles, constants: roots that take no time), so that running ``init_op`` runs
-    none of the step. A receive's ``_Recv`` node,
-    which TensorFlow's partitioner adds, stays a root of its partition: it is requested when the pool's thread
-    reaches it, i.e. once the device's chain stops for an input (the simulator's ``recv_requests="when_idle"``).
+    none of the step. A receive's ``_Recv`` node, which TensorFlow's partitioner adds, stays a root of its
+    partition: it is requested when the pool's thread reaches it, i.e. once the device's chain stops for an
+    input (the simulator's ``recv_requests="when_idle"``).
 
     `schedule` must be a valid static order (`check_schedule`: per device, no deadlock against the graph's
     edges); an op it names that the model's graph lacks is refused, naming the op. Returns the control edges
     added. O(V + E)."""
     graph = model.graph
-    init_needs: set[str] = set()
-    stack = [model.init_op]
-    while stack:
-        op = stack.pop()
-        if op.name not in init_needs:
-            init_needs.add(op.name)
-            stack.extend(t.op for t in op.inputs)
-            stack.extend(op.control_inputs)
+    init_needs = {op.name for op in fan_in([model.init_op])}
     added = 0
     for dev, names in schedule.items():
         prev = None
