@@ -359,6 +359,9 @@ class TFDistributedRuntime(Runtime):
     (`traced_step`; the count in ``extra["traced_steps"]``, pairs never seen in ``extra["traffic_pairs_missing"]``).
     `order`: ``"executor"`` (TensorFlow's executor orders the ready ops; the schedule is advisory) or
     ``"schedule"`` (each device runs its ops in the schedule's order, `runtime.enforce_order`; module docstring).
+
+    After `run`, `last_step_stats` holds the traced step's ``StepStats`` (per-op start and duration on every
+    task), for experiments that look inside a step (`experiments/tf_op_inflation.py`); it is not in the result.
     """
 
     name = "real"
@@ -402,6 +405,7 @@ class TFDistributedRuntime(Runtime):
         if int(trace_attempts) < 1:
             raise ConfigError(f"runtime.trace_attempts must be >= 1, got {trace_attempts}")
         self.trace_attempts = int(trace_attempts)
+        self.last_step_stats: Any = None
 
     def run(
         self,
@@ -523,6 +527,7 @@ class TFDistributedRuntime(Runtime):
                     ", ".join(f"{task_dev[a]}->{task_dev[b]}" for a, b in sorted(missing)),
                 )
         stats = pool.stats()
+        self.last_step_stats = md.step_stats
 
         # where each op ran
         misplaced = []

@@ -211,13 +211,14 @@ def split_run(mlp):
     cluster = uniform_cluster(2, 4e9)
     rules = [["l0", 0], ["l1", 1], ["out", 1], ["loss", 1]]
     placement = ExpertPlacer(rules, strip_prefixes=["gradients/"]).place(g, cluster).assignment
-    res = TFDistributedRuntime(warmup=2, steps=10).run(backend, m, g, placement, {}, cluster)
-    return cluster, placement, res
+    runtime = TFDistributedRuntime(warmup=2, steps=10)
+    res = runtime.run(backend, m, g, placement, {}, cluster)
+    return cluster, placement, res, runtime.last_step_stats
 
 
 @pytest.mark.slow
 def test_split_run_matches_one_device_and_measures(split_run):
-    cluster, placement, res = split_run
+    cluster, placement, res, step_stats = split_run
     assert len(set(placement.values())) == 2
     ex = res.extra
     assert ex["loss_match"] and ex["grad_match"] and ex["correct"] and ex["gradients_checked"] >= 6
@@ -240,11 +241,16 @@ def test_split_run_matches_one_device_and_measures(split_run):
     cpu = ex["worker_cpu_per_step_s"]
     assert set(cpu) == {"cpu0", "cpu1"} and all(v >= 0 for v in cpu.values())
     assert max(cpu.values()) * len(res.step_times_s) <= sum(res.step_times_s) + 0.05
+    # the traced step is kept for experiments: every placed op is in it, on its device's task
+    traced = {ns.node_name: ds.device for ds in step_stats.dev_stats for ns in ds.node_stats}
+    task = {"cpu0": "/task:0/", "cpu1": "/task:1/"}
+    assert all(op in traced and task[placement[op]] in traced[op] for op in placement if op in traced)
+    assert len([op for op in placement if op in traced]) >= 0.9 * len(placement)
 
 
 @pytest.mark.slow
 def test_workers_are_pinned_and_gone_after_the_run(split_run):
-    _, _, res = split_run
+    _, _, res, _ = split_run
     pids = [w["pid"] for w in res.workers]
     assert [w["device"] for w in res.workers] == ["cpu0", "cpu1"]
     assert len(set(pids)) == 2 and os.getpid() not in pids
