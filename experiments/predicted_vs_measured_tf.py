@@ -84,6 +84,22 @@ def placers(model_cfg: dict[str, Any], only: list[str] | None, seed: int) -> lis
     return out
 
 
+def profiled_on_worker(
+    backend: Any, name: str, cluster: Cluster, seed: int, only: list[str] | None = None
+) -> tuple[Any, Any, dict[str, Any]]:
+    """conf/model/`name`.yaml built by `backend` (a `TFBackend`), its graph captured and profiled on a pinned
+    worker (`dist_profile.profile_distributed`: 3 warm-up and 5 traced steps), and the placers that can be built
+    for it (`placers`, restricted to `only`): (model, profiled graph, {label: placer}). The start of the scripts
+    that look inside TensorFlow's placed steps (tf_message_cpu.py, tf_op_inflation.py, tf_worker_perf.py)."""
+    from backends.tensorflow.config import load_model_cfg
+    from backends.tensorflow.dist_profile import profile_distributed
+
+    cfg = load_model_cfg(name, None, seed=seed)
+    model = backend.build(cfg)
+    graph = profile_distributed(model, backend.capture(model), cluster, warmup=3, steps=5)
+    return model, graph, {label: p for label, p, _ in placers(cfg, only, seed) if p is not None}
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", nargs="+", default=["gnmt", "inception_v3"])

@@ -28,7 +28,7 @@ import os
 import statistics
 from typing import Any
 
-from predicted_vs_measured_tf import load_cluster, placers
+from predicted_vs_measured_tf import load_cluster, profiled_on_worker
 
 from algorithms.simulator import simulate
 
@@ -86,8 +86,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     args = ap.parse_args(argv)
 
     from backends.tensorflow import TFBackend
-    from backends.tensorflow.config import load_model_cfg
-    from backends.tensorflow.dist_profile import comm_benchmark_distributed, predicted_step, profile_distributed
+    from backends.tensorflow.dist_profile import comm_benchmark_distributed, predicted_step
     from backends.tensorflow.distributed import TFDistributedRuntime
 
     print(f"load average at start: {os.getloadavg()[0]:.2f} (1 min)")
@@ -102,10 +101,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     runtime = TFDistributedRuntime(warmup=args.warmup, steps=args.steps, check_correctness=False)
     rows: list[dict[str, Any]] = []
     for name in args.models:
-        cfg = load_model_cfg(name, None, seed=args.seed)
-        model = backend.build(cfg)
-        graph = profile_distributed(model, backend.capture(model), base, warmup=3, steps=5)
-        candidates = {label: p for label, p, _ in placers(cfg, None, args.seed) if p is not None}
+        model, graph, candidates = profiled_on_worker(backend, name, base, args.seed)
         single = runtime.run(backend, model, graph, dict(candidates["single"].place(graph, base).assignment), {}, base)
         cpu_single = sum(single.extra["worker_cpu_per_step_s"].values())
         print(

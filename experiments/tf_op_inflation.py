@@ -31,7 +31,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from predicted_vs_measured_tf import load_cluster, placers
+from predicted_vs_measured_tf import load_cluster, profiled_on_worker
 
 from algorithms.simulator import simulate
 
@@ -107,8 +107,6 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     args = ap.parse_args(argv)
 
     from backends.tensorflow import TFBackend
-    from backends.tensorflow.config import load_model_cfg
-    from backends.tensorflow.dist_profile import profile_distributed
     from backends.tensorflow.distributed import TFDistributedRuntime
 
     print(f"load average at start: {os.getloadavg()[0]:.2f} (1 min)")
@@ -117,11 +115,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     runtime = TFDistributedRuntime(warmup=args.warmup, steps=args.steps, check_correctness=False)
     rows: list[dict[str, Any]] = []
     for name in args.models:
-        cfg = load_model_cfg(name, None, seed=args.seed)
-        model = backend.build(cfg)
-        graph = profile_distributed(model, backend.capture(model), base, warmup=3, steps=5)
+        model, graph, candidates = profiled_on_worker(backend, name, base, args.seed)
         names = set(graph.ops())
-        candidates = {label: p for label, p, _ in placers(cfg, None, args.seed) if p is not None}
         runs: dict[str, dict[str, str]] = {"single": dict(candidates["single"].place(graph, base).assignment)}
         for label in args.placers:
             if label in candidates:

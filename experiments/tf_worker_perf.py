@@ -34,7 +34,7 @@ import threading
 import time
 from typing import Any
 
-from predicted_vs_measured_tf import load_cluster, placers
+from predicted_vs_measured_tf import load_cluster, profiled_on_worker
 
 MALLOC = {
     "_int_malloc", "_int_free", "malloc", "cfree@GLIBC_2.2.5", "unlink_chunk.constprop.0", "malloc_consolidate",
@@ -121,8 +121,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit("perf is not on the PATH")
 
     from backends.tensorflow import TFBackend
-    from backends.tensorflow.config import load_model_cfg
-    from backends.tensorflow.dist_profile import profile_distributed
     from backends.tensorflow.distributed import TFDistributedRuntime
     from backends.tensorflow.workers import WorkerPool
 
@@ -144,10 +142,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for name in args.models:
         if worker_pids():
             raise SystemExit("TensorFlow workers of another run are alive; their samples would mix with these")
-        cfg = load_model_cfg(name, None, seed=args.seed)
-        model = backend.build(cfg)
-        graph = profile_distributed(model, backend.capture(model), base, warmup=3, steps=5)
-        placer = {label: p for label, p, _ in placers(cfg, [args.placer], args.seed) if p is not None}[args.placer]
+        model, graph, candidates = profiled_on_worker(backend, name, base, args.seed, [args.placer])
+        placer = candidates[args.placer]
         assign = dict(placer.place(graph, base).assignment)
         runtime = TFDistributedRuntime(warmup=3, steps=args.steps, check_correctness=False, max_interference=None)
         box: dict[str, Any] = {}
