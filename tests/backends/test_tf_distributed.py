@@ -241,10 +241,10 @@ def test_split_run_matches_one_device_and_measures(split_run):
     cpu = ex["worker_cpu_per_step_s"]
     assert set(cpu) == {"cpu0", "cpu1"} and all(v >= 0 for v in cpu.values())
     assert max(cpu.values()) * len(res.step_times_s) <= sum(res.step_times_s) + 0.05
-    # the traced step is kept for experiments: every placed op is in it, on its device's task
+    # the traced step is kept for experiments: nearly every placed op is in it, each on its device's task
     traced = {ns.node_name: ds.device for ds in step_stats.dev_stats for ns in ds.node_stats}
     task = {"cpu0": "/task:0/", "cpu1": "/task:1/"}
-    assert all(op in traced and task[placement[op]] in traced[op] for op in placement if op in traced)
+    assert all(task[placement[op]] in traced[op] for op in placement if op in traced)
     assert len([op for op in placement if op in traced]) >= 0.9 * len(placement)
 
 
