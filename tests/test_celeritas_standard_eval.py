@@ -13,7 +13,7 @@ from algorithms.errors import ConfigError, InvalidGraph
 from algorithms.graph import OpGraph
 from algorithms.placement import check_placement, check_schedule
 from algorithms.placers.celeritas import MetisPlacer, SequentialDfsTopoPlacer
-from algorithms.placers.celeritas.common import node_memory
+from algorithms.placers.celeritas.common import effective_types, mean_compute, node_memory
 from algorithms.placers.celeritas.standard_eval import fit_linear_profiles, relative_deviation
 from algorithms.simulator import simulate
 from algorithms.workloads.synthetic import level_dag
@@ -157,7 +157,7 @@ def test_metis_balances_and_repairs_memory():
     g = level_dag(levels=40, training=True, colocated_fraction=0.15, seed=7)
     total = g.total_memory()
     cl = uniform_cluster(4, memory_bytes=total / 3.2, latency_s=1e-5, bytes_per_s=1e9)
-    p = MetisPlacer(seed=1).place(g, cl)
+    p = MetisPlacer(seed=1, balance="compute_memory", repair=True).place(g, cl)
     check_placement(g, cl, p)
     idx = g.index()
     mem = node_memory(idx)
@@ -175,6 +175,32 @@ def test_metis_balances_and_repairs_memory():
         return sum(d["bytes"] for u, v, d in g.edges() if a[u] != a[v])
 
     assert cut(p.assignment) < 0.5 * cut(rand)
+
+
+def test_metis_paper_reading_balances_compute_and_leaves_memory_alone():
+    """The default (the paper's baseline): one constraint, the compute; no repair, so a device ends over its
+    memory (reported, best effort) where the memory-aware variant with repair fits."""
+    g0 = level_dag(levels=40, training=True, colocated_fraction=0.15, seed=7)
+    top = max(node_memory(g0.index()))
+    first = g0.index().names[: g0.index().n // 8]
+    g = level_dag(levels=40, training=True, colocated_fraction=0.15, seed=7)
+    for name in first:  # memory concentrated on the first eighth of the ops: compute balance does not spread it
+        g.op(name)["persistent_bytes"] = 50.0 * top
+    total = g.total_memory()
+    cl = uniform_cluster(4, memory_bytes=total / 2, latency_s=1e-5, bytes_per_s=1e9)
+    idx = g.index()
+    p = MetisPlacer(seed=1).place(g, cl)
+    check_placement(g, cl, p)
+    assert p.info["repaired_units"] == 0 and p.info["memory_overflow_bytes"] > 0.01 * total
+    w = mean_compute(idx, cl, effective_types(idx))
+    share = dict.fromkeys(cl.names, 0.0)
+    for i, n in enumerate(idx.names):
+        share[p[n]] += w[i]
+    assert max(share.values()) < 1.3 * sum(w) / 4  # balanced on compute (METIS' tolerance is a few percent)
+    aware = MetisPlacer(seed=1, balance="compute_memory", repair=True).place(g, cl)
+    assert aware.info["memory_overflow_bytes"] == 0.0
+    with pytest.raises(ConfigError, match="balance"):
+        MetisPlacer(balance="memory")
 
 
 class _TimedBackend(Backend):
