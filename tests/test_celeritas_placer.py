@@ -16,7 +16,7 @@ from algorithms.cluster import Cluster, Device, uniform_cluster
 from algorithms.errors import ConfigError, InfeasiblePlacement
 from algorithms.graph import OpGraph
 from algorithms.passes.celeritas import CelerFusion
-from algorithms.placement import check_placement, check_schedule
+from algorithms.placement import Placement, check_placement, check_schedule
 from algorithms.placers.celeritas import CeleritasPlacer, OrderPlacePlacer
 from algorithms.placers.celeritas.timeline import Timeline
 from algorithms.simulator import simulate
@@ -370,6 +370,78 @@ def test_relaxed_accounting_never_relaxes_persistent_bytes():
     assert st_.avail[0] == 300 - 70 and st_.persist_left[0] == 40
     assert not st_.fits(pos["b"], 0)  # 50 persistent bytes on top of 60 overflow the 100 real ones
     assert st_.fits(pos["c"], 0)  # transient bytes stay under the relaxed accounting
+
+
+def test_repair_shrinks_every_overflowing_device_by_its_peak_and_its_persistent_share(monkeypatch):
+    """The repair (`_recover`) starts from the relaxed scale whose worst device came closest to its limit and
+    shrinks, for every device whose peak (a replay without limits) exceeded its limit, both the accounting
+    scale and the share of true memory persistent bytes may take, by limit / peak (at most REPAIR_FACTOR)."""
+    from algorithms.errors import OutOfMemory
+    from algorithms.placers.celeritas import placer as celeritas_placer
+
+    cl = Cluster([Device(f"d{k}", memory_bytes=100.0) for k in range(3)], latency_s=0.0, bytes_per_s=1.0)
+    g = OpGraph("tiny")
+    g.add_op("a", compute_s=1.0)
+    monkeypatch.setattr(celeritas_placer, "memory_scales", lambda graph, cluster: [2.0, 4.0])
+    peaks = {  # by the scale tried: 4.0 comes closest (worst device 110 / 100)
+        2.0: {"d0": 150.0, "d1": 90.0, "d2": 80.0},
+        4.0: {"d0": 110.0, "d1": 105.0, "d2": 60.0},
+    }
+    calls: list[tuple[list[float], list[float] | None]] = []
+
+    def fake(self, graph, cluster, R, scale=1.0, persist=None):
+        per = scale if isinstance(scale, list) else [scale] * 3
+        calls.append((list(per), None if persist is None else list(persist)))
+        if len(calls) <= 2:
+            exc = OutOfMemory("replay out of memory", device="d0")
+            exc.peaks = peaks[per[0]]
+            raise exc
+        return Placement({"a": "d0"}, None, {"simulated_makespan_s": 1.0})
+
+    monkeypatch.setattr(CeleritasPlacer, "_place_R", fake)
+    pl = CeleritasPlacer()._recover(g, cl, 200, 3)
+    assert pl is not None and len(calls) == 3
+    per, persist = calls[2]
+    f0 = min(celeritas_placer.REPAIR_FACTOR, 100.0 / 110.0)
+    f1 = min(celeritas_placer.REPAIR_FACTOR, 100.0 / 105.0)
+    assert per == pytest.approx([4.0 * f0, 4.0 * f1, 4.0])
+    assert persist == pytest.approx([f0, f1, 1.0])
+
+
+def test_a_range_that_fits_only_by_best_effort_is_also_tried_relaxed(monkeypatch):
+    """A first range (R = 200 under R="auto") that fits but placed nodes best effort is placed again with each
+    relaxed scale (`memory_scales`), and the fastest placement that fits is kept; a range without best-effort
+    nodes is not."""
+    from algorithms.placers.celeritas import placer as celeritas_placer
+
+    cl = Cluster([Device(f"d{k}", memory_bytes=100.0) for k in range(2)], latency_s=0.0, bytes_per_s=1.0)
+    g = OpGraph("tiny")
+    g.add_op("a", compute_s=1.0)
+    monkeypatch.setattr(celeritas_placer, "memory_scales", lambda graph, cluster: [2.0, 4.0])
+    makespan = {1.0: 3.0, 2.0: 2.0, 4.0: 2.5}
+    calls: list[tuple[int, float]] = []
+
+    def fake(self, graph, cluster, R, scale=1.0, persist=None):
+        s = scale[0] if isinstance(scale, list) else scale
+        calls.append((R, s))
+        be = 3 if (R == 200 and s == 1.0) else 0
+        return Placement({"a": "d0"}, None, {"simulated_makespan_s": makespan[s], "best_effort_nodes": be, "R": R})
+
+    monkeypatch.setattr(CeleritasPlacer, "_place_R", fake)
+    pl = CeleritasPlacer(R=200).place(g, cl)
+    assert calls == [(200, 1.0), (200, 2.0), (200, 4.0)]
+    assert pl.info["simulated_makespan_s"] == 2.0
+    calls.clear()
+    makespan[1.0] = 1.0
+    monkeypatch.setattr(
+        CeleritasPlacer,
+        "_place_R",
+        lambda self, graph, cluster, R, scale=1.0, persist=None: (
+            calls.append((R, scale)) or Placement({"a": "d0"}, None, {"simulated_makespan_s": 1.0, "R": R})
+        ),
+    )
+    CeleritasPlacer(R=200).place(g, cl)
+    assert calls == [(200, 1.0)]
 
 
 @pytest.mark.parametrize("k", [76, 152])

@@ -24,7 +24,9 @@ best_effort_ops (names, at most 1000), colocation_overflow_nodes (nodes whose co
 pushed another device over its limit), memory_overflow_bytes (static bytes above the limits in all),
 fusion_time_s, adjust_time_s (or place_time_s), planned_makespan_s (Adjusting's own plan: the op-level
 `timeline` with ``plan="ops"``, the node-level EST of eq. 7 with ``plan="coarse"``), plan, congestion (0/1),
-memory_scale (the relaxation of the static accounting that fitted, 1 without), n_retimed (sequential
+memory_scale (the relaxation of the static accounting that fitted, 1 without),
+persistent_budget (the smallest share of a device's true memory its persistent bytes could take after a repair, 1
+without), n_retimed (sequential
 re-timings of the op-level plan, `timeline`), simulated_makespan_s, moves
 (eq. 9 moves), memory_moves (moves forced by a full or forbidden d_k).
 
@@ -107,14 +109,27 @@ def memory_scales(graph: OpGraph, cluster: Cluster, steps: int = 3) -> list[floa
     return [r ** (k / steps) for k in range(1, steps + 1)]
 
 
+#: The accounting scale of every device (one number for all); the share of each device's true memory persistent
+#: bytes may take (None: all of it). See `_recover`.
+Scale = float | list[float]
+Persist = list[float] | None
+
 #: Sequential mode: about how many re-timings of the op-level plan a placement may cost (`timeline.Timeline`).
 RETIMES = 32
 
-#: Factor applied to the accounting scale of the device that overflowed, per repair round (`place`).
-REPAIR_FACTOR = 0.8
+#: Largest factor applied to the accounting scale of a device that overflowed, per repair round (`_recover`:
+#: limit / peak when smaller).
+REPAIR_FACTOR = 0.9
 #: How many of the candidate ranges (the first ones: the paper's 200 and about n / (2 D) under R="auto") the
 #: relaxed accounting and the repair try: each try places and replays the whole graph (seconds on 5,000 ops).
 RECOVERY_RANGES = 2
+
+
+def _worst_ratio(peaks: dict[str, float], cluster: Cluster) -> float:
+    """The largest peak / limit over the devices (inf without peaks)."""
+    if not peaks:
+        return math.inf
+    return max(peaks.get(d.name, 0.0) / d.memory_bytes for d in cluster.devices if d.memory_bytes > 0)
 
 
 class _CeleritasBase(Placer):
@@ -148,38 +163,54 @@ class _CeleritasBase(Placer):
         smallest simulated makespan among those that fit (the paper's R = 200 wins ties); ``info["R"]`` is the
         range used, ``info["R_tried"]`` the candidates.
 
-        Memory (with `check_memory`): each of the first `RECOVERY_RANGES` candidates (the paper's 200 and about
-        n / (2 D) under R="auto") whose placement does not fit in the simulator's replay is placed again with
-        the static accounting relaxed step by step (`memory_scales`: the device limits the accounting works with
-        are multiplied by s, ``info["memory_scale"]``; the first scale that fits is kept), then with up to
-        `repair_rounds` repairs starting from the most relaxed scale: the scale of the device the replay ran out
-        of memory on is multiplied by `REPAIR_FACTOR` (0.8) and the graph placed again, so that Adjusting
-        Placement moves work off that device (as Baechi's placers here place again with a margin on an
-        overflowing device). Every result is still checked by the replay against the true limits, and the best
-        of all candidates that fit is kept. The recovery runs for those ranges even when a finer candidate fits
-        as it is: the static accounting (every tensor held for the whole step) is most pessimistic for coarse
-        nodes, whose charge sums their members', so without it R="auto" would compare the fused candidates,
-        refused by that pessimism alone, against an unfused one (R = 1) and keep no fusion at all (Celeritas
-        Table 3's Transformer at 75% of the need, issue 21: R = 1 0.067 s; R = 200 repaired 0.033 s). Then the
-        one-device placement (`algorithms.memory.single_device_placement`, ``info["fallback"]``); then
-        `InfeasiblePlacement` with the first candidate's error, which names the op and device that ran out of
-        memory. Cost: up to len(memory_scales) + repair_rounds extra placements per recovered range."""
+        Memory (with `check_memory`): each of the first `RECOVERY_RANGES` candidates (the paper's 200 and about n /
+        (2 D) under R="auto") whose placement does not fit in the simulator's replay is placed again with the static
+        accounting relaxed step by step (`memory_scales`: the device limits the accounting works with are multiplied
+        by s, ``info["memory_scale"]``; the first scale that fits is kept), then with up to `repair_rounds` repairs
+        starting from the relaxed scale that came closest to fitting: the scale of each device whose peak exceeded
+        its limit, and its share of true memory for persistent bytes, are multiplied by limit / peak (at most
+        `REPAIR_FACTOR`, 0.9) and the graph placed again, so that Adjusting Placement moves work off those devices
+        (as Baechi's placers here place again with a margin on an overflowing device; `_recover`). A candidate among
+        those first ranges that fits but placed nodes best effort (the static accounting called every device full,
+        which a replay that fits refutes) is placed again with each relaxed scale as well (Celeritas Table 3's
+        Transformer at 75% of the need, issue 21: 0.0025 s at R = 22 without, 0.0016 s at R = 200 relaxed 3x). Every
+        result is still checked by the replay against the true limits, and the best of all candidates that fit is
+        kept. The recovery runs for those ranges even when a finer candidate fits as it is: the static accounting
+        (every tensor held for the whole step) is most pessimistic for coarse nodes, whose charge sums their
+        members', so without it R="auto" would compare the fused candidates, refused by that pessimism alone,
+        against an unfused one (R = 1) and keep no fusion at all (Celeritas Table 3's Transformer at 75% of the
+        need, issue 21: R = 1 0.067 s; R = 200 repaired 0.033 s). Then the one-device placement
+        (`algorithms.memory.single_device_placement`, ``info["fallback"]``); then `InfeasiblePlacement` with the
+        first candidate's error, which names the op and device that ran out of memory. Cost: up to
+        len(memory_scales) + repair_rounds extra placements, and as many replays without limits, per recovered
+        range."""
         cands = auto_ranges(graph.index().n, len(cluster.devices)) if self.auto_R else [self.R]
         nd = len(cluster.devices)
         fitted: list[Placement] = []
         failed: list[int] = []
         first_error: InfeasiblePlacement | None = None
+        crowded: list[int] = []  # ranges that fitted only with nodes placed best effort
         for R in cands:
             try:
-                fitted.append(self._place_R(graph, cluster, R, 1.0))
+                pl = self._place_R(graph, cluster, R, 1.0)
             except InfeasiblePlacement as exc:
                 first_error = first_error or exc
                 failed.append(R)
+                continue
+            fitted.append(pl)
+            if pl.info.get("best_effort_nodes"):
+                crowded.append(R)
         if self.check_memory:
             for R in [r for r in cands[:RECOVERY_RANGES] if r in failed]:
-                pl = self._recover(graph, cluster, R, nd)
-                if pl is not None:
-                    fitted.append(pl)
+                rec = self._recover(graph, cluster, R, nd)
+                if rec is not None:
+                    fitted.append(rec)
+            for R in [r for r in cands[:RECOVERY_RANGES] if r in crowded]:
+                for scale in memory_scales(graph, cluster):
+                    try:
+                        fitted.append(self._place_R(graph, cluster, R, [scale] * nd))
+                    except InfeasiblePlacement:
+                        continue
         best: Placement | None = None
         for pl in fitted:  # candidates' order: the paper's R = 200 first, so it wins ties
             if best is None or pl.info["simulated_makespan_s"] < best.info["simulated_makespan_s"] * (1 - 1e-9):
@@ -198,32 +229,64 @@ class _CeleritasBase(Placer):
         return best
 
     def _recover(self, graph: OpGraph, cluster: Cluster, R: int, nd: int) -> Placement | None:
-        """Range R placed with the relaxed accounting, then repaired (`place`); None when nothing fits."""
+        """Range R placed with the relaxed accounting, then repaired (`place`); None when nothing fits.
+
+        Each relaxed scale that does not fit is kept with the replay's per-device peaks (`_overflow`, from a
+        replay without limits); the repair starts from the scale whose worst device came closest to its limit
+        and, each round, shrinks the accounting scale of every device whose peak exceeded its limit by
+        limit / peak (at most `REPAIR_FACTOR`), so that one round moves work off all overflowing devices at
+        once and by about as much as they overflowed. The same factor shrinks the share of the device's true
+        memory that persistent bytes may take (`CoarseState.persist_left`, never relaxed): on a model whose
+        parameters and optimizer state are most of the need (the paper-size Transformer profiled on an H100:
+        5.7 of 7.9 GB), the devices otherwise fill with persistent bytes to their limit and the activations
+        overflow them by a fraction of a percent, round after round."""
         scales = memory_scales(graph, cluster)
+        limits = [d.memory_bytes for d in cluster.devices]
+        tried: list[tuple[float, list[float], dict[str, float]]] = []
         for scale in scales:
+            per = [scale] * nd
             try:
-                pl = self._place_R(graph, cluster, R, [scale] * nd)
+                pl = self._place_R(graph, cluster, R, per)
+            except OutOfMemory as exc:
+                peaks = getattr(exc, "peaks", None) or {}
+                tried.append((_worst_ratio(peaks, cluster), per, peaks))
+                continue
             except InfeasiblePlacement:
                 continue
             log.info("%s: R=%d fits with the static accounting relaxed %.3gx", self.name, R, scale)
             return pl
-        per = [scales[-1] if scales else 1.0] * nd
+        if tried:
+            _, per, peaks = min(tried, key=lambda t: t[0])
+        else:
+            per, peaks = [scales[-1] if scales else 1.0] * nd, {}
+        per = list(per)
+        persist = [1.0] * nd
         for _ in range(self.repair_rounds):
+            for k, d in enumerate(cluster.devices):
+                p = peaks.get(d.name, 0.0)
+                if p > limits[k]:
+                    f = min(REPAIR_FACTOR, limits[k] / p)
+                    per[k] *= f
+                    persist[k] *= f
             try:
-                pl = self._place_R(graph, cluster, R, list(per))
-            except OutOfMemory as exc:  # less room in the accounting of the device that overflowed
-                per[cluster.names.index(str(exc.device))] *= REPAIR_FACTOR
+                pl = self._place_R(graph, cluster, R, list(per), list(persist))
+            except OutOfMemory as exc:
+                peaks = getattr(exc, "peaks", None) or {str(exc.device): math.inf}
                 continue
             except InfeasiblePlacement:
                 return None
-            log.info("%s: R=%d fits with per-device accounting scales %s", self.name, R, per)
+            log.info("%s: R=%d fits with per-device accounting scales %s", self.name, R, [f"{x:.3g}" for x in per])
             return pl
         return None
 
-    def _place_R(self, graph: OpGraph, cluster: Cluster, R: int, scale: float | list[float] = 1.0) -> Placement:
+    def _place_R(
+        self, graph: OpGraph, cluster: Cluster, R: int, scale: Scale = 1.0, persist: Persist = None
+    ) -> Placement:
         raise NotImplementedError
 
-    def _prepare(self, graph: OpGraph, cluster: Cluster, R: int, scale: float | list[float] = 1.0) -> Prepared:
+    def _prepare(
+        self, graph: OpGraph, cluster: Cluster, R: int, scale: Scale = 1.0, persist: Persist = None
+    ) -> Prepared:
         t0 = time.perf_counter()
         idx = graph.index()
         types = effective_types(idx)
@@ -255,6 +318,8 @@ class _CeleritasBase(Placer):
         state = CoarseState(idx, cluster, clusters, types)
         per = scale if isinstance(scale, list) else [scale] * len(state.avail)
         state.avail = [a * k for a, k in zip(state.avail, per)]
+        if persist is not None:  # the repair's share of each device's true memory left to persistent bytes
+            state.persist_left = [a * k for a, k in zip(state.persist_left, persist)]
         info = {
             "n_ops": idx.n,
             "n_coarse_ops": cidx.n,
@@ -265,6 +330,7 @@ class _CeleritasBase(Placer):
             "R": R,
             "memory_limit_bytes": M,
             "memory_scale": max(per),
+            "persistent_budget": min(persist) if persist is not None else 1.0,
             "fused": int(bool(do_fuse)),
             "fusion_time_s": time.perf_counter() - t0,
         }
@@ -281,7 +347,7 @@ class _CeleritasBase(Placer):
         pl.info["simulated_makespan_s"] = res.makespan
         if res.oom is not None and self.check_memory:
             o = res.oom
-            raise OutOfMemory(
+            exc = OutOfMemory(
                 f"{self.name}: the placement runs out of memory when simulated: {res.oom.message()} "
                 f"({pl.info.get('best_effort_ops_count', 0)} ops were placed best effort). Give the devices more "
                 f"memory, or set placer.check_memory=false to keep the best-effort placement.",
@@ -291,6 +357,10 @@ class _CeleritasBase(Placer):
                 used_bytes=o.used_bytes,
                 limit_bytes=o.limit_bytes,
             )
+            # every device's peak in a replay without limits, for the repair (`_recover`)
+            free = simulate(graph, cluster.with_memory(math.inf), pl.assignment, pl.order, record_memory=False)
+            exc.peaks = dict(free.peak_memory)  # type: ignore[attr-defined]
+            raise exc
         return pl
 
     @staticmethod
@@ -370,8 +440,10 @@ class CeleritasPlacer(_CeleritasBase):
             return cluster.mode == "sequential"
         return bool(self.congestion)
 
-    def _place_R(self, graph: OpGraph, cluster: Cluster, R: int, scale: float | list[float] = 1.0) -> Placement:
-        prep = self._prepare(graph, cluster, R, scale)
+    def _place_R(
+        self, graph: OpGraph, cluster: Cluster, R: int, scale: Scale = 1.0, persist: Persist = None
+    ) -> Placement:
+        prep = self._prepare(graph, cluster, R, scale, persist)
         t0 = time.perf_counter()
         congestion = self.congestion_for(cluster)
         if self.plan == "ops":
@@ -406,8 +478,10 @@ class OrderPlacePlacer(_CeleritasBase):
 
     name = "order_place"
 
-    def _place_R(self, graph: OpGraph, cluster: Cluster, R: int, scale: float | list[float] = 1.0) -> Placement:
-        prep = self._prepare(graph, cluster, R, scale)
+    def _place_R(
+        self, graph: OpGraph, cluster: Cluster, R: int, scale: Scale = 1.0, persist: Persist = None
+    ) -> Placement:
+        prep = self._prepare(graph, cluster, R, scale, persist)
         t0 = time.perf_counter()
         order_place(prep.state, prep.seq)
         seqpos = {c: k for k, c in enumerate(prep.seq)}
