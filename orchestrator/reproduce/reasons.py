@@ -7,6 +7,17 @@ that no reason goes stale when the runs change."""
 
 from __future__ import annotations
 
+#: the setting of Celeritas Table 3 here, shared by its entries' reasons
+_T3_SETTING = (
+    "Table 3 as the paper ran it (session 39): METIS, Order-Place and Celeritas see TensorFlow's colocation of "
+    "each gradient op with its forward op (optimizer=tf_colocation; the paper's TensorFlow graphs carry it and "
+    "Celeritas keeps a colocation group on one device, 6.1), Baechi's placers run after Baechi's optimizer "
+    "(as Baechi ships them), and METIS balances compute only (the paper's baseline, no memory repair). Without "
+    "the colocation, Celeritas' contiguous CPD-TOPO clusters put a layer's forward and backward ops on different "
+    "devices, every activation crossed, and Celeritas ran out of memory or came out behind METIS (the "
+    "scoreboard of 28 November; docs/experiments.md, 'Celeritas Table 3 with TensorFlow's gradient colocation'). "
+)
+
 REASONS: dict[str, str] = {
     "baechi-t2": (
         "Placement times are the placing process's CPU time on the shared 2-core machine (wall clock for runs "
@@ -105,52 +116,44 @@ REASONS: dict[str, str] = {
         "H100 computes faster than the paper's V100s, which raises every CCR here."
     ),
     "celeritas-t3-transformer-h100": (
-        "At the H100's CCR (above) a split costs more than its overlap gains: METIS' balanced minimum-cut "
-        "partition stays within a few percent of one device's step. METIS fits the 75% memory here, where the "
-        "paper's ran out; Celeritas and Order-Place run out of memory under Algorithm 2's static accounting (see "
-        "celeritas-t3-transformer). With every device's full 32 GB Celeritas is ahead of m-SCT, m-ETF and "
-        "Order-Place, as the paper claims, but METIS and m-TOPO are faster (docs/experiments.md, 'Celeritas at "
-        "the paper's sizes with op times measured on a GPU')."
+        _T3_SETTING
+        + "At 75% of the need Baechi's three placers run out of memory (m-SCT and m-ETF: a layer's co-placed group "
+        "overflows the device its first op chose), where the paper's m-SCT and m-ETF fit the Transformer; METIS "
+        "fits, where the paper's ran out, behind Celeritas and Order-Place. With every device's full 32 GB: "
+        "Celeritas 0.827 < Order-Place 0.834 < m-SCT 0.937 = m-ETF 0.937 < m-TOPO 0.938 < METIS 1.054 s, the "
+        "paper's order but for METIS (one device computes the step in 0.938 s)."
     ),
     "celeritas-t3-nmt-h100": (
-        "At the H100's CCR (above) METIS' balanced minimum-cut partition stays within a few percent of one "
-        "device's step; METIS and m-SCT fit the 75% memory here, where the paper has them OOM. Celeritas and "
-        "Order-Place run out of memory under Algorithm 2's static accounting. With every device's full 32 GB "
-        "Celeritas is several times faster than m-SCT, m-ETF, m-TOPO and Order-Place, second to METIS "
-        "(docs/experiments.md, 'Celeritas at the paper's sizes with op times measured on a GPU')."
+        _T3_SETTING
+        + "At 75% of the need Baechi's three placers run out of memory, as the paper's did; METIS fits, where the "
+        "paper's ran out, behind Celeritas and Order-Place. With every device's full 32 GB: m-ETF 0.332 = m-SCT "
+        "0.334 < Celeritas 0.343 < Order-Place 0.360 < m-TOPO 0.373 < METIS 0.446 s (one device: 0.373 s)."
     ),
     "celeritas-t3-transformer": (
-        "On the lab's Transformer, with devices at 75% of the need, the paper's R = 200 and M = 0.25 x device "
-        "memory, Algorithm 2's static Memory[v] holds every tensor for the whole step, several times the dynamic "
-        "need, so the cluster cap M stops the fusion early and the coarse nodes' static charges fill the devices: "
-        "under the static accounting coarse nodes go best effort and the replay overflows. Before issue 21's fix "
-        "R=auto therefore fell back to R = 1 (no fusion: Adjusting Placement on the raw ops), well behind m-SCT; "
-        "the relaxed accounting and the repair now run for the paper's range too, and R = 200 fits "
-        "(docs/experiments.md, 'Memory-aware placers against the simulator'). With the cluster cap at the whole "
-        "device (memory_fraction 1, not the paper's setting) Celeritas came out well ahead of m-SCT: the gap to the "
-        "paper lies in how much the lab's static accounting (and the cap derived from it) limits the fusion on a "
-        "model far smaller than the paper's, not in Adjusting Placement (docs/experiments.md, 'Measurements once "
-        "quoted in the scoreboard's reasons'). METIS fits here, where the paper's ran out of memory, and its "
-        "balanced minimum-cut parts run side by side on the paper's four GPUs."
+        _T3_SETTING
+        + "Baechi's three placers run out of memory at 75% of the need (m-SCT and m-ETF: the group Baechi's "
+        "co-placement makes of the source positional embedding and its readers overflows the device its first op "
+        "chose), where the paper's m-SCT and m-ETF fit; METIS fits, where the paper's ran out, and trails "
+        "Celeritas and Order-Place by about 2x (at CCR 112 one device would compute the step faster than any "
+        "split, but holds only 75% of the need)."
     ),
     "celeritas-t3-nmt": (
-        "At 75% of the need per device Celeritas fits only with the relaxed accounting (the lab's GNMT has static "
-        "Memory[v] several times its dynamic need; R=auto chooses a coarser range than the paper's 200) and "
-        "Order-Place overflows the replay on the decoder's backward pass, where the paper's Order-Place ran by its "
-        "best-effort rule on TensorFlow's allocator (the lab's check_memory refuses an overflowing replay). METIS "
-        "and m-SCT fit, where the paper has them OOM: the lab's m-SCT accounts memory dynamically (as Baechi 4.2 "
-        "describes) and re-places colocation groups that overflow, and METIS' balanced parts fit the devices at "
-        "this size; METIS' balanced minimum-cut parts then run side by side on the paper's four GPUs and it "
-        "leads, as with the H100's op times (celeritas-t3-nmt-h100). The paper's headline ranks Celeritas among "
-        "the placers that fit there, which METIS did not."
+        _T3_SETTING
+        + "m-TOPO runs out of memory as in the paper; m-SCT and m-ETF fit the lab's small GNMT at 75% of its need "
+        "(its co-placed groups are small against a device; on the paper-size NMT profiled on an H100 they run out, "
+        "celeritas-t3-nmt-h100), and so do Order-Place and METIS, where the paper's METIS ran out. Celeritas "
+        "leads every placer that fits, as the paper's headline says."
     ),
     "celeritas-t3-synthetic": (
         "On the synthetic graph of the Transformer's size class (the paper's has 36,352 nodes) the paper's METIS "
-        "and m-TOPO OOM; here all five fit (static op memory below one device at this size)."
+        "and m-TOPO OOM; here all six fit (static op memory below one device at this size). Each backward op "
+        "colocated with its forward op and Baechi's placers after Baechi's optimizer, as in "
+        "celeritas-t3-transformer; Celeritas and Order-Place keep the graph on one device."
     ),
     "celeritas-t4": (
-        "Placement times with every device's full 32 GB (celeritas_placement_time), since under Table 3's tight "
-        "memory Celeritas and Order-Place stop at the replay check and record no placement time; CPU time of the "
+        "Placement times with every device's full 32 GB (celeritas_placement_time), where each placer places once "
+        "(under Table 3's tight memory Celeritas and Order-Place place again with a relaxed accounting when the "
+        "replay overflows); CPU time of the "
         "placing process on the shared 2-core machine (its wall clock under other jobs' load moved the same "
         "Celeritas placement by more than an order of magnitude and reversed the order; docs/experiments.md, "
         "'Measurements once quoted in the scoreboard's reasons')."
