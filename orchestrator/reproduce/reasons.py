@@ -9,13 +9,13 @@ from __future__ import annotations
 
 #: the setting of Celeritas Table 3 here, shared by its entries' reasons
 _T3_SETTING = (
-    "Table 3 as the paper ran it (session 39): METIS, Order-Place and Celeritas see TensorFlow's colocation of "
-    "each gradient op with its forward op (optimizer=tf_colocation; the paper's TensorFlow graphs carry it and "
-    "Celeritas keeps a colocation group on one device, 6.1), Baechi's placers run after Baechi's optimizer "
-    "(as Baechi ships them), and METIS balances compute only (the paper's baseline, no memory repair). Without "
-    "the colocation, Celeritas' contiguous CPD-TOPO clusters put a layer's forward and backward ops on different "
-    "devices, every activation crossed, and Celeritas ran out of memory or came out behind METIS (the "
-    "scoreboard of 28 November; docs/experiments.md, 'Celeritas Table 3 with TensorFlow's gradient colocation'). "
+    "Table 3 as the paper ran it: METIS, Order-Place and Celeritas see TensorFlow's colocation of each gradient op "
+    "with its forward op (optimizer=tf_colocation; the paper's TensorFlow graphs carry it and Celeritas keeps a "
+    "colocation group on one device, 6.1), Baechi's placers run after Baechi's optimizer (as Baechi ships them), "
+    "and METIS balances compute only (the paper's baseline, no memory repair). Without the colocation, Celeritas' "
+    "contiguous CPD-TOPO clusters put a layer's forward and backward ops on different devices, every activation "
+    "crossed, and Celeritas ran out of memory or came out behind METIS (docs/experiments.md, 'Celeritas Table 3 "
+    "with TensorFlow's gradient colocation', which has the figures of both settings). "
 )
 
 REASONS: dict[str, str] = {
@@ -119,15 +119,24 @@ REASONS: dict[str, str] = {
         _T3_SETTING
         + "At 75% of the need Baechi's three placers run out of memory (m-SCT and m-ETF: a layer's co-placed group "
         "overflows the device its first op chose), where the paper's m-SCT and m-ETF fit the Transformer; METIS "
-        "fits, where the paper's ran out, behind Celeritas and Order-Place. With every device's full 32 GB: "
-        "Celeritas 0.827 < Order-Place 0.834 < m-SCT 0.937 = m-ETF 0.937 < m-TOPO 0.938 < METIS 1.054 s, the "
-        "paper's order but for METIS (one device computes the step in 0.938 s)."
+        "fits, where the paper's ran out, behind Celeritas and Order-Place. With every device's full 32 GB "
+        "every placer fits and the order is the paper's but for METIS, the slowest (docs/experiments.md, same "
+        "section)."
     ),
     "celeritas-t3-nmt-h100": (
         _T3_SETTING
         + "At 75% of the need Baechi's three placers run out of memory, as the paper's did; METIS fits, where the "
-        "paper's ran out, behind Celeritas and Order-Place. With every device's full 32 GB: m-ETF 0.332 = m-SCT "
-        "0.334 < Celeritas 0.343 < Order-Place 0.360 < m-TOPO 0.373 < METIS 0.446 s (one device: 0.373 s)."
+        "paper's ran out, behind Celeritas and Order-Place. With every device's full 32 GB (the lab's NMT "
+        "needs under 5 GB, so every placer fits) m-ETF and m-SCT come out a few percent ahead of Celeritas "
+        "(docs/experiments.md, same section)."
+    ),
+    "celeritas-t3-inception-h100": (
+        _T3_SETTING
+        + "At 75% of the need m-TOPO runs out of memory (its first device takes the stem, whose activations are "
+        "the largest, up to its cap), where the paper's m-TOPO fit Inception-V3 and was the best Baechi placer; "
+        "METIS fits, where the paper's ran out. Celeritas and Order-Place lead as in the paper, and m-SCT and "
+        "m-ETF trail them by 4.7x (the paper: 2.7x and 3.7x). The lab's graph is Inception-V3 at batch 128 (the "
+        "paper's 512 did not fit the H100 in the op-by-op profile)."
     ),
     "celeritas-t3-transformer": (
         _T3_SETTING
@@ -143,6 +152,13 @@ REASONS: dict[str, str] = {
         "(its co-placed groups are small against a device; on the paper-size NMT profiled on an H100 they run out, "
         "celeritas-t3-nmt-h100), and so do Order-Place and METIS, where the paper's METIS ran out. Celeritas "
         "leads every placer that fits, as the paper's headline says."
+    ),
+    "celeritas-t3-inception": (
+        _T3_SETTING
+        + "At 75% of the need m-TOPO runs out of memory (its first device takes the stem, whose activations are "
+        "the largest, up to its cap), where the paper's m-TOPO fit Inception-V3 and was the best Baechi placer; "
+        "METIS fits, where the paper's ran out. Celeritas and Order-Place lead as in the paper; the paper-size "
+        "Inception-V3 profiled on an H100 gives the same order (celeritas-t3-inception-h100)."
     ),
     "celeritas-t3-synthetic": (
         "On the synthetic graph of the Transformer's size class (the paper's has 36,352 nodes) the paper's METIS "

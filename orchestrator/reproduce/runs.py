@@ -28,30 +28,29 @@ _H100_RUN = [
 
 #: Baechi's three placers, which the Celeritas tables run after Baechi's optimizer
 _BAECHI = "m_sct,m_etf,m_topo"
-#: Celeritas Table 3's two paper-size graphs profiled on an H100
-_H100_TABLE3 = f"model.path={H100}/transformer_b128.json.gz,{H100}/gnmt_b512.json.gz"
+#: Celeritas Table 3's three models, the paper-size graphs profiled on an H100
+_H100_TABLE3 = "model.path=" + ",".join(
+    f"{H100}/{g}.json.gz" for g in ("transformer_b128", "gnmt_b512", "inception_v3_b128")
+)
 
 #: presets the scoreboard runs with overrides (--run): an experiment name that is a variant of a preset, or a
 #: preset run as several sweeps (one argument list each)
 PRESET_RUNS = {
-    # Celeritas Tables 2 and 3: METIS, Order-Place and Celeritas on the preset's graphs (Transformer, GNMT) with
-    # TensorFlow's gradient colocation (the preset's optimizer=tf_colocation); Baechi's placers as Baechi ships
-    # them, after its optimizer (the same pairs co-placed, and fusion, Baechi 3.2-3.3, as the Baechi tables here
-    # run them: the Celeritas paper compares Baechi, with its Standard Evaluation in place of Baechi's profile,
-    # 6.2.2); and Inception-V3 with METIS only for Table 2's third model (its CCR; Table 3's Inception row is not
-    # scored)
+    # Celeritas Tables 2 and 3: METIS, Order-Place and Celeritas on the preset's graphs (Transformer, GNMT,
+    # Inception-V3) with TensorFlow's gradient colocation (the preset's optimizer=tf_colocation); Baechi's placers
+    # as Baechi ships them, after its optimizer (the same pairs co-placed, and fusion, Baechi 3.2-3.3, as the
+    # Baechi tables here run them: the Celeritas paper compares Baechi, with its Standard Evaluation in place of
+    # Baechi's profile, 6.2.2)
     "celeritas_large": [
         ["+experiment=celeritas_large", "placer=metis,order_place,celeritas"],
         ["+experiment=celeritas_large", f"placer={_BAECHI}", "optimizer=baechi"],
-        ["+experiment=celeritas_large", "model=inception_v3", "placer=metis"],
     ],
     # Celeritas Tables 2 and 3 on the paper-size models profiled on an H100 (experiments/data/h100/, run from the
     # repository's root): the compute as measured (regime.compute_scale=1) on the paper's machine as a model;
-    # Baechi's placers after Baechi's optimizer, as above; Inception-V3 with METIS only, for Table 2's CCR
+    # Baechi's placers after Baechi's optimizer, as above
     "celeritas_large_h100": [
         [*_H100_RUN, _H100_TABLE3, "placer=metis,order_place,celeritas"],
         [*_H100_RUN, _H100_TABLE3, f"placer={_BAECHI}", "optimizer=baechi"],
-        [*_H100_RUN, f"model.path={H100}/inception_v3_b128.json.gz", "placer=metis"],
     ],
     # Celeritas Table 3 on the synthetic graph of the Transformer's size: Baechi's placers after Baechi's
     # optimizer, as above
