@@ -223,7 +223,10 @@ REASONS: dict[str, str] = {
     ),
     "tessel-f9": (
         "TO's cost grows with the micro-batches as in the paper, but for few micro-batches TO is cheaper than "
-        "Tessel here: Tessel's repetend search has a fixed cost of a few seconds on this machine."
+        "Tessel here: Tessel's search costs about the same at every micro-batch count (a repetend of N_R "
+        "micro-batches, then the warm-up and cool-down), tens of milliseconds on the unit-time V shape, while TO's "
+        "doubles with each micro-batch from about 5 on, so the ratio crosses 1 between 5 and 6 micro-batches (the "
+        "paper's Tessel took 147 s on average, VI-B)."
     ),
     "tessel-f11": (
         "N_R is the span of micro-batch indices in the repetend (max n - min n + 1), and the bubble rate is the "
