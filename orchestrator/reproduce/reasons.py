@@ -101,7 +101,7 @@ REASONS: dict[str, str] = {
         "paper's middle place to the lowest CCR here. The lab's models are also far smaller than the paper's (the "
         "Transformer's ops placed above against 36,352 nodes). The headline (CCR >= 10) needs the paper's GPU "
         "compute, which the lab does not model; in the papers' regime every graph is given the paper's CCR by "
-        "construction (not scored). Inception-V3's CCR comes from one METIS run of celeritas_large (PRESET_RUNS). "
+        "construction (not scored). "
         "On an H100 at the paper's sizes (experiments/celeritas_gpu.py; celeritas-t2-h100) every graph's CCR on the "
         "same links is far above 10: the headline (CCR >= 10) holds with GPU compute, the order does not "
         "(docs/experiments.md, 'Celeritas at the paper's sizes with op times measured on a GPU')."
