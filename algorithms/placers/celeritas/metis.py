@@ -204,7 +204,11 @@ class MetisPlacer(Placer):
                     move(u, max(room, key=lambda k: (to.get(k, 0.0), limit[k] - used[k], -k)))
         overflow = sum(max(0.0, used[k] - limit[k]) for k in range(nd) if not math.isinf(limit[k]))
         if overflow > 0:
-            log.warning("metis: %.3g bytes above the devices' memory after repair (best effort)", overflow)
+            log.warning(
+                "metis: %.3g bytes of static memory above the devices' limits %s (best effort)",
+                overflow,
+                "after repair" if self.repair else "(repair off)",
+            )
         names = cluster.names
         assign = {idx.names[i]: names[part[unit_of[i]]] for i in range(n)}
         info = {
