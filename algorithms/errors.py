@@ -31,7 +31,8 @@ class InfeasiblePlacement(LabError):
 
 
 class OutOfMemory(InfeasiblePlacement):
-    """A device's memory limit is crossed; carries the op, device, time and bytes."""
+    """A device's memory limit is crossed; carries the op, device, time and bytes, and, where the raiser replayed
+    the placement without limits, every device's peak (`peaks`)."""
 
     def __init__(
         self,
@@ -42,6 +43,7 @@ class OutOfMemory(InfeasiblePlacement):
         time_s: float | None = None,
         used_bytes: float | None = None,
         limit_bytes: float | None = None,
+        peaks: dict[str, float] | None = None,
     ):
         super().__init__(message)
         self.op = op
@@ -49,6 +51,7 @@ class OutOfMemory(InfeasiblePlacement):
         self.time_s = time_s
         self.used_bytes = used_bytes
         self.limit_bytes = limit_bytes
+        self.peaks = peaks
 
 
 class SimulationError(LabError):

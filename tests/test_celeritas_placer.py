@@ -393,9 +393,7 @@ def test_repair_shrinks_every_overflowing_device_by_its_peak_and_its_persistent_
         per = scale if isinstance(scale, list) else [scale] * 3
         calls.append((list(per), None if persist is None else list(persist)))
         if len(calls) <= 2:
-            exc = OutOfMemory("replay out of memory", device="d0")
-            exc.peaks = peaks[per[0]]
-            raise exc
+            raise OutOfMemory("replay out of memory", device="d0", peaks=peaks[per[0]])
         return Placement({"a": "d0"}, None, {"simulated_makespan_s": 1.0})
 
     monkeypatch.setattr(CeleritasPlacer, "_place_R", fake)

@@ -231,15 +231,15 @@ class _CeleritasBase(Placer):
     def _recover(self, graph: OpGraph, cluster: Cluster, R: int, nd: int) -> Placement | None:
         """Range R placed with the relaxed accounting, then repaired (`place`); None when nothing fits.
 
-        Each relaxed scale that does not fit is kept with the replay's per-device peaks (`_overflow`, from a
-        replay without limits); the repair starts from the scale whose worst device came closest to its limit
-        and, each round, shrinks the accounting scale of every device whose peak exceeded its limit by
-        limit / peak (at most `REPAIR_FACTOR`), so that one round moves work off all overflowing devices at
-        once and by about as much as they overflowed. The same factor shrinks the share of the device's true
-        memory that persistent bytes may take (`CoarseState.persist_left`, never relaxed): on a model whose
-        parameters and optimizer state are most of the need (the paper-size Transformer profiled on an H100:
-        5.7 of 7.9 GB), the devices otherwise fill with persistent bytes to their limit and the activations
-        overflow them by a fraction of a percent, round after round."""
+        Each relaxed scale that does not fit is kept with the replay's per-device peaks (``OutOfMemory.peaks``, from
+        the replay without limits `_checked` runs); the repair starts from the scale whose worst device came closest
+        to its limit and, each round, shrinks the accounting scale of every device whose peak exceeded its limit by
+        limit / peak (at most `REPAIR_FACTOR`), so that one round moves work off all overflowing devices at once and
+        by about as much as they overflowed. The same factor shrinks the share of the device's true memory that
+        persistent bytes may take (`CoarseState.persist_left`, never relaxed): on a model whose parameters and
+        optimizer state are most of the need (the paper-size Transformer profiled on an H100: 5.7 of 7.9 GB), the
+        devices otherwise fill with persistent bytes to their limit and the activations overflow them by a fraction
+        of a percent, round after round."""
         scales = memory_scales(graph, cluster)
         limits = [d.memory_bytes for d in cluster.devices]
         tried: list[tuple[float, list[float], dict[str, float]]] = []
@@ -248,7 +248,7 @@ class _CeleritasBase(Placer):
             try:
                 pl = self._place_R(graph, cluster, R, per)
             except OutOfMemory as exc:
-                peaks = getattr(exc, "peaks", None) or {}
+                peaks = exc.peaks or {}
                 tried.append((_worst_ratio(peaks, cluster), per, peaks))
                 continue
             except InfeasiblePlacement:
@@ -264,14 +264,14 @@ class _CeleritasBase(Placer):
         for _ in range(self.repair_rounds):
             for k, d in enumerate(cluster.devices):
                 p = peaks.get(d.name, 0.0)
-                if p > limits[k]:
-                    f = min(REPAIR_FACTOR, limits[k] / p)
+                if p > limits[k]:  # an unknown peak (inf) shrinks by REPAIR_FACTOR
+                    f = min(REPAIR_FACTOR, limits[k] / p) if math.isfinite(p) else REPAIR_FACTOR
                     per[k] *= f
                     persist[k] *= f
             try:
                 pl = self._place_R(graph, cluster, R, list(per), list(persist))
             except OutOfMemory as exc:
-                peaks = getattr(exc, "peaks", None) or {str(exc.device): math.inf}
+                peaks = exc.peaks or {str(exc.device): math.inf}
                 continue
             except InfeasiblePlacement:
                 return None
@@ -347,7 +347,9 @@ class _CeleritasBase(Placer):
         pl.info["simulated_makespan_s"] = res.makespan
         if res.oom is not None and self.check_memory:
             o = res.oom
-            exc = OutOfMemory(
+            # every device's peak in a replay without limits, for the repair (`_recover`)
+            free = simulate(graph, cluster.with_memory(math.inf), pl.assignment, pl.order, record_memory=False)
+            raise OutOfMemory(
                 f"{self.name}: the placement runs out of memory when simulated: {res.oom.message()} "
                 f"({pl.info.get('best_effort_ops_count', 0)} ops were placed best effort). Give the devices more "
                 f"memory, or set placer.check_memory=false to keep the best-effort placement.",
@@ -356,11 +358,8 @@ class _CeleritasBase(Placer):
                 time_s=o.time_s,
                 used_bytes=o.used_bytes,
                 limit_bytes=o.limit_bytes,
+                peaks=dict(free.peak_memory),
             )
-            # every device's peak in a replay without limits, for the repair (`_recover`)
-            free = simulate(graph, cluster.with_memory(math.inf), pl.assignment, pl.order, record_memory=False)
-            exc.peaks = dict(free.peak_memory)  # type: ignore[attr-defined]
-            raise exc
         return pl
 
     @staticmethod
