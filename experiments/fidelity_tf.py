@@ -191,7 +191,7 @@ def pooled(results: list[Any]) -> Any:
         return results[0]
     times = [t for r in results for t in r.counted_times()]
     extra = dict(results[0].extra)
-    for key in ("loss_match", "grad_match"):
+    for key in ("loss_match", "grad_match", "update_match", "correct"):
         extra[key] = all(r.extra.get(key) for r in results)
     return dataclasses.replace(
         results[0],
@@ -520,7 +520,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             err_seq = (pred_seq - res.measured_step_s) / res.measured_step_s
             dev_peak = max(sim.peak_memory, key=lambda d: sim.peak_memory[d])
             ex = res.extra
-            ok = ex.get("loss_match") and ex.get("grad_match")
+            ok = ex.get("correct")
             row = {
                 "model": name,
                 "placer": label,
@@ -569,6 +569,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 "loss_match": ex.get("loss_match"),
                 "grad_match": ex.get("grad_match"),
                 "grad_max_rel_error": ex.get("grad_max_rel_error"),
+                "update_match": ex.get("update_match"),
+                "update_max_rel_error": ex.get("update_max_rel_error"),
+                "loss_after_update_rel_error": ex.get("loss_after_update_rel_error"),
                 "workers": res.workers,
                 "oversubscribed": ex["oversubscribed"],
                 # the last round's traced step (backends.tensorflow.step_anatomy)
