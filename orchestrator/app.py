@@ -128,6 +128,8 @@ def run_job(cfg: DictConfig, out: Path, choices: dict[str, str], sweep_dir: str 
                 for k in (
                     "placement_time_s",
                     "placement_cpu_s",
+                    "optimize_time_s",
+                    "optimize_cpu_s",
                     "predicted_step_s",
                     "measured_step_s",
                     "traffic_bytes",

@@ -54,6 +54,7 @@ def test_default_run_writes_the_four_files_and_an_mlflow_run(lab):
     assert run.data.metrics["predicted_step_s"] == pytest.approx(res["predicted_step_s"])
     # the placing process's CPU time beside the wall clock (the steadier figure on a shared machine)
     assert res["placement_cpu_s"] >= 0 and run.data.metrics["placement_cpu_s"] == pytest.approx(res["placement_cpu_s"])
+    assert res["optimize_time_s"] == res["optimize_cpu_s"] == 0.0  # optimizer none: no graph pass ran
     assert run.data.tags["placer"] == "single" and run.data.tags["status"] == "ok"
     import mlflow
 
@@ -69,6 +70,21 @@ def test_default_run_writes_the_four_files_and_an_mlflow_run(lab):
         "schedule": True,
         "simulate": True,
     }
+
+
+def test_the_graph_optimizers_time_is_recorded_and_kept_with_its_cache_entry(lab):
+    """result.json and MLflow have the optimizer passes' wall-clock and CPU time; a run that reads the coarse
+    graph from the cache reports the time of the run that computed it, as the placement time does."""
+    lab.run("placer=m_sct", "optimizer=baechi")
+    (out,) = lab.outputs()
+    res = _read(out, "result.json")
+    assert res["status"] == "ok" and res["n_ops_placed"] < res["n_ops"]
+    assert res["optimize_time_s"] > 0 and res["optimize_cpu_s"] > 0
+    (run,) = lab.runs()
+    assert run.data.metrics["optimize_cpu_s"] == pytest.approx(res["optimize_cpu_s"])
+    lab.run("placer=m_sct", "optimizer=baechi")
+    again = _read([o for o in lab.outputs() if o != out][0], "result.json")
+    assert again["cache_hits"]["optimize"] is True and again["optimize_cpu_s"] == res["optimize_cpu_s"]
 
 
 def test_user_graph_file_and_expert_placer(lab):

@@ -29,7 +29,7 @@ RANDOM_3K = [
     "model.generator.max_group_size=6",
     "cluster.memory_fraction=100",
 ]
-TIMINGS = ("placement_time_s", "placement_cpu_s", "mlflow_run_id")
+TIMINGS = ("placement_time_s", "placement_cpu_s", "optimize_time_s", "optimize_cpu_s", "mlflow_run_id")
 
 
 @pytest.mark.parametrize("placer", ["m_etf", "m_topo"])

@@ -122,7 +122,7 @@ def place_graph(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any]
             metrics[f"memory_limit_bytes.{d.name}"] = d.memory_bytes
     if result.get("memory_need_bytes") is not None:
         metrics["memory_need_bytes"] = result["memory_need_bytes"]
-    coarse, cmap, okey = stage_optimize(ctx, graph, pkey, cluster)
+    coarse, cmap, okey = stage_optimize(ctx, graph, pkey, cluster, result)
     result["n_ops_placed"] = len(coarse)
     coarse_pl, ptime, pcpu, plkey = stage_place(ctx, coarse, okey, cluster)
     result["placement_time_s"] = ptime
