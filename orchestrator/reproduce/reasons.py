@@ -117,11 +117,14 @@ REASONS: dict[str, str] = {
     ),
     "celeritas-t3-transformer-h100": (
         _T3_SETTING
-        + "At 75% of the need Baechi's three placers run out of memory (m-SCT and m-ETF: a layer's co-placed group "
-        "overflows the device its first op chose), where the paper's m-SCT and m-ETF fit the Transformer; METIS "
+        + "At 75% of the need Baechi's three placers run out of memory: Baechi's co-placement, with rule (i) read "
+        "past the readers' backward ops (`CoPlacement`'s followers, the reading that gives Inception-V3 the paper's "
+        "17 fused ops), unites 6,775 of the graph's 6,803 ops into one group, which no device holds, where the "
+        "paper's m-SCT and m-ETF fit the Transformer (docs/experiments.md, 'Baechi's co-placement on the "
+        "Transformer: one group'); METIS "
         "fits, where the paper's ran out, behind Celeritas and Order-Place. With every device's full 32 GB "
-        "every placer fits and the order is the paper's but for METIS, the slowest (docs/experiments.md, same "
-        "section)."
+        "every placer fits (Baechi's three keep the one group on one device) and the order is the paper's but for "
+        "METIS, the slowest (docs/experiments.md, 'Celeritas Table 3 with TensorFlow's gradient colocation')."
     ),
     "celeritas-t3-nmt-h100": (
         _T3_SETTING
@@ -140,9 +143,11 @@ REASONS: dict[str, str] = {
     ),
     "celeritas-t3-transformer": (
         _T3_SETTING
-        + "Baechi's three placers run out of memory at 75% of the need (m-SCT and m-ETF: the group Baechi's "
-        "co-placement makes of the source positional embedding and its readers overflows the device its first op "
-        "chose), where the paper's m-SCT and m-ETF fit; METIS fits, where the paper's ran out, and trails "
+        + "Baechi's three placers run out of memory at 75% of the need: Baechi's co-placement, with rule (i) read "
+        "past the readers' backward ops (`CoPlacement`'s followers, the reading that gives Inception-V3 the paper's "
+        "17 fused ops), unites all 695 ops into one group, which no device holds, where the paper's m-SCT and "
+        "m-ETF fit (docs/experiments.md, 'Baechi's co-placement on the Transformer: one group'); METIS fits, "
+        "where the paper's ran out, and trails "
         "Celeritas and Order-Place by about 2x (at CCR 112 one device would compute the step faster than any "
         "split, but holds only 75% of the need)."
     ),
