@@ -13,6 +13,13 @@ with optional per-pair overrides (`links`). A transfer between an op and itself 
 
 A link given only as ``src -> dst`` also serves ``dst -> src`` unless that direction has its own entry
 (transfer rates are bidirectional in the thesis' device model, section 6.2).
+
+`recv_buffers` says when a received copy takes the receiving device's memory: ``arrival`` (the default, the
+papers' model: from its arrival to its last reader) or ``step_start`` (from the step's start: a runtime that
+posts every receive with its buffer before the step, as the lab's process-per-device runtime does on gloo,
+issue 16). It is part of the cluster so that every simulation of it, the memory-aware placers' own replays
+included, holds the copies the way the runtime that will run the placement does; the config key is
+``comm.recv_buffers``, written only when it is not the default.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from .errors import InvalidCluster
 from .graph import DEVICE_TYPES
 
 MODES = ("parallel", "sequential")
+#: When a received copy's memory is taken (`Cluster.recv_buffers`; module docstring)
+RECV_BUFFERS = ("arrival", "step_start")
 #: Top-level keys of a cluster config (conf/cluster/*.yaml); any other key is a typo and fails.
 CLUSTER_KEYS = ("name", "devices", "comm", "links", "memory_fraction", "need_fraction", "generate", "_target_")
 
@@ -62,6 +71,7 @@ class Cluster:
     mode: str = "parallel"
     links: dict[tuple[str, str], Link] = field(default_factory=dict)
     name: str = "cluster"
+    recv_buffers: str = "arrival"
 
     def __post_init__(self) -> None:
         if not self.devices:
@@ -81,6 +91,10 @@ class Cluster:
                 raise InvalidCluster(f"device {d.name!r}: memory_bytes must be >= 0, got {d.memory_bytes!r}")
         if self.mode not in MODES:
             raise InvalidCluster(f"cluster {self.name!r}: comm.mode {self.mode!r} is not one of {MODES}")
+        if self.recv_buffers not in RECV_BUFFERS:
+            raise InvalidCluster(
+                f"cluster {self.name!r}: comm.recv_buffers {self.recv_buffers!r} is not one of {RECV_BUFFERS}"
+            )
         if not (0 <= self.latency_s < math.inf) or not (self.bytes_per_s > 0):  # NaN fails both
             raise InvalidCluster(
                 f"cluster {self.name!r}: comm.latency_s must be finite and >= 0 (got {self.latency_s!r}) and "
@@ -157,7 +171,7 @@ class Cluster:
         if not memory_fraction > 0:
             raise InvalidCluster(f"memory_fraction must be > 0, got {memory_fraction!r}")
         devs = [replace(d, memory_bytes=d.memory_bytes * memory_fraction) for d in self.devices]
-        return Cluster(devs, self.latency_s, self.bytes_per_s, self.mode, dict(self.links), self.name)
+        return replace(self, devices=devs, links=dict(self.links))
 
     def with_memory(self, memory_bytes: Mapping[str, float] | float) -> Cluster:
         """A copy with new memory limits (one number for all devices, or per device)."""
@@ -165,19 +179,18 @@ class Cluster:
             devs = [replace(d, memory_bytes=float(memory_bytes.get(d.name, d.memory_bytes))) for d in self.devices]
         else:
             devs = [replace(d, memory_bytes=float(memory_bytes)) for d in self.devices]
-        return Cluster(devs, self.latency_s, self.bytes_per_s, self.mode, dict(self.links), self.name)
+        return replace(self, devices=devs, links=dict(self.links))
 
     def with_comm(
         self, latency_s: float, bytes_per_s: float, links: Mapping[tuple[str, str], Link] | None = None
     ) -> Cluster:
         """A copy with a new communication model (e.g. fitted by a micro-benchmark)."""
-        return Cluster(
-            list(self.devices),
-            latency_s,
-            bytes_per_s,
-            self.mode,
-            dict(links if links is not None else self.links),
-            self.name,
+        return replace(
+            self,
+            devices=list(self.devices),
+            latency_s=latency_s,
+            bytes_per_s=bytes_per_s,
+            links=dict(links if links is not None else self.links),
         )
 
     # ----------------------------------------------------------------- (de)serialisation
@@ -185,7 +198,13 @@ class Cluster:
         return {
             "name": self.name,
             "devices": [d.to_dict() for d in self.devices],
-            "comm": {"latency_s": self.latency_s, "bytes_per_s": self.bytes_per_s, "mode": self.mode},
+            "comm": {
+                "latency_s": self.latency_s,
+                "bytes_per_s": self.bytes_per_s,
+                "mode": self.mode,
+                # only where it is not the default: the papers' clusters read as before
+                **({"recv_buffers": self.recv_buffers} if self.recv_buffers != "arrival" else {}),
+            },
             "links": [
                 {"src": s, "dst": d, "latency_s": ln.latency_s, "bytes_per_s": ln.bytes_per_s}
                 for (s, d), ln in self.links.items()
@@ -224,10 +243,11 @@ class Cluster:
                 )
             )
         comm = dict(data.get("comm") or {})
-        unknown = set(comm) - {"latency_s", "bytes_per_s", "mode"}
+        unknown = set(comm) - {"latency_s", "bytes_per_s", "mode", "recv_buffers"}
         if unknown:
             raise InvalidCluster(
-                f"cluster comm: unknown keys {sorted(unknown)}; the known keys are ['latency_s', 'bytes_per_s', 'mode']"
+                f"cluster comm: unknown keys {sorted(unknown)}; the known keys are ['latency_s', 'bytes_per_s', "
+                "'mode', 'recv_buffers']"
             )
         links: dict[tuple[str, str], Link] = {}
         for k, ln in enumerate(data.get("links") or []):
@@ -246,6 +266,7 @@ class Cluster:
             str(comm.get("mode", "parallel")),
             links,
             str(name or data.get("name") or "cluster"),
+            str(comm.get("recv_buffers", "arrival")),
         )
         frac = data.get("memory_fraction")
         if frac is not None and float(frac) != 1.0:

@@ -146,7 +146,7 @@ def simulate(
     host_cores: int | None = None,
     send_overhead_s: float = 0.0,
     recv_overhead_s: float = 0.0,
-    recv_buffers: str = "arrival",
+    recv_buffers: str | None = None,
     shared_core_reads: str = "at_arrival",
     shared_core_slowdown: float = 0.0,
     send_byte_s: float = 0.0,
@@ -162,8 +162,9 @@ def simulate(
     `send_overhead_s` / `recv_overhead_s`: processor time a device spends per message it sends / receives
     (see the module docstring; 0 by default); `send_byte_s` / `recv_byte_s`: the same per byte of the message.
     `recv_buffers`: when a received copy's memory is taken,
-    ``"arrival"`` (the default, the placers' model) or ``"step_start"`` (a runtime that posts every receive, with
-    its buffer, before the step starts, as the process-per-device runtime does on gloo). `shared_core_reads`:
+    ``"arrival"`` (the papers' model) or ``"step_start"`` (a runtime that posts every receive, with
+    its buffer, before the step starts, as the process-per-device runtime does on gloo); by default the
+    cluster's (`Cluster.recv_buffers`). `shared_core_reads`:
     when a message to a device on a shared core is read, ``"when_idle"`` or ``"at_arrival"`` (module docstring).
     `shared_core_slowdown`: the factor by which an op on a shared core runs longer while another device on that
     core has an executable op waiting (module docstring; 0 by default). `recv_requests`: ``"posted"`` (a
@@ -172,6 +173,8 @@ def simulate(
     """
     if recv_requests not in RECV_REQUESTS:
         raise InvalidCluster(f"recv_requests must be one of {list(RECV_REQUESTS)}, got {recv_requests!r}")
+    if recv_buffers is None:
+        recv_buffers = cluster.recv_buffers
     if recv_buffers not in ("arrival", "step_start"):
         raise InvalidCluster(f"recv_buffers must be 'arrival' or 'step_start', got {recv_buffers!r}")
     if shared_core_reads not in SHARED_CORE_READS:

@@ -270,6 +270,22 @@ def test_simulate_gets_host_cores_and_overheads_on_an_oversubscribed_host(tmp_pa
     assert got[-1] == {} and result == {}
 
 
+def test_the_cluster_holds_received_copies_as_the_jobs_runtime_does(tmp_path):
+    """The placers see the runtime's receive buffers through the cluster (`Cluster.recv_buffers`): step_start for
+    the gloo workers, which post every receive before the step; arrival for a job that predicts no worker runtime
+    and in the papers' regime."""
+    pytest.importorskip("torch")
+    cache = StageCache(tmp_path / "cache", enabled=False)
+    for overrides, want in [
+        (("runtime=real", "cluster=cpu4"), "step_start"),
+        (("runtime=real", "cluster=cpu2"), "step_start"),
+        (("runtime=none", "cluster=cpu4", "profiler.setting=process"), "arrival"),
+        (("runtime=real", "cluster=cpu4", "+regime=baechi"), "arrival"),
+    ]:
+        ctx, cluster = _ctx(tmp_path, cache, *TORCH, *overrides)
+        assert simulate_stage.runtime_recv_buffers(ctx, cluster) == want, overrides
+
+
 # ----------------------------------------------------------------------------------------- report
 def _row(model: str, cluster: str, placer: str, pred: float, meas: float, iqr: float | None = 0.1) -> dict:
     return {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -151,6 +152,19 @@ def test_receive_buffers_held_from_the_step_start():
     assert min(t for t, m in early.memory_timeline["cpu1"] if m > 0) == 0.0
     with pytest.raises(InvalidCluster, match="recv_buffers"):
         simulate(g, c, pl, recv_buffers="later")
+    # the cluster's policy is the default (the placers' replays simulate the cluster they place on)
+    held = replace(c, recv_buffers="step_start")
+    assert simulate(g, held, pl).memory_timeline == early.memory_timeline
+    assert simulate(g, held, pl, recv_buffers="arrival").memory_timeline == late.memory_timeline
+    # it survives the cluster's copies and its config, which writes it only where it is not the default
+    for copy in (held.with_memory(20.0), held.scaled(0.5), held.with_comm(0.1, 1e3)):
+        assert copy.recv_buffers == "step_start"
+    assert "recv_buffers" not in c.to_dict()["comm"]
+    assert Cluster.from_dict(held.to_dict()).recv_buffers == "step_start"
+    with pytest.raises(InvalidCluster, match="recv_buffers"):
+        replace(c, recv_buffers="later")
+    with pytest.raises(InvalidCluster, match="recv_buffers"):
+        Cluster.from_dict({**c.to_dict(), "comm": {"recv_buffers": "soon"}})
 
 
 def _message_into_a_busy_core() -> tuple[OpGraph, Any, dict[str, str]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from algorithms import compiled, compiled_mode
@@ -20,6 +20,7 @@ from ..registry import instantiate, plain
 from .graph import stage_comm, stage_graph, stage_profile
 from .optimize import stage_optimize
 from .regime import apply_regime
+from .simulate import runtime_recv_buffers
 
 log = logging.getLogger("orchestrator")
 
@@ -114,6 +115,10 @@ def place_graph(ctx: JobContext, result: dict[str, Any], metrics: dict[str, Any]
     need_fraction = cfg.cluster.get("need_fraction")
     if need_fraction is not None:
         cluster = memory_from_need(graph, cluster, float(need_fraction), result)
+    # the runtime's receive buffers, for the placers' replays and the simulation alike (Cluster.recv_buffers)
+    buffers = runtime_recv_buffers(ctx, cluster)
+    if buffers != cluster.recv_buffers:
+        cluster = replace(cluster, recv_buffers=buffers)
     result["n_ops"] = len(graph)
     result["devices"] = cluster.names
     result["memory_limit_bytes"] = {d.name: finite(d.memory_bytes) for d in cluster.devices}

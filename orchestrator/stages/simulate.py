@@ -115,10 +115,19 @@ def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | No
     slowdown = float(ctx.comm.get("shared_core_slowdown") or 0.0)
     if "host_cores" in opts and slowdown > 0:
         opts["shared_core_slowdown"] = slowdown
-    gpus = all(d.type == "GPU" for d in cluster.devices)  # NCCL workers post each receive when it is needed
-    if not gpus and posts_receives_up_front(ctx.cfg.get("runtime"), ctx.get_backend()):
+    if runtime_recv_buffers(ctx, cluster) == "step_start":
         opts["recv_buffers"] = "step_start"
     return opts
+
+
+def runtime_recv_buffers(ctx: JobContext, cluster: Cluster) -> str:
+    """When the job's runtime takes a received copy's memory (`Cluster.recv_buffers`): ``step_start`` for a job
+    that predicts this host's workers (`predicts_this_host`) whose runtime posts every receive up front on CPU
+    devices (`Capabilities.receives_up_front`; NCCL workers post each receive when it is needed), else
+    ``arrival``."""
+    if not predicts_this_host(ctx, cluster) or all(d.type == "GPU" for d in cluster.devices):
+        return "arrival"
+    return "step_start" if posts_receives_up_front(ctx.cfg.get("runtime"), ctx.get_backend()) else "arrival"
 
 
 def run_ccr(graph: OpGraph, cluster: Cluster) -> float | None:
