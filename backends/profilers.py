@@ -85,14 +85,16 @@ class MeasuredProfiler(Profiler):
     The job resolves the setting (`resolve`) and fixes the workers' setting with `use_workers` before
     profiling; that dict (cores per worker, threads, ...) is part of the profile's and the fit's cache keys.
 
-    `comm_calibration` says where the workers' per-message costs come from: ``"benchmark"`` (default) a
+    `comm_calibration` says where the workers' per-message costs come from: ``"benchmark"`` a
     ping-pong for the hop and a busy-worker loop for the processor time per message; ``"in_step"`` (about a
     minute more) fits hop and per-message costs to placed steps of a synthetic model in the runtime itself
     (`backends.torch.calibrate`, `backends.tensorflow.calibrate`; not on GPU workers): median prediction
     errors of 8-25% per model on pinned CPU workers, gnmt_tiny 11% where the benchmark's costs gave 29%
     (docs/fidelity.md, 24 November); ``"auto"`` in_step where the job measures in the workers' setting of a
     backend that has one (PyTorch's CPU workers; TensorFlow's workers since 27 November, when two sweeps gave its
-    in-step costs 11-16 % against the benchmark's 15-19 %), else benchmark.
+    in-step costs 11-16 % against the benchmark's 15-19 %), else benchmark; the default since 29 Nov 2026, when
+    the benchmark's costs, which have no per-byte time, predicted GNMT's message-heavy placements on cpu2 39-52 %
+    short (conf/profiler/measured.yaml).
 
     `comm_shared_core_slowdown`: where the workers share host cores (cpu4 on two cores), the simulator's charge
     for time-sharing a core (`algorithms.simulator`, ``shared_core_slowdown``), which the workers' fit is made
@@ -120,7 +122,7 @@ class MeasuredProfiler(Profiler):
         comm_sizes: Sequence[int] | None = None,
         comm_repeats: int = 5,
         setting: str = "auto",
-        comm_calibration: str = "benchmark",
+        comm_calibration: str = "auto",
         comm_shared_core_slowdown: float = 0.0,
         trial: int = 0,
     ):

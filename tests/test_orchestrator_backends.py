@@ -54,6 +54,7 @@ def test_tensorflow_linreg_tiny_m_etf_runs_for_real(lab):
         "placer=m_etf",
         "profiler.steps=2",
         "profiler.warmup=1",
+        "profiler.comm_calibration=benchmark",  # the default's in-step fit takes minutes on TensorFlow
         "runtime.steps=3",
         "runtime.warmup=1",
     )
