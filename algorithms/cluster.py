@@ -35,6 +35,10 @@ from .graph import DEVICE_TYPES
 MODES = ("parallel", "sequential")
 #: When a received copy's memory is taken (`Cluster.recv_buffers`; module docstring)
 RECV_BUFFERS = ("arrival", "step_start")
+#: A runtime that posts receives as early as a device's memory limit allows (PyTorch's
+#: ``post_receives="within_limit"``) keeps this share of the limit free of early receive buffers; the prediction
+#: of its peak (orchestrator/stages/simulate.py) uses the same share
+RECV_POST_MARGIN = 0.02
 #: Top-level keys of a cluster config (conf/cluster/*.yaml); any other key is a typo and fails.
 CLUSTER_KEYS = ("name", "devices", "comm", "links", "memory_fraction", "need_fraction", "generate", "_target_")
 

@@ -80,9 +80,9 @@ class Capabilities:
     `run(..., plan=...)` executes ops in a simulated plan's order; `times_ops`: `run(..., time_ops=True)` times
     every op on its device (`RunResult.extra["op_times_s"]`); `worker_runtimes`: the names in `runtimes` that run
     one pinned OS process per device, so that a job running one profiles, fits communication and simulates in
-    that worker setting (docs/fidelity.md); `receives_up_front`: the names in `runtimes` whose CPU workers post
-    every receive, with its buffer, before the step starts, so that the simulator holds received copies from
-    the step's start (`simulate(..., recv_buffers="step_start")`)."""
+    that worker setting (docs/fidelity.md); `receives_up_front`: the names in `runtimes` whose CPU workers can post
+    every receive, with its buffer, before the step starts (PyTorch: with ``post_receives: up_front``), so that
+    the simulator then holds received copies from the step's start (`simulate(..., recv_buffers="step_start")`)."""
 
     models: Mapping[str, str] = field(default_factory=dict)
     profilers: Mapping[str, str] = field(default_factory=dict)

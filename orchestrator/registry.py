@@ -149,8 +149,19 @@ def runs_in_workers(node: Any, backend: Backend | None) -> bool:
 
 def posts_receives_up_front(node: Any, backend: Backend | None) -> bool:
     """Whether the runtime of a conf/runtime config holds every receive buffer from the step's start on CPU
-    devices (`backend.capabilities.receives_up_front`), matched as in `runs_in_workers`."""
-    return backend is not None and _runtime_among(node, backend, backend.capabilities.receives_up_front)
+    devices (`backend.capabilities.receives_up_front`), matched as in `runs_in_workers`, unless the config posts
+    receives within the memory limit (`posts_receives_within_limit`)."""
+    return (
+        backend is not None
+        and _runtime_among(node, backend, backend.capabilities.receives_up_front)
+        and not posts_receives_within_limit(node)
+    )
+
+
+def posts_receives_within_limit(node: Any) -> bool:
+    """Whether a conf/runtime config asks the worker runtime to post each receive as early as the device's
+    memory limit allows (``post_receives: within_limit``, the runtime's default, `backends.torch.distributed`)."""
+    return not is_none(node) and node.get("post_receives", "within_limit") == "within_limit"
 
 
 def _runtime_among(node: Any, backend: Backend, names: tuple[str, ...]) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -272,18 +273,53 @@ def test_simulate_gets_host_cores_and_overheads_on_an_oversubscribed_host(tmp_pa
 
 def test_the_cluster_holds_received_copies_as_the_jobs_runtime_does(tmp_path):
     """The placers see the runtime's receive buffers through the cluster (`Cluster.recv_buffers`): step_start for
-    the gloo workers, which post every receive before the step; arrival for a job that predicts no worker runtime
-    and in the papers' regime."""
+    gloo workers that post every receive before the step (``runtime.post_receives=up_front``); arrival for the
+    default workers, which post within the memory limit, for a job that predicts no worker runtime and in the
+    papers' regime."""
     pytest.importorskip("torch")
     cache = StageCache(tmp_path / "cache", enabled=False)
     for overrides, want in [
-        (("runtime=real", "cluster=cpu4"), "step_start"),
-        (("runtime=real", "cluster=cpu2"), "step_start"),
+        (("runtime=real", "cluster=cpu4", "runtime.post_receives=up_front"), "step_start"),
+        (("runtime=real", "cluster=cpu2", "runtime.post_receives=up_front"), "step_start"),
+        (("runtime=real", "cluster=cpu4"), "arrival"),
         (("runtime=none", "cluster=cpu4", "profiler.setting=process"), "arrival"),
         (("runtime=real", "cluster=cpu4", "+regime=baechi"), "arrival"),
     ]:
         ctx, cluster = _ctx(tmp_path, cache, *TORCH, *overrides)
         assert simulate_stage.runtime_recv_buffers(ctx, cluster) == want, overrides
+
+
+def test_workers_that_post_receives_within_the_limit_are_planned_for_and_predicted(tmp_path):
+    """``runtime.post_receives=within_limit``: the placers plan with copies held from their arrival, and the
+    prediction holds them from the step's start where that fits the devices' limits (the workers then post every
+    receive up front); where it does not, the arrival step with each device's peak at what its plan fills."""
+    pytest.importorskip("torch")
+    cache = StageCache(tmp_path / "cache", enabled=False)
+    ctx, cpu2 = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2")  # the runtime's default
+    assert simulate_stage.runtime_recv_buffers(ctx, cpu2) == "arrival"
+    g = OpGraph("late")
+    g.add_op("a", compute_s=5e-3, output_bytes=64)  # cpu0, slow: its copy reaches cpu1 late
+    g.add_op("d", compute_s=1e-3, output_bytes=100)  # cpu1 runs d, e while a computes
+    g.add_op("e", compute_s=1e-3, output_bytes=8)
+    g.add_op("b", compute_s=1e-3, output_bytes=8)
+    g.add_edge("a", "b", 64)
+    g.add_edge("d", "e", 100)
+    assign = {"a": "cpu0", "d": "cpu1", "e": "cpu1", "b": "cpu1"}
+    sched = {"cpu0": ["a"], "cpu1": ["d", "e", "b"]}
+    early = simulate_stage.simulate(g, cpu2, assign, sched, recv_buffers="step_start").peak_memory["cpu1"]
+    late = simulate_stage.simulate(g, cpu2, assign, sched, recv_buffers="arrival").peak_memory["cpu1"]
+    assert early > late
+    sim = simulate_stage.stage_simulate(ctx, g, cpu2, assign, sched, "k1", {})
+    assert sim.ok and sim.peak_memory["cpu1"] == early  # room: every receive up front
+    limit = (early + late) / 2
+    tight = replace(cpu2, devices=[replace(d, memory_bytes=limit) for d in cpu2.devices])
+    sim = simulate_stage.stage_simulate(ctx, g, tight, assign, sched, "k2", {})
+    # no room for every copy from the step's start: the placers' plan (copies from their arrival) runs, and the
+    # workers fill cpu1's room up to its budget with the early receive; cpu0 receives nothing
+    assert sim.ok and sim.peak_memory["cpu1"] == pytest.approx(max(late, 0.98 * limit))
+    assert sim.peak_memory["cpu0"] == simulate_stage.simulate(g, cpu2, assign, sched).peak_memory["cpu0"]
+    tiny = replace(cpu2, devices=[replace(d, memory_bytes=late / 2) for d in cpu2.devices])
+    assert not simulate_stage.stage_simulate(ctx, g, tiny, assign, sched, "k3", {}).ok  # no plan fits
 
 
 # ----------------------------------------------------------------------------------------- report

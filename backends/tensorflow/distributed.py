@@ -388,6 +388,8 @@ class TFDistributedRuntime(Runtime):
     (`traced_step`; the count in ``extra["traced_steps"]``, pairs never seen in ``extra["traffic_pairs_missing"]``).
     `order`: ``"executor"`` (TensorFlow's executor orders the ready ops; the schedule is advisory) or
     ``"schedule"`` (each device runs its ops in the schedule's order, `runtime.enforce_order`; module docstring).
+    `post_receives` (the PyTorch runtime's key) is accepted and changes nothing: TensorFlow's rendezvous allocates
+    a received tensor when it arrives, the placers' model, whatever it says.
 
     After `run`, `last_step_stats` holds the traced step's ``StepStats`` (per-op start and duration on every
     task), for experiments that look inside a step (`experiments/tf_op_inflation.py`); it is not in the result.
@@ -411,12 +413,15 @@ class TFDistributedRuntime(Runtime):
         cuda_graph: bool = False,
         trace_attempts: int = 3,
         order: str = "executor",
+        post_receives: str = "within_limit",
     ):
         if order not in ORDERS:
             raise ConfigError(f"runtime.order must be one of {list(ORDERS)} for TensorFlow, got {order!r}")
         self.order = order
         if cuda_graph:
             raise ConfigError("runtime.cuda_graph=true is a PyTorch GPU option; the TensorFlow runtime has none")
+        if post_receives not in ("up_front", "within_limit"):
+            raise ConfigError(f"runtime.post_receives {post_receives!r} is not one of ['up_front', 'within_limit']")
         if int(warmup) < 0 or int(steps) < 1:
             raise ConfigError(f"runtime needs warmup >= 0 and steps >= 1, got warmup={warmup}, steps={steps}")
         if not (loss_rtol >= 0 and grad_rtol >= 0 and grad_atol >= 0):

@@ -65,7 +65,7 @@ class TorchBackend(Backend):
         follows_plan=True,
         times_ops=True,
         worker_runtimes=("real",),
-        receives_up_front=("real",),  # gloo: every irecv posted before the step (backends/torch/worker.py)
+        receives_up_front=("real",),  # gloo with post_receives=up_front: every irecv before the step (worker.py)
     )
 
     def __init__(

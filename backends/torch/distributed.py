@@ -19,14 +19,31 @@ aten targets by name) and the analysis of `runtime.PlacedExecutor` (which values
 in-place parameter updates), and runs its device's ops in the order of ``schedule[device]``, node by node, exactly
 as the thread runtime and the profiler do (``target(*resolve(args))``). A value consumed on another device is sent
 once per destination with ``isend`` right after it is computed (parameters and inputs at the start of the step);
-the receiver posts every ``irecv`` (gloo: all at the start of the step; NCCL: when first needed) into buffers of
-the value's known shape, in the sender's send order (NCCL matches point-to-point operations in order; gloo also by
-tag), and waits for one only when an op needs it. The step starts at a barrier; a worker's step ends when its last
-op has run, its sends are done and its new parameters are in place; the step time is the slowest worker's. CPU
-workers then wait in a second, untimed barrier: a worker done with its step would otherwise keep a core it shares
-with one still in the step (its bookkeeping between steps), and that worker's messages are read only when the core
-idles (`experiments/shared_core_hop.py`; docs/fidelity.md, session 35). Forward,
-loss, backward and the optimizer update all run; parameters stay on their Variable op's device between steps.
+the receiver posts every ``irecv`` (gloo: before the step where memory allows, below; NCCL: when first needed) into
+buffers of the value's known shape, in the sender's send order (NCCL matches point-to-point operations in order;
+gloo also by tag), and waits for one only when an op needs it. The step starts at a barrier; a worker's step ends
+when its last op has run, its sends are done and its new parameters are in place; the step time is the slowest
+worker's. CPU workers then wait in a second, untimed barrier: a worker done with its step would otherwise keep a
+core it shares with one still in the step (its bookkeeping between steps), and that worker's messages are read only
+when the core idles (`experiments/shared_core_hop.py`; docs/fidelity.md, session 35). Forward, loss, backward and
+the optimizer update all run; parameters stay on their Variable op's device between steps.
+
+When receives are posted (gloo, `post_receives`)
+------------------------------------------------
+``up_front`` posts every receive before the step, so that the peers' transport threads read the announcements
+during the step's barrier and every ``isend`` finds its receive waiting and writes the payload at once from the
+sender's own thread; the buffers are held from the step's start (the simulator's ``recv_buffers="step_start"``,
+which the placers then plan for). ``within_limit`` (the default) holds each buffer no earlier than the device's
+memory limit allows: the first step posts every receive when an op first needs it (the least memory the step can
+hold) and records the worker's live memory per op; the worker then plans each receive's posting as early as its
+device's limit allows (`worker.plan_receive_posts`; with room, up front as above) and the workers exchange the
+plans. A sender whose value goes to a receiver that posts later does not wait for that send where it frees the
+value (the receiver may be waiting for this sender: a deadlock); a thread waits for it and the value's memory stays
+counted until the send completes. The placers plan with copies held from their arrival
+(``recv_buffers="arrival"``). The price: a receive posted after its ``isend`` is written by the sender's transport
+thread, which runs at idle priority (`worker.lower_transport_threads`) when the sender's core idles, so such a
+message can arrive later than the simulator's link predicts. ``extra["late_receives"]`` counts the receives each
+worker posts after the step's start.
 
 Measured
 --------
@@ -34,9 +51,9 @@ Warm-up steps, then `steps` measured ones: median and inter-quartile range of th
 between two CUDA events recorded on the worker's stream at the step's start and end, the host clock's time
 kept as ``extra["wall_step_s"]``); per worker the
 peak of live tensor bytes (parameters, outputs until their last local use or their last send, receive buffers
-from their posting, i.e. the start of the step on gloo, until their last local use; the simulator counts a
-received copy from its arrival, so pre-posted receives can make the measured peak exceed the predicted one;
-on CUDA the allocator's peak instead), and the growth of the process's RSS; bytes sent per step. A worker
+from their posting (gloo: before the step where the device's limit allows, see above) until their last local use;
+the job's prediction holds the copies as the workers post them (`orchestrator.stages.simulate`); on CUDA the
+allocator's peak instead), and the growth of the process's RSS; bytes sent per step. A worker
 whose live bytes (same accounting) exceed its device's ``memory_bytes`` stops with `OutOfMemory` naming the
 device and the op or receive buffer; `launch` raises it in the caller, so the run's status is "oom".
 With `check_correctness`, the loss and gradients of the first step are compared with a single-device
@@ -73,6 +90,7 @@ from .program import Program, run_program
 from .reference import compare_outputs
 from .runtime import PlacedExecutor
 from .worker import (
+    POST_RECEIVES,
     TRANSPORT_POLICIES,
     WorkerError,
     WorkerJob,
@@ -479,7 +497,9 @@ class TorchDistributedRuntime(Runtime):
     made transformer_tiny's m-SCT step 31 ms against 9 ms quiet (26 Nov 2026); cuda_graph: on a GPU, the
     measured steps replay a CUDA graph of the step captured after warm-up (`backends.torch.cudagraph`: the
     device's time without the host's per-op launches; `extra["cuda_graph"]`), for placements that use one GPU
-    (a ConfigError otherwise: NCCL inside the graph is not written).
+    (a ConfigError otherwise: NCCL inside the graph is not written); post_receives: when a gloo worker posts its
+    receives, "within_limit" (the default) or "up_front" (see the module docstring; NCCL workers post each receive
+    when it is needed).
     """
 
     name = "torch_distributed"
@@ -502,6 +522,7 @@ class TorchDistributedRuntime(Runtime):
         max_interference: float | None = 0.05,
         retries: int = 2,
         cuda_graph: bool = False,
+        post_receives: str = "within_limit",
     ):
         if int(steps) < 1:
             raise ConfigError(f"runtime.steps must be >= 1, got {steps}")
@@ -526,6 +547,9 @@ class TorchDistributedRuntime(Runtime):
         self.transport_priority = transport_priority
         self.max_interference, self.retries = interference.check_policy(max_interference, retries)
         self.cuda_graph = bool(cuda_graph)
+        if post_receives not in POST_RECEIVES:
+            raise ConfigError(f"runtime.post_receives {post_receives!r} is not one of {list(POST_RECEIVES)}")
+        self.post_receives = post_receives
         if self.cuda_graph and self.warmup < 1:
             raise ConfigError("runtime.cuda_graph=true needs runtime.warmup >= 1 (the first step runs eagerly)")
 
@@ -642,6 +666,7 @@ class TorchDistributedRuntime(Runtime):
             transport_policy=self.transport_priority,
             memory_limits=[float(cluster.devices[k].memory_bytes) for k in keep],
             cuda_graph=self.cuda_graph,
+            post_receives=self.post_receives,
         )
         return Prepared(job, prog, flat, extra, names, model.name, cluster.name)
 
@@ -684,6 +709,9 @@ class TorchDistributedRuntime(Runtime):
         if prepared.job.cuda_graph or prepared.job.host_graphs:
             extra["cuda_graph"] = True
             extra["cuda_graph_check"] = reports[0].get("graph_check")
+        if prepared.job.post_receives == "within_limit" and not prepared.job.cuda and len(reports) > 1:
+            # the receives each worker's plan posts after the step's start (worker.plan_receive_posts)
+            extra["late_receives"] = {prepared.names[k]: r.get("late_receives") for k, r in enumerate(reports)}
         slow = pace_filter(reports, times)
         left_out = set(slow or ())
         counted = [t for k, t in enumerate(times) if k not in left_out]
@@ -709,6 +737,7 @@ class TorchDistributedRuntime(Runtime):
                     names[k]: r.get("lower_transport_threads", 0) for k, r in enumerate(reports)
                 },
                 "worker_step_s": {names[k]: statistics.median(r["times"]) for k, r in enumerate(reports)},
+                "post_receives": prepared.job.post_receives if not prepared.job.cuda else "when_needed",
                 # worker.core_pace before each measured step and after the last (CPU workers)
                 "core_paces_s": {names[k]: r.get("paces", []) for k, r in enumerate(reports)},
                 "wall_step_s": statistics.median(

@@ -6,6 +6,7 @@ distributed.py's docstring for the protocol. Cost per step: the ops plus O(N + U
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import os
@@ -14,7 +15,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from tqdm import tqdm
 
+from algorithms.cluster import RECV_POST_MARGIN
 from algorithms.errors import ConfigError, LabError, OutOfMemory
 
 from .. import interference
@@ -171,6 +173,9 @@ class WorkerJob:
     # host_graphs: the same on the host (tests on a CPU)
     cuda_graph: bool = False
     host_graphs: bool = False
+    # gloo: "up_front" posts every receive before the step; "within_limit" posts each as early as the device's
+    # memory limit allows, at the latest when an op needs it (`plan_receive_posts`)
+    post_receives: str = "up_front"
 
 
 def spawn_and_collect(
@@ -354,6 +359,83 @@ def _rss_bytes() -> float:
         return float(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+POST_RECEIVES = ("up_front", "within_limit")  # when a gloo worker posts its receives (`WorkerJob.post_receives`)
+
+
+def plan_receive_posts(
+    op_peaks: Sequence[float],
+    needed_at: Mapping[int, int],
+    sizes: Mapping[int, float],
+    order: Sequence[int],
+    limit: float,
+    margin: float = RECV_POST_MARGIN,
+) -> dict[int, int]:
+    """Where a worker posts each receive under ``post_receives="within_limit"``: value -> the position in its
+    device's op order before which its receive is posted (0: before the step, with the up-front receives).
+
+    `op_peaks[p]` is the device's largest live memory during its op `p` in a step that posted every receive when
+    an op first needed it (position `needed_at[i]`; the buffer of `sizes[i]` bytes counted from there), which is
+    the least memory the step can hold. Greedy, in `order` (the receives in their senders' send order): each
+    receive moves back from its position one op at a time while every op it then spans stays within
+    ``limit * (1 - margin)`` with its buffer added, and its buffer is added to those ops. With room everywhere
+    (no limit) every receive is posted up front, as ``post_receives="up_front"`` does; where the limit binds,
+    the receives the senders send first get the room first. The margin keeps room for what varies between
+    steps (a sent value is held until its receiver has posted; `_Worker.step`). O(R * ops) for R receives."""
+    budget = limit * (1.0 - margin) if limit != float("inf") else limit
+    peaks = list(op_peaks)
+    n = len(peaks)
+    out: dict[int, int] = {}
+    for i in order:
+        c = min(int(needed_at.get(i, n)), n)
+        b = float(sizes[i])
+        k = c
+        while k > 0 and peaks[k - 1] + b <= budget:
+            k -= 1
+        for q in range(k, c):
+            peaks[q] += b
+        out[i] = k
+    return out
+
+
+class _HeldSends:
+    """gloo sends whose values the sender has freed while their receivers may not have posted yet: a thread per
+    value waits for its works (``Work.wait`` releases the GIL; a gloo work completes only in ``wait``), so that
+    the compute thread never blocks on a receiver that posts later (which can wait for this very worker: a
+    deadlock). `done()` lists the values whose sends have completed since the last call; `join()` waits for all."""
+
+    def __init__(self) -> None:
+        self._done: collections.deque[int] = collections.deque()
+        self._threads: list[threading.Thread] = []
+        self._errors: list[BaseException] = []
+
+    def add(self, i: int, works: list[Any]) -> None:
+        def wait() -> None:
+            try:
+                for w in works:
+                    w.wait()
+            except BaseException as exc:  # raised again in the compute thread by done() / join()
+                self._errors.append(exc)
+            self._done.append(i)
+
+        t = threading.Thread(target=wait, name="held-send", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def done(self) -> list[int]:
+        if self._errors:
+            raise self._errors[0]
+        out = []
+        while self._done:  # popleft is atomic: a value appended meanwhile stays for the next call
+            out.append(self._done.popleft())
+        return out
+
+    def join(self) -> list[int]:
+        for t in self._threads:
+            t.join()
+        self._threads = []
+        return self.done()
+
+
 class _Worker:
     """One device's side of the step (see the module docstring)."""
 
@@ -396,6 +478,13 @@ class _Worker:
         self.peak = 0.0
         self.traffic = 0.0
         self.next_recvs: dict[int, tuple[Any, list[Any]]] | None = None  # posted at the end of the step before
+        if job.post_receives not in POST_RECEIVES:
+            raise ConfigError(f"runtime.post_receives {job.post_receives!r} is not one of {list(POST_RECEIVES)}")
+        # post_receives="within_limit" (gloo): value -> position before which its receive is posted, planned
+        # after the first step (`plan_receive_posts`); None until then (every receive posted when needed)
+        self.within_limit = job.post_receives == "within_limit" and not job.cuda and self.world > 1
+        self.post_at: dict[int, int] | None = None
+        self.late_sends: set[int] = set()  # values this worker sends to a receiver that posts after the step's start
         self.strided = {i for i, spec in job.specs.items() if has_strides(spec)}  # received values to re-stride
 
     # ------------------------------------------------------------------ receives
@@ -405,9 +494,28 @@ class _Worker:
         src = self.ex.node_dev[i]
         return val, [dist.irecv(b, src, tag=i * 16 + k) for k, b in enumerate(bufs)]
 
-    def post_receives(self) -> dict[int, tuple[Any, list[Any]]]:
-        """Every receive of one step (gloo), in the order of `recv_plan`."""
-        return {i: self.post_receive(i) for _, i in self.recv_plan}
+    def post_receives(self, nids: Sequence[int] | None = None) -> dict[int, tuple[Any, list[Any]]]:
+        """The receives of `nids` (default: every receive of one step, gloo), in the order of `recv_plan`."""
+        return {i: self.post_receive(i) for i in (nids if nids is not None else [i for _, i in self.recv_plan])}
+
+    def up_front(self) -> list[int]:
+        """``post_receives="within_limit"``: the receives planned before the step (none before the plan)."""
+        if self.post_at is None:
+            return []
+        return [i for _, i in self.recv_plan if self.post_at[i] == 0]
+
+    def plan_posts(self, op_peaks: list[float], needed_at: dict[int, int]) -> None:
+        """After the first step under ``post_receives="within_limit"``: plan where each receive is posted
+        (`plan_receive_posts`) and tell every sender which of its values go to a receiver that posts after the
+        step's start (a collective: every worker calls it after the same step)."""
+        d = self.rank
+        limit = self.job.memory_limits[d] if self.job.memory_limits else float("inf")
+        sizes = {i: self.prog.nodes[i].nbytes for _, i in self.recv_plan}
+        self.post_at = plan_receive_posts(op_peaks, needed_at, sizes, [i for _, i in self.recv_plan], limit)
+        late = [(src, i) for src, i in self.recv_plan if self.post_at[i] > 0]
+        everyone: list[Any] = [None] * self.world
+        dist.all_gather_object(everyone, late)
+        self.late_sends = {i for r, pairs in enumerate(everyone) if r != d for src, i in pairs if src == d}
 
     # ------------------------------------------------------------------ one step
     def step(self, retain: bool, time_ops: bool, last: bool = True) -> dict[str, Any]:
@@ -441,6 +549,8 @@ class _Worker:
             live[0] += delta
             if live[0] > self.peak:
                 self.peak = live[0]
+            if live[0] > opmax[0]:
+                opmax[0] = live[0]
             if delta > 0 and live[0] > limit:
                 name = self.job.devices[d]
                 raise OutOfMemory(
@@ -470,8 +580,12 @@ class _Worker:
 
         def reap() -> None:
             # NCCL: O(held values) per op, only the sends of values already freed locally are checked (gloo
-            # never holds: its works report completion only from wait(), see free_home)
+            # holds only under post_receives="within_limit", where a thread per value waits: `_HeldSends`)
             if held:
+                if holds is not None:
+                    for i in holds.done():
+                        account(-held.pop(i))
+                    return
                 for i in [i for i in held if all(x.is_completed() for x in send_works[i])]:
                     account(-held.pop(i))
 
@@ -481,6 +595,11 @@ class _Worker:
                 retained[i] = v
             if i in sent and cuda:
                 held[i] = nbytes
+            elif i in sent and holds is not None and (tracing or i in self.late_sends):
+                # a receiver may post this value's receive only later (and wait for this worker meanwhile):
+                # its memory stays counted until the send completes, which a thread waits for
+                held[i] = nbytes
+                holds.add(i, send_works.pop(i, []))
             else:
                 if i in sent:
                     # gloo: a send's work completes only in wait(), and holds the tensor until then. Every
@@ -504,8 +623,28 @@ class _Worker:
         # read the announcements (see `lower_transport_threads`). NCCL runs a pair's operations in the order they
         # are posted on one stream, so receives posted ahead of sends in the other direction would deadlock:
         # there each receive is posted when an op first needs it (program order)
-        posted = self.next_recvs if self.next_recvs is not None else ({} if cuda else self.post_receives())
+        # post_receives="within_limit" (`lazy`): the receives planned at position 0 are posted up front, the others
+        # before their planned op, and in the first step (`tracing`) each when an op first needs it, while the
+        # device's live memory per op is recorded for the plan (`plan_receive_posts`)
+        lazy = self.within_limit
+        tracing = lazy and self.post_at is None
+        if self.next_recvs is not None:
+            posted = self.next_recvs
+        elif cuda:
+            posted = {}
+        else:
+            posted = self.post_receives(self.up_front() if lazy else None)
         self.next_recvs = None
+        due: dict[int, list[int]] = {}
+        if lazy and self.post_at is not None:
+            for _, i in self.recv_plan:
+                if self.post_at[i] > 0:
+                    due.setdefault(self.post_at[i], []).append(i)
+        op_peaks: list[float] = []  # tracing: the live memory's peak during each op
+        needed_at: dict[int, int] = {}  # tracing: value -> position of the op that posted its receive
+        opmax, pos = [0.0], [0]
+        holds = _HeldSends() if lazy else None
+        seen: set[int] = set()  # the receives posted in this step
         if self.world > 1:
             dist.barrier()
         if cuda:
@@ -522,12 +661,16 @@ class _Worker:
 
         def post_recv(i: int) -> None:
             recvs[i] = posted.pop(i) if i in posted else self.post_receive(i)
+            seen.add(i)
+            if tracing:
+                needed_at.setdefault(i, pos[0])
             where[0] = f"receive buffer for {prog.op_of.get(i, i)!r}"
             account(nodes[i].nbytes)  # the buffer is held from the step's start (or from here, NCCL)
 
         if not cuda:
             for _, i in self.recv_plan:
-                post_recv(i)
+                if not lazy or i in posted:
+                    post_recv(i)
         for i in self.my_ph:
             if i in sent:
                 send_value(i, ex.store[i])
@@ -562,7 +705,13 @@ class _Worker:
             return val
 
         t_last = t0  # the first op is also charged the step's set-up (placeholders, posted receives)
-        for op in self.order:
+        for p, op in enumerate(self.order):
+            if lazy:
+                pos[0] = p
+                for i in due.get(p, ()):
+                    if i not in seen:
+                        post_recv(i)
+                opmax[0] = live[0]
             t_op = time.perf_counter()
             for nid in prog.op_nodes[op]:
                 r = nodes[nid]
@@ -594,6 +743,8 @@ class _Worker:
                     elif i in env:
                         free_home(i, ex.release_bytes(holders, i))
             reap()
+            if tracing:
+                op_peaks.append(opmax[0])
             t_end = time.perf_counter()
             spans.append((op, t_op - t0, t_end - t0))
             if trace:
@@ -605,6 +756,17 @@ class _Worker:
                 now = time.perf_counter()
                 op_times[op] = now - t_last
                 t_last = now
+        if lazy:
+            # a receive no op read (none expected): posted and waited for here, so that its sender's wait ends
+            pos[0] = len(self.order)
+            for _, i in self.recv_plan:
+                if i not in seen:
+                    post_recv(i)
+            for i in list(recvs):
+                _, works = recvs.pop(i)
+                for w in works:
+                    w.wait()
+                account(-nodes[i].nbytes)
         t_ops = time.perf_counter()
         # new parameters and optimizer state replace the old ones on their Variable's device
         moves = []
@@ -636,9 +798,14 @@ class _Worker:
                 w.wait()
         for w in moves_out:
             w.wait()
+        if holds is not None:
+            for i in holds.join():
+                account(-held.pop(i))
         t_sends = time.perf_counter()
+        if tracing and not last:
+            self.plan_posts(op_peaks, needed_at)
         if not cuda and not last:
-            self.next_recvs = self.post_receives()
+            self.next_recvs = self.post_receives(self.up_front() if lazy else None)
         t_posted = time.perf_counter()
         if cuda:
             ev_end = torch.cuda.Event(enable_timing=True)
@@ -809,6 +976,8 @@ def _worker_main(rank: int, job: WorkerJob, results: Any) -> None:
                     "reserve": reserve,
                     "rss_growth": rss_growth,
                     "traffic": w.traffic,
+                    # post_receives="within_limit": how many receives the plan posts after the step's start
+                    "late_receives": sum(k > 0 for k in w.post_at.values()) if w.post_at is not None else None,
                     "threads": threads,
                     "lower_transport_threads": idle,
                     "op_times": op_samples,

@@ -82,12 +82,23 @@ def stage_run(
     result["measured_traffic_bytes"] = rr.traffic_bytes
     result["runtime_workers"] = list(rr.workers)
     result["loss"] = rr.loss
-    keys = ("oversubscribed", "correct", "memory_source", "host_interference", "slow_steps", "spells_prevail")
+    keys = (
+        "oversubscribed",
+        "correct",
+        "memory_source",
+        "host_interference",
+        "slow_steps",
+        "spells_prevail",
+        "late_receives",
+    )
     for k in (*keys, "cuda_graph", "cuda_graph_check"):
         if k in (rr.extra or {}):
             result[k] = rr.extra[k]
     for d, v in rr.peak_memory_bytes.items():
         metrics[f"measured_peak_memory_bytes.{d}"] = v
+    for d, n in (result.get("late_receives") or {}).items():
+        if n is not None:
+            metrics[f"late_receives.{d}"] = n
     metrics["measured_traffic_bytes"] = rr.traffic_bytes
     if rr.step_iqr_s is not None:
         metrics["measured_step_iqr_s"] = rr.step_iqr_s

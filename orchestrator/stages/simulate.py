@@ -7,11 +7,12 @@ import logging
 import math
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from algorithms.ccr import graph_ccr
-from algorithms.cluster import Cluster, oversubscription
+from algorithms.cluster import RECV_POST_MARGIN, Cluster, oversubscription
 from algorithms.graph import OpGraph, atomic_write_json
 from algorithms.placement import Schedule
 from algorithms.sim_result import SimResult, sim_result_from_dict, sim_result_to_dict
@@ -19,7 +20,7 @@ from algorithms.simulator import simulate
 from backends.profilers import MeasuredProfiler
 
 from ..context import JobContext
-from ..registry import posts_receives_up_front
+from ..registry import posts_receives_up_front, posts_receives_within_limit
 from .graph import job_profiler, predicts_workers
 from .regime import regime_cfg
 
@@ -49,12 +50,16 @@ def stage_simulate(
     the fixed per-step cost of the workers' runtime (`fixed_step_s`) as `result["predicted_fixed_step_s"]`,
     which the job adds to the makespan for `predicted_step_s`."""
     opts = worker_sim_options(ctx, cluster)
+    within = predicts_this_host(ctx, cluster) and posts_receives_within_limit(ctx.cfg.get("runtime"))
 
     def compute() -> SimResult:
+        if within:
+            return simulate_within_limit(graph, cluster, assignment, schedule, opts)
         return simulate(graph, cluster, assignment, schedule, **opts)
 
+    key = {"cluster": cluster.to_dict(), **opts, **({"post_receives": "within_limit"} if within else {})}
     # only options that apply enter the key: simulations without them keep their cache entries
-    res = ctx.stage("simulate", {"cluster": cluster.to_dict(), **opts}, [skey], compute, _save, _load)
+    res = ctx.stage("simulate", key, [skey], compute, _save, _load)
     if "host_cores" in opts and result is not None:
         result["host_cores"] = opts["host_cores"]
         result["oversubscribed"] = oversubscription(cluster, opts["host_cores"])
@@ -62,6 +67,30 @@ def stage_simulate(
     if fixed > 0 and result is not None:
         result["predicted_fixed_step_s"] = fixed
     return res.value
+
+
+def simulate_within_limit(
+    graph: OpGraph, cluster: Cluster, assignment: dict[str, str], schedule: Schedule, opts: dict[str, Any]
+) -> SimResult:
+    """The step of workers that post each receive as early as their device's limit allows
+    (``runtime.post_receives=within_limit``, `backends.torch.worker.plan_receive_posts`): where every device
+    holds its copies from the step's start within its limit less `RECV_POST_MARGIN`, the workers post every
+    receive up front, and so does the prediction. Otherwise the step is the one the placers planned, copies held
+    from their arrival (the least a device holds: where that overflows, the run is out of memory), and each
+    device's predicted peak is what its plan fills: its peak with every copy held from the step's start when
+    that is within its budget, else the budget (the plan posts early until the next receive would pass it),
+    never less than the arrival peak. Only the peaks change; the memory timeline stays the arrival one. Three
+    simulations at most (the timing does not depend on when a copy's memory is taken)."""
+    roomy = replace(cluster, devices=[replace(d, memory_bytes=math.inf) for d in cluster.devices])
+    early = simulate(graph, roomy, assignment, schedule, **opts, recv_buffers="step_start").peak_memory
+    budget = {d.name: d.memory_bytes * (1.0 - RECV_POST_MARGIN) for d in cluster.devices}
+    if all(early[d] <= budget[d] for d in early):
+        return simulate(graph, cluster, assignment, schedule, **opts, recv_buffers="step_start")
+    res = simulate(graph, cluster, assignment, schedule, **opts, recv_buffers="arrival")
+    if res.ok:
+        for d, late in res.peak_memory.items():
+            res.peak_memory[d] = early[d] if early[d] <= budget[d] else max(late, budget[d])
+    return res
 
 
 def predicts_this_host(ctx: JobContext, cluster: Cluster) -> bool:
@@ -123,8 +152,9 @@ def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | No
 def runtime_recv_buffers(ctx: JobContext, cluster: Cluster) -> str:
     """When the job's runtime takes a received copy's memory (`Cluster.recv_buffers`): ``step_start`` for a job
     that predicts this host's workers (`predicts_this_host`) whose runtime posts every receive up front on CPU
-    devices (`Capabilities.receives_up_front`; NCCL workers post each receive when it is needed), else
-    ``arrival``."""
+    devices (`Capabilities.receives_up_front` with ``runtime.post_receives=up_front``; NCCL workers post each
+    receive when it is needed), else ``arrival`` (the default workers post within the memory limit, for which
+    the placers plan with copies held from their arrival: `simulate_within_limit`)."""
     if not predicts_this_host(ctx, cluster) or all(d.type == "GPU" for d in cluster.devices):
         return "arrival"
     return "step_start" if posts_receives_up_front(ctx.cfg.get("runtime"), ctx.get_backend()) else "arrival"

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from algorithms.cluster import Cluster, Device, uniform_cluster
-from algorithms.errors import InvalidPlacement, OutOfMemory
+from algorithms.errors import ConfigError, InvalidPlacement, OutOfMemory
 from algorithms.placement import topological_schedule
 from algorithms.simulator import simulate
 from backends.torch import TorchBackend
@@ -30,7 +30,7 @@ from backends.torch.distributed import (
     value_spec,
 )
 from backends.torch.program import run_program
-from backends.torch.worker import has_strides, restrided
+from backends.torch.worker import has_strides, plan_receive_posts, restrided
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("torch_one_thread")]
 
@@ -274,6 +274,75 @@ def test_worker_over_its_memory_limit_fails_the_run_with_out_of_memory():
         TorchDistributedRuntime(warmup=0, steps=1).run(backend, model, graph, placement, sched, cluster)
     assert info.value.device == "cpu1" and info.value.op
     assert info.value.used_bytes > info.value.limit_bytes == 300.0
+
+
+def test_receive_plan_posts_up_front_where_there_is_room():
+    # ops 0..3 peak at 10, 50, 20, 10 bytes with every receive posted when needed; limit 100, margin 2 %: 98
+    peaks, needed = [10.0, 50.0, 20.0, 10.0], {7: 3, 8: 2, 9: 1}
+    assert plan_receive_posts(peaks, needed, {7: 5.0, 8: 5.0, 9: 5.0}, [7, 8, 9], float("inf")) == {7: 0, 8: 0, 9: 0}
+    # 40 bytes for value 7 (needed at op 3) fit over every earlier op (at most 50 + 40 = 90 of 98): up front
+    assert plan_receive_posts(peaks, needed, {7: 40.0}, [7], 100.0) == {7: 0}
+    # 60 bytes: op 1 would hold 110: posted after it, before op 2
+    assert plan_receive_posts(peaks, needed, {7: 60.0}, [7], 100.0) == {7: 2}
+    # the first in the senders' order takes the room: 7 goes to op 2 (20 + 60 = 80); 8 (needed at op 2) then
+    # finds op 1 at 50 + 60 = 110 with 60 bytes: stays at op 2
+    assert plan_receive_posts(peaks, needed, {7: 60.0, 8: 60.0}, [7, 8], 100.0) == {7: 2, 8: 2}
+    # a receive never needed (position = the op count) moves back like any other
+    assert plan_receive_posts(peaks, {}, {5: 1.0}, [5], 100.0) == {5: 0}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(0, 100), min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(0, 12), st.floats(0, 60)), max_size=8),
+    st.floats(1, 200),
+)
+def test_receive_plan_keeps_every_op_within_the_limit_it_found_room_under(peaks, recvs, limit):
+    """Property: a receive is never posted after it is needed, and the buffers the plan moves earlier never take
+    an op over the limit (less the margin) that it was under."""
+    needed = {i: min(c, len(peaks)) for i, (c, _) in enumerate(recvs)}
+    sizes = {i: b for i, (_, b) in enumerate(recvs)}
+    plan = plan_receive_posts(peaks, needed, sizes, list(sizes), limit, margin=0.02)
+    held = list(peaks)
+    for i, k in plan.items():
+        assert 0 <= k <= needed[i]
+        for q in range(k, needed[i]):
+            held[q] += sizes[i]
+    budget = limit * 0.98
+    for q, (before, after) in enumerate(zip(peaks, held)):
+        assert after <= max(budget, before) + 1e-9, (q, before, after)
+
+
+@pytest.mark.slow
+def test_receives_posted_within_the_limit_fit_where_posting_them_up_front_runs_out():
+    """``post_receives="within_limit"``: with room every receive is posted up front (no late receive, the same
+    peak); under a limit below that peak the up-front run stops out of memory, while this one plans later posts,
+    stays within the limit and computes the single-device step."""
+    backend, model, graph = _setup("gnmt_tiny")
+    cluster = Cluster([Device("cpu0"), Device("cpu1")], latency_s=1e-5, bytes_per_s=1e9, name="cpu2")
+    placement = _random_placement(graph, cluster, 1)
+    sched = topological_schedule(graph, placement, cluster.names)
+    roomy = TorchDistributedRuntime(warmup=1, steps=2, post_receives="within_limit").run(
+        backend, model, graph, placement, sched, cluster
+    )
+    assert roomy.extra["correct"] and roomy.extra["late_receives"] == {"cpu0": 0, "cpu1": 0}
+    limit = 0.88 * max(roomy.peak_memory_bytes.values())
+    small = Cluster([Device("cpu0", memory_bytes=limit), Device("cpu1", memory_bytes=limit)], name="small")
+    with pytest.raises(OutOfMemory):
+        TorchDistributedRuntime(warmup=1, steps=1).run(backend, model, graph, placement, sched, small)
+    res = TorchDistributedRuntime(warmup=1, steps=2, post_receives="within_limit").run(
+        backend, model, graph, placement, sched, small
+    )
+    assert res.extra["correct"], res.extra
+    assert all(v <= limit for v in res.peak_memory_bytes.values()), (res.peak_memory_bytes, limit)
+    assert sum(res.extra["late_receives"].values()) > 0
+    losses = res.extra["losses"]
+    assert len(losses) == 3 and losses[-1] < losses[0]
+
+
+def test_post_receives_is_checked():
+    with pytest.raises(ConfigError, match="post_receives"):
+        TorchDistributedRuntime(post_receives="lazy")
 
 
 @pytest.mark.slow

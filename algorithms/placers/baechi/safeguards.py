@@ -16,7 +16,7 @@ scheduling runs again, at most `sim_retries` times; then the placer raises `Infe
 simulator's OOM.
 In parallel mode the placer's memory is an upper bound of the replay's and no check is needed, unless the
 cluster holds received copies from the step's start (`Cluster.recv_buffers`, the lab's process-per-device
-runtime): the list scheduling charges a copy from its arrival, so such placements are replayed too, and a device
+runtime with ``post_receives=up_front``): the list scheduling charges a copy from its arrival, so such placements are replayed too, and a device
 the copies overfill gets the same margin (gnmt_mem_limited at 0.7 of the need on cpu4 with `runtime=real`:
 m-SCT's placement peaked at 64.7 MB on cpu1 in its own accounting and 73.0 MB with the copies held, over the
 70.6 MB limit).
