@@ -14,12 +14,12 @@ placer reserved the queues in placement order).  The placements are therefore re
 overflows gets its limit in the placer's accounting lowered by the overflow (a margin), and the list
 scheduling runs again, at most `sim_retries` times; then the placer raises `InfeasiblePlacement` with the
 simulator's OOM.
-In parallel mode the placer's memory is an upper bound of the replay's and no check is needed, unless the
-cluster holds received copies from the step's start (`Cluster.recv_buffers`, the lab's process-per-device
-runtime with ``post_receives=up_front``): the list scheduling charges a copy from its arrival, so such placements are replayed too, and a device
-the copies overfill gets the same margin (gnmt_mem_limited at 0.7 of the need on cpu4 with `runtime=real`:
-m-SCT's placement peaked at 64.7 MB on cpu1 in its own accounting and 73.0 MB with the copies held, over the
-70.6 MB limit).
+In parallel mode the placer's memory is an upper bound of the replay's and no check is needed, unless the cluster
+holds received copies from the step's start (`Cluster.recv_buffers`, the lab's process-per-device runtime with
+``post_receives=up_front``): the list scheduling charges a copy from its arrival, so such placements are replayed
+too, and a device the copies overfill gets the same margin (gnmt_mem_limited at 0.7 of the need on cpu4 with the
+runtime posting every receive up front, session 40: m-SCT's placement peaked at 64.7 MB on cpu1 in its own
+accounting and 73.0 MB with the copies held, over the 70.6 MB limit).
 """
 
 from __future__ import annotations
