@@ -329,7 +329,9 @@ def test_receives_posted_within_the_limit_fit_where_posting_them_up_front_runs_o
     limit = 0.88 * max(roomy.peak_memory_bytes.values())
     small = Cluster([Device("cpu0", memory_bytes=limit), Device("cpu1", memory_bytes=limit)], name="small")
     with pytest.raises(OutOfMemory):
-        TorchDistributedRuntime(warmup=1, steps=1).run(backend, model, graph, placement, sched, small)
+        TorchDistributedRuntime(warmup=1, steps=1, post_receives="up_front").run(
+            backend, model, graph, placement, sched, small
+        )
     res = TorchDistributedRuntime(warmup=1, steps=2, post_receives="within_limit").run(
         backend, model, graph, placement, sched, small
     )
