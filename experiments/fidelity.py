@@ -428,7 +428,9 @@ def run(
                     ).run(backend, model, graph, placement.assignment, order_for(g, cluster, placement), cluster)
                     results.setdefault(placer_name, []).append(res)
             mean_graph = mean_profile(profiled)
-            # the gloo workers post every receive before the step; NCCL workers when a value is first needed
+            # the gloo workers post every receive before the step (these clusters set no memory limit, so the
+            # default post_receives=within_limit posts them all up front after the first warm-up step); NCCL
+            # workers when a value is first needed
             buffers = "arrival" if cuda else "step_start"
             # messages read on arrival; the other rule (read when a shared core idles) printed beside it
             reads = "at_arrival"
