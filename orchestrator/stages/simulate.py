@@ -79,13 +79,16 @@ def simulate_within_limit(
     from their arrival (the least a device holds: where that overflows, the run is out of memory), and each
     device's predicted peak is what its plan fills: its peak with every copy held from the step's start when
     that is within its budget, else the budget (the plan posts early until the next receive would pass it),
-    never less than the arrival peak. Only the peaks change; the memory timeline stays the arrival one. Three
+    never less than the arrival peak. Only the peaks change; the memory timeline stays the arrival one. Two
     simulations at most (the timing does not depend on when a copy's memory is taken)."""
     roomy = replace(cluster, devices=[replace(d, memory_bytes=math.inf) for d in cluster.devices])
-    early = simulate(graph, roomy, assignment, schedule, **opts, recv_buffers="step_start").peak_memory
+    first = simulate(graph, roomy, assignment, schedule, **opts, recv_buffers="step_start")
+    early = first.peak_memory
     budget = {d.name: d.memory_bytes * (1.0 - RECV_POST_MARGIN) for d in cluster.devices}
     if all(early[d] <= budget[d] for d in early):
-        return simulate(graph, cluster, assignment, schedule, **opts, recv_buffers="step_start")
+        # within every limit: the same step as on the cluster itself, which only records other limits
+        first.memory_limit = {d.name: d.memory_bytes for d in cluster.devices}
+        return first
     res = simulate(graph, cluster, assignment, schedule, **opts, recv_buffers="arrival")
     if res.ok:
         for d, late in res.peak_memory.items():
