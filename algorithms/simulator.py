@@ -52,6 +52,24 @@ Model
   time from the compute on both sides, beyond the hop's ``bytes / bandwidth`` (which only delays the arrival).
   Session 23 (docs/fidelity.md): calibration programs of wider layers (16-256 KB messages) were under-predicted
   by 15-39 % with per-message costs fitted on 1-4 KB ones.
+* Where a receive's processor time goes (``recv_work``): by default (``"in_consumer"``) the first consumer of
+  a received value runs its ``recv_overhead_s`` / ``recv_byte_s`` longer, as if the worker read the message
+  itself when it needs it. ``"when_idle"`` models gloo's transport thread at idle priority (the PyTorch
+  workers' default, `backends.torch.worker.lower_transport_threads`): that thread, not the worker, reads an
+  arrived message into its posted buffer, and it runs only when no op runs on the receiver's cores (on a
+  shared core: no op of any device sharing it). A device with no op to run whose cores idle reads its arrived
+  messages one at a time, oldest first, each for its receive time; the value reaches its consumers when its
+  read ends. A read is not preempted: the worker can only be woken by a read (it waits for a message) and a
+  sharer's op only by its own reads on the same core, so a read in progress is rarely interrupted (a choice:
+  the model ignores the sharer's wake-up by one of its own sends completing). The charge is the same work as
+  ``"in_consumer"``'s, placed where the thread does it: in a step with idle moments (a device waiting for
+  another's message, or for its core's sharer) the reads fill them instead of lengthening the consumers.
+  ``"bytes_when_idle"`` reads only the per-byte part that way (the copy of the payload, the transport thread's
+  own work) and leaves the per-message part with the first consumer (the worker's wake-up and bookkeeping for a
+  message it waits for); a message without bytes reaches its consumers on arrival. The PyTorch workers' fit and
+  prediction use it (`backends.torch.calibrate.recv_work_for`; docs/fidelity.md, session 42: on default-size
+  GNMT on cpu4, whose message-heavy placements move 0.3-0.6 GB per step in 1-4 MB messages, the consumer model
+  over-predicted them by 26-51 %; reading the whole receive in idle time made the tiny models' cpu2 sweep worse).
 * Receives posted or pulled (``recv_requests``): by default a receive is posted before its tensor is ready, so
   a transfer leaves when its producer ends (``"posted"``: gloo's ``irecv`` posted at the step's start, and the
   placers' model). TensorFlow's receives are pulled: the receiving executor's ``_Recv`` kernel sends the
@@ -96,6 +114,7 @@ change to the loop below must be made there too (`tests/test_sim_kernel.py` and
 
 from __future__ import annotations
 
+import collections
 import functools
 import heapq
 import importlib
@@ -111,11 +130,13 @@ from .graph import OpGraph, gc_paused
 from .placement import Placement, Schedule, check_schedule
 from .sim_result import OOMEvent, SimResult
 
-_FINISH, _ARRIVE = 0, 1
+_FINISH, _ARRIVE, _READ = 0, 1, 2
 #: when a message to a device on a shared host core is read (`simulate(shared_core_reads=...)`)
 SHARED_CORE_READS = ("when_idle", "at_arrival")
 #: when a device asks for the tensors it receives (`simulate(recv_requests=...)`)
 RECV_REQUESTS = ("posted", "when_idle")
+#: where a receive's processor time is spent (`simulate(recv_work=...)`)
+RECV_WORK = ("in_consumer", "when_idle", "bytes_when_idle")
 
 #: A graph of at least this many ops, with a static order, FIFO or a `RankPolicy`, is simulated by the compiled
 #: loop (`algorithms.sim_kernel`; numba installed, no shared host cores, message overheads or recorded
@@ -152,6 +173,7 @@ def simulate(
     send_byte_s: float = 0.0,
     recv_byte_s: float = 0.0,
     recv_requests: str = "posted",
+    recv_work: str = "in_consumer",
 ) -> SimResult:
     """Simulate one training step of `graph` placed by `placement` on `cluster`.
 
@@ -169,8 +191,15 @@ def simulate(
     `shared_core_slowdown`: the factor by which an op on a shared core runs longer while another device on that
     core has an executable op waiting (module docstring; 0 by default). `recv_requests`: ``"posted"`` (a
     receive waits for its tensor before the tensor is ready) or ``"when_idle"`` (TensorFlow's pulled receives:
-    module docstring).
+    module docstring). `recv_work`: where a receive's processor time (`recv_overhead_s`, `recv_byte_s`) is
+    spent, ``"in_consumer"`` (its first consumer runs that much longer), ``"when_idle"`` (read by an idle-class
+    transport thread when the receiver's cores idle) or ``"bytes_when_idle"`` (the per-byte part read so, the
+    per-message part in the consumer); module docstring.
     """
+    if recv_work not in RECV_WORK:
+        raise InvalidCluster(f"recv_work must be one of {list(RECV_WORK)}, got {recv_work!r}")
+    if recv_work != "in_consumer" and shared_core_reads == "when_idle":
+        raise InvalidCluster("recv_work='when_idle' reads every message when its core idles; leave shared_core_reads")
     if recv_requests not in RECV_REQUESTS:
         raise InvalidCluster(f"recv_requests must be one of {list(RECV_REQUESTS)}, got {recv_requests!r}")
     if recv_buffers is None:
@@ -186,6 +215,12 @@ def simulate(
     if not (send_byte_s >= 0 and recv_byte_s >= 0):
         raise InvalidCluster(f"per-byte message overheads must be >= 0, got {send_byte_s!r}, {recv_byte_s!r}")
     charged = bool(send_overhead_s or recv_overhead_s or send_byte_s or recv_byte_s)
+    # the part of a receive's processor time an idle-class thread reads when the receiver's cores idle; the rest
+    # is its first consumer's
+    read_msg_s = recv_overhead_s if recv_work == "when_idle" else 0.0
+    read_byte_s = recv_byte_s if recv_work != "in_consumer" else 0.0
+    consumer_msg_s, consumer_byte_s = recv_overhead_s - read_msg_s, recv_byte_s - read_byte_s
+    idle_reads = bool(read_msg_s or read_byte_s)
     assign = placement.assignment if isinstance(placement, Placement) else placement
     idx = graph.index()
     n = idx.n
@@ -304,8 +339,9 @@ def simulate(
         for i in range(n):
             for nbytes, consumers in remote[i].values():  # one transfer per (value, device), its bytes the largest
                 dur[i] += send_overhead_s * msgs[i] + send_byte_s * nbytes
-                if recv_overhead_s or recv_byte_s:
-                    dur[min(consumers, key=first_key.__getitem__)] += recv_overhead_s * msgs[i] + recv_byte_s * nbytes
+                if consumer_msg_s or consumer_byte_s:
+                    first = min(consumers, key=first_key.__getitem__)
+                    dur[first] += consumer_msg_s * msgs[i] + consumer_byte_s * nbytes
     # one arrival per predecessor (a DiGraph has at most one edge per pair)
     missing = [len(pred[i]) for i in range(n)]
     unfinished_preds = [len(pred[i]) for i in range(n)]
@@ -445,6 +481,29 @@ def simulate(
                 alloc(d, temp[i] + outb[i], t, i)
             heapq.heappush(events, (e, _FINISH, i, 0))
 
+    # reads by idle-class transport threads (recv_work="when_idle"): arrived messages per device, first in first out
+    unread: list[collections.deque[int]] = [collections.deque() for _ in range(nd)]
+    n_unread = 0
+
+    def start_reads(t: float) -> None:
+        """Devices with no op to run whose cores idle read their oldest arrived message (one at a time, not
+        preempted: its worker waits for a message that only this transport thread can deliver)."""
+        for d in range(nd) if core_sets is None else sorted(range(nd), key=last_turn.__getitem__):
+            if not unread[d] or running[d] or busy_until[d] > t:
+                continue
+            if core_sets is not None and any(core_free[c] > t for c in core_sets[d]):
+                continue
+            i = unread[d].popleft()
+            w = read_msg_s * ntens[i] + read_byte_s * remote[i][d][0]
+            e = t + w
+            busy_until[d] = e
+            busy_s[d] += w
+            if core_sets is not None:
+                last_turn[d] = t
+                for c in core_sets[d]:
+                    core_free[c] = e
+            heapq.heappush(events, (e, _READ, i, d))
+
     def read(i: int, dj: int, t: float) -> None:
         """Op i's value is read on device dj at t: its buffer and its consumers there."""
         recv_ref[(i, dj)] = len(remote[i][dj][1])
@@ -525,8 +584,15 @@ def simulate(
                         parked[dj].append((i, d, dt))
                         continue
                     transfer(i, d, dj, dt, t)
+            elif kind == _READ:
+                n_unread -= 1
+                read(a, b, t)
             else:
                 i, dj = a, b
+                if idle_reads and read_msg_s * ntens[i] + read_byte_s * remote[i][dj][0] > 0:
+                    unread[dj].append(i)
+                    n_unread += 1
+                    continue
                 if deferred_reads[dj] and any(core_free[c] > t for c in core_sets[dj]):  # type: ignore[index]
                     pending[dj].append(i)  # the core is busy: the idle-class transport thread waits
                     n_pending += 1
@@ -547,6 +613,8 @@ def simulate(
                 n_pending -= len(pending[d])
                 pending[d] = []
             dispatch_and_request(t)
+        if n_unread:
+            start_reads(t)
 
     if done[0] < n:
         _raise_deadlock(

@@ -274,3 +274,111 @@ def test_shared_core_slowdown_properties(g, seed, slow):
     for i, name in enumerate(r.names):
         cost = idx.compute_s[idx.pos[name]]
         assert r.end[i] - r.start[i] in (pytest.approx(cost), pytest.approx(cost * (1 + slow))), name
+
+
+# ------------------------------------------------------------------ receives read by an idle-class transport thread
+def _gap_then_message() -> tuple[OpGraph, Any, dict[str, str], dict[str, list[str]]]:
+    """cpu1 runs c1, waits for x (cpu0, 3 s) to run c2, then b, which reads a's 10-byte message (cpu0, 0.5 s):
+    the message arrives at 0.5 s, while cpu1 is idle from 1 s to 3 s."""
+    g = OpGraph("gap")
+    for name, cost in (("a", 0.5), ("x", 3.0), ("c1", 1.0), ("c2", 1.0), ("b", 1.0)):
+        g.add_op(name, compute_s=cost)
+    g.add_edge("a", "b", bytes=10)
+    g.add_edge("x", "c2", bytes=0)
+    g.add_edge("c1", "c2")
+    g.add_edge("c2", "b")
+    c = uniform_cluster(2, latency_s=0.0)
+    pl = {"a": "cpu0", "x": "cpu0", "c1": "cpu1", "c2": "cpu1", "b": "cpu1"}
+    return g, c, pl, {"cpu0": ["a", "x"], "cpu1": ["c1", "c2", "b"]}
+
+
+def test_an_idle_class_thread_reads_a_message_in_the_receivers_idle_time():
+    """`recv_work="when_idle"`: a's message (0.2 s of receive work) is read while cpu1 waits for x, not in b; x's
+    own message (no bytes, 0.1 s per message) is read when it arrives, cpu1 idle, before c2 can start."""
+    g, c, pl, order = _gap_then_message()
+    costs = {"recv_overhead_s": 0.1, "recv_byte_s": 0.01}
+    consumer = simulate(g, c, pl, order, **costs)
+    idle = simulate(g, c, pl, order, recv_work="when_idle", **costs)
+    start = {n: (consumer.start[i], idle.start[i]) for i, n in enumerate(idle.names)}
+    # in_consumer: c2 at 3.5 (x ends at 3.5) runs 1.1 s, b runs 1.2 s: 3.5 + 1.1 + 1.2
+    assert consumer.makespan == pytest.approx(5.8)
+    # when_idle: a's read (0.2 s) at 1.0-1.2 s, x's read (0.1 s) at 3.5; c2 then 1 s and b 1 s
+    assert start["c2"][1] == pytest.approx(3.6) and start["b"][1] == pytest.approx(4.6)
+    assert idle.makespan == pytest.approx(5.6)
+    # the same work: only where it is done moves
+    assert sum(idle.busy_s.values()) == pytest.approx(sum(consumer.busy_s.values()))
+    # bytes_when_idle: a's bytes (0.1 s) read at 1.0-1.1 s; the per-message 0.1 s stays in c2 and in b, and x's
+    # message, which has no bytes, reaches c2 on arrival
+    hybrid = simulate(g, c, pl, order, recv_work="bytes_when_idle", **costs)
+    assert hybrid.start[hybrid.names.index("c2")] == pytest.approx(3.5)
+    assert hybrid.start[hybrid.names.index("b")] == pytest.approx(4.6) and hybrid.makespan == pytest.approx(5.7)
+    assert sum(hybrid.busy_s.values()) == pytest.approx(sum(consumer.busy_s.values()))
+    # without receive costs the two models are one
+    plain = simulate(g, c, pl, order, send_overhead_s=0.1)
+    assert simulate(g, c, pl, order, send_overhead_s=0.1, recv_work="when_idle").start == plain.start
+
+
+def test_a_chain_pays_its_reads_on_the_critical_path_either_way():
+    """A chain across two devices: the receiver has nothing else to run, so it reads each message as it arrives,
+    which is where the consumer model charges it too."""
+    g = OpGraph("chain")
+    for k in range(4):
+        g.add_op(f"o{k}", compute_s=1.0)
+    for k in range(3):
+        g.add_edge(f"o{k}", f"o{k + 1}", bytes=100)
+    c = uniform_cluster(2, latency_s=0.01)
+    pl = {f"o{k}": f"cpu{k % 2}" for k in range(4)}
+    costs = {"recv_overhead_s": 0.05, "recv_byte_s": 1e-3}
+    a = simulate(g, c, pl, **costs)
+    b = simulate(g, c, pl, recv_work="when_idle", **costs)
+    assert a.makespan == pytest.approx(b.makespan)
+
+
+def test_a_read_waits_while_the_cores_sharer_runs_ops():
+    """cpu0 and cpu2 share core 0 on two host cores: the message to cpu0 arrives at 0.6 s while cpu2 runs its
+    chain until 3 s; the idle-class thread reads it only then (0.5 s), and r starts at 3.5 s. On four cores
+    it is read on arrival."""
+    g, c, pl = _message_into_a_busy_core()
+    shared = simulate(g, c, pl, host_cores=2, recv_overhead_s=0.5, recv_work="when_idle")
+    assert shared.start[shared.names.index("r")] == pytest.approx(3.5)
+    own = simulate(g, c, pl, host_cores=4, recv_overhead_s=0.5, recv_work="when_idle")
+    assert own.start[own.names.index("r")] == pytest.approx(1.1)
+    with pytest.raises(InvalidCluster, match="recv_work"):
+        simulate(g, c, pl, recv_work="later")
+    with pytest.raises(InvalidCluster, match="shared_core_reads"):
+        simulate(g, c, pl, host_cores=2, recv_work="when_idle", shared_core_reads="when_idle")
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_dags(max_ops=16), st.integers(0, 2**16), st.sampled_from([2, 4]))
+def test_idle_reads_properties(g, seed, host):
+    """Random graphs and placements over four devices on two or four cores: every op runs after its inputs (a
+    remote one after its arrival), no two ops overlap on a core, and the processor time is the consumer model's."""
+    import random
+
+    rnd = random.Random(seed)
+    c = uniform_cluster(4, latency_s=1e-3, bytes_per_s=1e6)
+    pl = {op: f"cpu{rnd.randrange(4)}" for op in g.ops}
+    costs = {"send_overhead_s": 1e-3, "recv_overhead_s": 2e-3, "recv_byte_s": 1e-6}
+    base = simulate(g, c, pl, host_cores=host, **costs)
+    for work in ("when_idle", "bytes_when_idle"):
+        _check_idle_reads(g, c, pl, simulate(g, c, pl, host_cores=host, recv_work=work, **costs), base, host)
+
+
+def _check_idle_reads(g, c, pl, r, base, host):
+    assert sum(r.busy_s.values()) == pytest.approx(sum(base.busy_s.values()))
+    pos = {n: i for i, n in enumerate(r.names)}
+    arrival = {(producer, dst): end for producer, _, dst, _, end, _ in r.transfers}
+    for u, v, _ in g.edges():
+        if pl[u] == pl[v]:
+            assert r.start[pos[v]] >= r.end[pos[u]] - 1e-12
+        else:
+            assert r.start[pos[v]] >= arrival[(u, pl[v])] - 1e-12
+    cores = worker_cores(c, range(host))
+    spans: dict[int, list[tuple[float, float]]] = {}
+    for i in range(len(r.names)):
+        for core in cores[r.device_of[i]]:
+            spans.setdefault(core, []).append((r.start[i], r.end[i]))
+    for s in spans.values():
+        s.sort()
+        assert all(a[1] <= b[0] + 1e-12 for a, b in zip(s, s[1:]))
