@@ -137,9 +137,12 @@ def two_devices(cluster: Cluster) -> Cluster:
     return Cluster.from_dict(data, f"{cluster.name}[:2]")
 
 
-def gloo_predictor(graph: OpGraph, host_cores: int | None, shared_core_slowdown: float = 0.0) -> Predictor:
+def gloo_predictor(
+    graph: OpGraph, host_cores: int | None, shared_core_slowdown: float = 0.0, recv_work: str = "in_consumer"
+) -> Predictor:
     """The simulator's step in the PyTorch workers' setting: every receive posted at the step's start (gloo),
-    devices sharing `host_cores` cores (at `shared_core_slowdown`, `algorithms.simulator`)."""
+    devices sharing `host_cores` cores (at `shared_core_slowdown`, `algorithms.simulator`), each receive's
+    processor time spent as `recv_work` says (`simulate(recv_work=...)`)."""
 
     def pred(
         cl: Cluster,
@@ -163,6 +166,7 @@ def gloo_predictor(graph: OpGraph, host_cores: int | None, shared_core_slowdown:
             recv_buffers="step_start",
             record_memory=False,
             shared_core_slowdown=shared_core_slowdown,
+            recv_work=recv_work,
         ).makespan
 
     return pred

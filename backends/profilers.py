@@ -100,6 +100,12 @@ class MeasuredProfiler(Profiler):
     for time-sharing a core (`algorithms.simulator`, ``shared_core_slowdown``), which the workers' fit is made
     with and carries to the predictions (PyTorch's workers; 0: none).
 
+    `comm_recv_work`: where the simulator spends a receive's processor time (`simulate(recv_work=...)`), which
+    PyTorch's in-step fit is made under and carries to the predictions (comm.json's ``recv_work``):
+    ``"in_consumer"`` (the default) or a read by gloo's idle-class transport thread in the receiver's idle time
+    (``"when_idle"``, ``"bytes_when_idle"``); session 42's pre-declared tests kept the default
+    (conf/profiler/measured.yaml).
+
     `trial`: the index of an independent repetition of the whole measurement (0 by default). The profile and the
     communication fit are cached per trial, so that trials 0, 1, 2 are three measurements of the same model on
     the same machine, and a comparison of placers can be checked against their spread (`orchestrator.reproduce`
@@ -125,6 +131,7 @@ class MeasuredProfiler(Profiler):
         comm_calibration: str = "auto",
         comm_shared_core_slowdown: float = 0.0,
         trial: int = 0,
+        comm_recv_work: str = "in_consumer",
     ):
         if int(steps) < 1 or int(warmup) < 0:
             raise ConfigError(f"profiler.steps must be >= 1 and profiler.warmup >= 0, got {steps} and {warmup}")
@@ -142,6 +149,11 @@ class MeasuredProfiler(Profiler):
         if not float(comm_shared_core_slowdown) >= 0:
             raise ConfigError(f"profiler.comm_shared_core_slowdown must be >= 0, got {comm_shared_core_slowdown!r}")
         self.comm_shared_core_slowdown = float(comm_shared_core_slowdown)
+        from algorithms.simulator import RECV_WORK
+
+        if comm_recv_work not in RECV_WORK:
+            raise ConfigError(f"profiler.comm_recv_work {comm_recv_work!r} is not one of {list(RECV_WORK)}")
+        self.comm_recv_work = str(comm_recv_work)
         try:
             whole = not isinstance(trial, bool) and int(trial) == trial >= 0
         except (TypeError, ValueError):

@@ -130,6 +130,7 @@ def simulate_case(case: dict[str, Any], graph: Any, **kw: Any) -> Any:
         "recv_byte_s": case.get("recv_byte_s", 0.0),
         "recv_buffers": case["recv_buffers"],
         "shared_core_slowdown": case.get("shared_core_slowdown", 0.0),
+        "recv_work": case.get("recv_work", "in_consumer"),
         **kw,
     }
     cluster = Cluster.from_dict(case["cluster"], case["cluster_name"])
@@ -252,6 +253,7 @@ def run(
     save_cases: Path | None = None,
     shared_core_slowdown: float = 0.0,
     cuda_graph: bool = False,
+    recv_work: str = "in_consumer",
 ) -> list:
     """The sweep (see the module docstring). With ``rounds`` > 1 the model is profiled again in every round and
     every placement runs once per round, in a new random order each round: this machine's speed drifts by tens
@@ -271,6 +273,9 @@ def run(
     (`backends.torch.calibrate.calibrate_in_step`, after the hop's fit); ``"benchmark"`` takes the busy-worker
     benchmark's (`comm.comm_benchmark_distributed`). `transport_priority`: the runtime's (and the
     benchmarks') gloo transport-thread policy (`backends.torch.worker.lower_transport_threads`).
+    `recv_work`: where the simulator spends a receive's processor time (`simulate(recv_work=...)`), under which
+    the in-step costs are fitted; each row also has the other model's prediction with its own fit of the same
+    calibration runs (``predicted_other_recv_work_s``).
     `shared_core_slowdown`: the simulator's charge for time-sharing a core (`algorithms.simulator`), used by the
     in-step calibration's fit and by the predictions; each row also has the prediction without it
     (``predicted_no_slowdown_s``, the same message costs). `cuda_graph`: GPU clusters only, the runs replay the
@@ -281,9 +286,10 @@ def run(
     import torch
     from omegaconf import OmegaConf
 
-    from algorithms.cluster import Cluster
+    from algorithms.cluster import Cluster, oversubscription
     from algorithms.errors import ConfigError
     from algorithms.simulator import simulate
+    from backends.calibration import fit_calibration, gloo_predictor
     from backends.profilers import mean_profile
     from backends.torch import TorchBackend
     from backends.torch.calibrate import calibrate_in_step
@@ -306,6 +312,12 @@ def run(
         calibration: dict[str, Any] = {}
         fixed_costs = (send_s, recv_s)
         byte_costs = (0.0, 0.0)  # per byte sent / received: the in-step calibration's wide program
+        # where a receive's processor time goes (`simulate(recv_work=)`); with the in-step costs the other model
+        # (bytes_when_idle beside in_consumer, else in_consumer) is refitted on the same calibration runs and
+        # predicted beside it
+        work = recv_work if message_costs == "in_step" and not cuda else "in_consumer"
+        other_work = "in_consumer" if work != "in_consumer" else "bytes_when_idle"
+        other_fit: tuple[Any, tuple[float, ...]] | None = None
         if message_costs == "in_step" and not cuda and len(cluster.devices) > 1:
             total = fit.send_overhead_s + fit.recv_overhead_s
             cal = calibrate_in_step(
@@ -317,7 +329,27 @@ def run(
                 seed=seed,
                 send_share=fit.send_overhead_s / total if total > 0 else 0.5,
                 shared_core_slowdown=shared_core_slowdown,
+                recv_work=work,
             )
+            if cal.measured is not None:
+                alt = fit_calibration(
+                    cal.measured,
+                    lambda prof, w=other_work: gloo_predictor(prof, host, shared_core_slowdown, w),
+                    send_share=fit.send_overhead_s / total if total > 0 else 0.5,
+                    keep_latency=oversubscription(cluster, host) > 1,
+                    what=f", receives read {other_work}",
+                )
+                other_fit = (
+                    cluster.with_comm(alt.latency_s, fit.bytes_per_s),
+                    (alt.send_overhead_s, alt.recv_overhead_s, alt.send_byte_s, alt.recv_byte_s),
+                )
+                print(
+                    f"{cl_name}: refitted with receives read {other_work}: hop latency {alt.latency_s * 1e3:.3g} ms, "
+                    f"send {alt.send_overhead_s * 1e6:.1f} us, receive {alt.recv_overhead_s * 1e6:.1f} us per "
+                    f"message, {alt.send_byte_s * 1e9:.2f} / {alt.recv_byte_s * 1e9:.2f} ns per byte; calibration "
+                    f"relative RMS {100 * alt.rel_rms:.1f}%, wide program {100 * alt.rel_rms_bytes:.1f}%",
+                    flush=True,
+                )
             send_s, recv_s = cal.send_overhead_s, cal.recv_overhead_s
             byte_costs = (cal.send_byte_s, cal.recv_byte_s)
             calibration = {
@@ -330,6 +362,9 @@ def run(
                 "recv_byte_s": cal.recv_byte_s,
                 "byte_placements": cal.byte_placements,
                 "rel_rms_bytes": cal.rel_rms_bytes,
+                "recv_work": work,
+                # the other model's fit of the same calibration runs (latency, send, receive, per byte)
+                "other_recv_work": [other_work, *([other_fit[0].latency_s, *other_fit[1]] if other_fit else [])],
             }
             fixed_costs = (cal.send_fixed_latency_s, cal.recv_fixed_latency_s)
             print(
@@ -439,16 +474,36 @@ def run(
                 at = (mean_graph, placement.assignment, sched, None if cuda else host, buffers)
                 costs = (send_s, recv_s, *byte_costs)
                 if save_cases is not None:
-                    save_case(save_cases, model_name, cl_name, placer_name, at, cluster, costs, shared_core_slowdown)
-                slow = {"shared_core_slowdown": shared_core_slowdown}
+                    save_case(
+                        save_cases, model_name, cl_name, placer_name, at, cluster, costs, shared_core_slowdown,
+                        {"recv_work": work},
+                    )  # fmt: skip
+                slow: dict[str, Any] = {"shared_core_slowdown": shared_core_slowdown, "recv_work": work}
                 sim = predict(*at, cluster, costs, reads, **slow)
-                sim_plain = predict(*at, cluster, costs, reads, record_memory=False)
+                sim_plain = predict(*at, cluster, costs, reads, record_memory=False, recv_work=work)
                 sim_no_bytes = predict(*at, cluster, (send_s, recv_s), reads, record_memory=False, **slow)
                 sim_bench = predict(*at, bench_cluster, bench_costs, reads, record_memory=False, **slow)
                 sim_fixed = predict(*at, bench_cluster, fixed_costs, reads, record_memory=False, **slow)
-                # shared cores: the other reading rule, for comparison (the same as `sim` when no core is shared)
+                # shared cores: the other reading rule, for comparison (the same as `sim` when no core is shared;
+                # only where the consumer pays a receive's time, recv_work)
                 other = "at_arrival" if reads == "when_idle" else "when_idle"
-                sim_other_reads = predict(*at, cluster, costs, other, record_memory=False, **slow)
+                sim_other_reads = (
+                    predict(*at, cluster, costs, other, record_memory=False, **slow) if work == "in_consumer" else None
+                )
+                # the other model of where a receive's time goes, with its own fit of the same calibration runs
+                sim_other_work = (
+                    predict(
+                        *at,
+                        other_fit[0],
+                        other_fit[1],
+                        reads,
+                        record_memory=False,
+                        shared_core_slowdown=shared_core_slowdown,
+                        recv_work=other_work,
+                    )  # fmt: skip
+                    if other_fit is not None
+                    else None
+                )
                 sim_sync = (
                     simulate(sync_graph, cluster, placement.assignment, sched, record_memory=False)
                     if sync_graph is not None
@@ -474,7 +529,9 @@ def run(
                         "predicted_fixed_latency_s": sim_fixed.makespan,
                         "shared_core_reads": reads,
                         "core_switches": core_switches(sim, cluster, None if cuda else host),
-                        "predicted_other_reads_s": sim_other_reads.makespan,
+                        "predicted_other_reads_s": sim_other_reads.makespan if sim_other_reads else None,
+                        "recv_work": work,
+                        "predicted_other_recv_work_s": sim_other_work.makespan if sim_other_work else None,
                         "shared_core_slowdown": shared_core_slowdown,
                         "predicted_no_slowdown_s": sim_plain.makespan,
                         "predicted_no_byte_costs_s": sim_no_bytes.makespan,
@@ -532,9 +589,19 @@ def run(
                     f"[benchmark costs: pred={r['predicted_benchmark_s'] * 1e3:8.3f} ms "
                     f"err={100 * (r['predicted_benchmark_s'] / r['measured_s'] - 1):+6.1f}%]  "
                     f"[ping-pong latency: err={100 * (r['predicted_fixed_latency_s'] / r['measured_s'] - 1):+6.1f}%]  "
-                    f"[reads {'at arrival' if reads == 'when_idle' else 'when idle'}: "
-                    f"err={100 * (r['predicted_other_reads_s'] / r['measured_s'] - 1):+6.1f}%]  "
-                    f"[no shared-core slowdown: "
+                    + (
+                        f"[reads {'at arrival' if reads == 'when_idle' else 'when idle'}: "
+                        f"err={100 * (r['predicted_other_reads_s'] / r['measured_s'] - 1):+6.1f}%]  "
+                        if r["predicted_other_reads_s"]
+                        else ""
+                    )
+                    + (
+                        f"[receives read {other_work}, refitted: "
+                        f"err={100 * (r['predicted_other_recv_work_s'] / r['measured_s'] - 1):+6.1f}%]  "
+                        if r["predicted_other_recv_work_s"]
+                        else ""
+                    )
+                    + "[no shared-core slowdown: "
                     f"err={100 * (r['predicted_no_slowdown_s'] / r['measured_s'] - 1):+6.1f}%]  "
                     f"[no per-byte costs: "
                     f"err={100 * (r['predicted_no_byte_costs_s'] / r['measured_s'] - 1):+6.1f}%]  "
@@ -643,6 +710,13 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "kendall_tau_no_slowdown": kendall_tau(
                     [r.get("predicted_no_slowdown_s", r["predicted_s"]) for r in rs], [r["measured_s"] for r in rs]
                 ),
+                "median_abs_error_other_recv_work": (
+                    statistics.median(
+                        abs(r["predicted_other_recv_work_s"] - r["measured_s"]) / r["measured_s"] for r in rs
+                    )
+                    if all(r.get("predicted_other_recv_work_s") for r in rs)
+                    else None
+                ),
                 "median_abs_error_at_run_speed": (
                     statistics.median(
                         abs(r["predicted_at_run_speed_s"] - r["measured_s"]) / r["measured_s"] for r in rs
@@ -704,6 +778,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="GPU clusters: replay each step as a CUDA graph, profile ops in one (runtime.cuda_graph)",
     )
+    ap.add_argument(
+        "--recv-work",
+        choices=["in_consumer", "when_idle", "bytes_when_idle"],
+        default="in_consumer",
+        help="where the simulator spends a receive's processor time (algorithms.simulator, recv_work); the other "
+        "model is refitted on the same calibration runs and printed beside it",
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     if args.autogroup_nice is not None:
@@ -740,6 +821,7 @@ def main(argv: list[str] | None = None) -> int:
         transport_priority=args.transport_priority,
         save_cases=args.save_cases,
         cuda_graph=args.cuda_graph,
+        recv_work=args.recv_work,
     )
     summary = summarise(rows)
     print(
@@ -767,7 +849,20 @@ def main(argv: list[str] | None = None) -> int:
                 if s.get("median_abs_error_at_run_speed") is not None
                 else ""
             )
+            + (
+                f"  (receives read the other way, refitted: {100 * s['median_abs_error_other_recv_work']:.1f}%)"
+                if s.get("median_abs_error_other_recv_work") is not None
+                else ""
+            )
         )
+    for cl in sorted({r["cluster"] for r in rows}):
+        rs = [r for r in rows if r["cluster"] == cl]
+        line = f"{cl}: median |err| over all {len(rs)} runs {100 * statistics.median(abs(r['error']) for r in rs):.1f}%"
+        line += f" (receives read {rs[0].get('recv_work', 'in_consumer')})"
+        if all(r.get("predicted_other_recv_work_s") for r in rs):
+            other = statistics.median(abs(r["predicted_other_recv_work_s"] / r["measured_s"] - 1) for r in rs)
+            line += f"; the other model, refitted on the same calibration runs: {100 * other:.1f}%"
+        print(line)
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "summary": summary, "load_start": load}, indent=1))

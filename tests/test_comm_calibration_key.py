@@ -40,6 +40,7 @@ def test_torch_workers_fit_asks_for_the_in_step_calibration_under_the_runtimes_t
         "repeats": 3,
         "cuda": False,
         "shared_core_slowdown": 0.35,  # the in-step fit is made with the charge the predictions use
+        "recv_work": "in_consumer",  # and under the model of receives they use
     }
 
     seen.clear()

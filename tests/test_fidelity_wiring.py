@@ -174,6 +174,23 @@ def test_comm_json_residual_overheads_and_extras():
     plain = comm_json(CommFit(0.0, math.inf), "process")
     assert plain["bytes_per_s"] is None and plain["send_overhead_s"] == 0.0 and plain["residual_rel_median"] is None
     json.dumps(plain, allow_nan=False)
+    assert "recv_work" not in out and "recv_work" not in plain  # the simulator's default model: not written
+
+
+def test_comm_json_names_the_receive_model_its_costs_were_fitted_under():
+    pytest.importorskip("torch")
+    from backends.torch import TorchMeasuredProfiler
+    from backends.torch.comm import DistributedCommFit
+
+    fit = DistributedCommFit(1e-5, 1e9, {}, [], 3e-5, 4e-5)
+    assert "recv_work" not in comm_json(fit, "worker")
+    fit.recv_work = "bytes_when_idle"
+    assert comm_json(fit, "worker")["recv_work"] == "bytes_when_idle"
+    # the profiler's choice, checked by name
+    assert TorchMeasuredProfiler().comm_recv_work == "in_consumer"
+    assert TorchMeasuredProfiler(comm_recv_work="when_idle").comm_recv_work == "when_idle"
+    with pytest.raises(ConfigError, match="comm_recv_work"):
+        TorchMeasuredProfiler(comm_recv_work="later")
 
 
 def test_comm_stage_writes_the_overheads_and_keys_the_setting(tmp_path, monkeypatch):
@@ -212,6 +229,14 @@ def test_comm_stage_writes_the_overheads_and_keys_the_setting(tmp_path, monkeypa
     ctx5, _ = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2", "profiler.trial=0")
     stage_comm(ctx5, cluster)
     assert ctx5.hits["comm"] and len(seen) == 3
+    # costs fitted under another model of where a receive's time goes are another fit; the default's key is the
+    # one keyed before the choice existed
+    ctx6, _ = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2", "profiler.comm_recv_work=bytes_when_idle")
+    stage_comm(ctx6, cluster)
+    assert not ctx6.hits["comm"] and len(seen) == 4
+    ctx7, _ = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2", "profiler.comm_recv_work=in_consumer")
+    stage_comm(ctx7, cluster)
+    assert ctx7.hits["comm"] and len(seen) == 4
 
 
 # ----------------------------------------------------------------------------------------- simulate
@@ -249,6 +274,14 @@ def test_simulate_gets_host_cores_and_overheads_on_an_oversubscribed_host(tmp_pa
     slowed = simulate_stage.stage_simulate(ctx, g, cpu4, assign, None, "skey2", {})
     assert got[-1] == {**want, "shared_core_slowdown": 0.35}
     assert slowed.makespan > sim.makespan  # b or c ran while the other waited for the core
+
+    # costs fitted with the receives read by idle-class transport threads are predicted the same way
+    ctx.comm = {"send_overhead_s": 1e-4, "recv_overhead_s": 2e-4, "recv_work": "when_idle"}
+    simulate_stage.stage_simulate(ctx, g, cpu4, assign, None, "skey2b", {})
+    assert got[-1] == {**want, "recv_work": "when_idle"}
+    ctx.comm = {"send_overhead_s": 1e-4, "recv_work": "when_idle"}  # no receive cost: nothing to place
+    simulate_stage.stage_simulate(ctx, g, cpu4, assign, None, "skey2c", {})
+    assert "recv_work" not in got[-1]
 
     ctx, cpu2 = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2")
     ctx.comm = {"shared_core_slowdown": 0.35}  # no core shared: the charge does not apply

@@ -364,6 +364,7 @@ class TorchMeasuredProfiler(MeasuredProfiler):
             in_step=self.calibration() == "in_step",
             cuda=(self.workers or {}).get("device") == "cuda",
             shared_core_slowdown=self.comm_shared_core_slowdown,
+            recv_work=self.comm_recv_work,
         )
 
 

@@ -53,6 +53,14 @@ first program's costs under-predicted wider programs' placed steps by 15-39 % (1
 about 1-1.5 ns per byte sent: loopback TCP copies each message on the workers' own cores, while the ping-pong's
 bandwidth only delays its arrival. ``byte_costs=False`` leaves it out (the per-byte time is then 0).
 
+Where a receive's time goes (session 42, docs/fidelity.md): the fit is made under the simulator's
+`recv_work` (``calibrate_in_step(recv_work=...)``, the profiler's ``comm_recv_work``). Gloo's transport thread
+runs at idle priority, so it could read a message in an idle moment of its worker rather than in the op that
+needs it (``"when_idle"``, or only the payload's bytes, ``"bytes_when_idle"``). Two tests decided before their
+sweeps kept the consumer model: reading whole messages in idle time gave the four tiny models 13.9 % on cpu2
+against 8.3 % (its fit of this program was worse too: 12.4 against 6.9 % relative RMS), reading only the bytes
+12.5 % on cpu4 against 9.3 %, each fitted on the same calibration runs.
+
 A choice: one (send, receive) pair per message and one per byte, whatever the message's size, as the simulator
 models it; what this pair absorbs beyond gloo's own work (the
 blocking that a receive forces on a busy worker, the pair-lock contention between ``isend`` and the transport
@@ -128,6 +136,7 @@ def calibrate_in_step(
     shared_core_slowdown: float = 0.0,
     byte_costs: bool = True,
     keep_latency: bool | None = None,
+    recv_work: str = "in_consumer",
 ) -> InStepCalibration:
     """Fit the per-message send / receive processor time from the runtime's own placed steps (module docstring).
 
@@ -140,7 +149,9 @@ def calibrate_in_step(
     host's cores; no slowdown): the fit is made with the simulator the predictions will use. `byte_costs`: also
     fit the per-byte processor time on the wide program (module docstring). `keep_latency`: fit the per-message
     time with the ping-pong's hop latency kept rather than fitting the latency too; None (the default) keeps it
-    where the workers share host cores (module docstring, "Which latency")."""
+    where the workers share host cores (module docstring, "Which latency"). `recv_work`: the simulator's model of
+    where a receive's processor time goes (`simulate(recv_work=...)`, `algorithms.simulator`'s module docstring),
+    under which the costs are fitted and must be used."""
     import os
 
     from . import TorchBackend
@@ -186,11 +197,11 @@ def calibrate_in_step(
         blocks,
         profile,
         run,
-        lambda prof: gloo_predictor(prof, host_cores, shared_core_slowdown),
+        lambda prof: gloo_predictor(prof, host_cores, shared_core_slowdown, recv_work),
         rounds=rounds,
         seed=seed,
         send_share=send_share,
-        what=f", transport {transport_policy}",
+        what=f", transport {transport_policy}, receives read {recv_work}",
         wide=wide,
         keep_latency=keep_latency,
     )

@@ -124,6 +124,9 @@ class DistributedCommFit(CommFit):
     #: the in-step calibration's wide program; 0 without it.
     send_byte_s: float = 0.0
     recv_byte_s: float = 0.0
+    #: Where the simulator spends a receive's processor time (`simulate(recv_work=...)`): the model the in-step
+    #: costs were fitted under, which the predictions must use with them ("in_consumer" without that fit).
+    recv_work: str = "in_consumer"
 
 
 def fit_linear_relative(samples: Sequence[tuple[float, float]], stat: str = "median") -> tuple[float, float]:
@@ -198,6 +201,7 @@ def comm_benchmark_distributed(
     in_step_rounds: int = 2,
     cuda: bool = False,
     shared_core_slowdown: float = 0.0,
+    recv_work: str = "in_consumer",
 ) -> DistributedCommFit:
     """Fit ``latency + bytes / bandwidth`` from the process-per-device runtime's own send/recv (issue 16).
 
@@ -227,7 +231,9 @@ def comm_benchmark_distributed(
 
     `shared_core_slowdown`: the simulator's charge for time-sharing a host core (`algorithms.simulator`) where the
     cluster's workers share cores; the in-step fit is made with it, and the fit carries it to the predictions
-    (comm.json's ``shared_core_slowdown``).
+    (comm.json's ``shared_core_slowdown``). `recv_work`: likewise the simulator's model of where a receive's
+    processor time goes (`simulate(recv_work=...)`), kept in the fit (comm.json's ``recv_work``) with the in-step
+    costs; without the in-step fit the costs are the benchmark's, paid in the consumer.
     """
     import os
 
@@ -259,6 +265,7 @@ def comm_benchmark_distributed(
             timeout_s=timeout_s,
             send_share=send_s / total if total > 0 else 0.5,
             shared_core_slowdown=shared_core_slowdown,
+            recv_work=recv_work,
         )
         pingpong = lat
         lat, send_s, recv_s = cal.latency_s, cal.send_overhead_s, cal.recv_overhead_s
@@ -270,4 +277,5 @@ def comm_benchmark_distributed(
     fit = DistributedCommFit(lat, bw, {}, [(a, c, b, t) for b, t in raw], send_s, recv_s, pingpong)
     fit.shared_core_slowdown = float(shared_core_slowdown)
     fit.send_byte_s, fit.recv_byte_s = float(send_b), float(recv_b)
+    fit.recv_work = recv_work if in_step else "in_consumer"
     return fit

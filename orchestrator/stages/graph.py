@@ -173,6 +173,8 @@ def stage_comm(ctx: JobContext, cluster: Cluster) -> Cluster:
                 # since session 35 PyTorch's CPU workers wait at a barrier after each step too (the calibration's
                 # placed steps on shared cores measure shorter): entries fitted before are not reused
                 cfg["step_barriers"] = "before_and_after"
+        if workers is not None and profiler.comm_recv_work != "in_consumer":
+            cfg["recv_work"] = profiler.comm_recv_work  # the simulator's model the in-step costs are fitted under
         if profiler.trial:  # another independent measurement (MeasuredProfiler.trial)
             cfg["trial"] = profiler.trial
 
@@ -211,7 +213,9 @@ def comm_json(fit: CommFit, setting: str, calibration: str = "benchmark") -> dic
     the benchmark does not measure it); and every other number the backend's fit adds (e.g. TensorFlow's
     `step_overhead_s`, `per_transfer_s`), and `calibration`, where the per-message costs come from
     (`MeasuredProfiler.calibration`). With the in-step calibration the samples are the ping-pong's, fitted
-    with its own latency (`pingpong_latency_s`), which the residual uses. O(samples)."""
+    with its own latency (`pingpong_latency_s`), which the residual uses; `recv_work`, the simulator's model of
+    where a receive's processor time goes that the costs were fitted under, where it is not the default
+    (``"in_consumer"``). O(samples)."""
     bw = fit.bytes_per_s
     lat = getattr(fit, "pingpong_latency_s", math.nan)
     lat = lat if math.isfinite(lat) else fit.latency_s
@@ -233,6 +237,9 @@ def comm_json(fit: CommFit, setting: str, calibration: str = "benchmark") -> dic
         v = getattr(fit, f.name)
         if f.name not in base and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
             out[f.name] = float(v)
+    recv_work = getattr(fit, "recv_work", "in_consumer")
+    if recv_work != "in_consumer":  # the simulator's model the costs were fitted under (`simulate(recv_work=)`)
+        out["recv_work"] = recv_work
     return out
 
 
