@@ -219,24 +219,20 @@ def test_comm_stage_writes_the_overheads_and_keys_the_setting(tmp_path, monkeypa
     ctx2, _ = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2", "placer=m_topo")
     stage_comm(ctx2, cluster)
     assert ctx2.hits["comm"] and ctx2.comm["send_overhead_s"] == 4e-5 and len(seen) == 1
-    ctx3, _ = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2", "+runtime.threads=2")
-    stage_comm(ctx3, cluster)
-    assert not ctx3.hits["comm"] and len(seen) == 2
-    # another profile trial fits again (MeasuredProfiler.trial); trial 0 is the fit keyed before trials
-    ctx4, _ = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2", "profiler.trial=2")
-    stage_comm(ctx4, cluster)
-    assert not ctx4.hits["comm"] and len(seen) == 3
-    ctx5, _ = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2", "profiler.trial=0")
-    stage_comm(ctx5, cluster)
-    assert ctx5.hits["comm"] and len(seen) == 3
-    # costs fitted under another model of where a receive's time goes are another fit; the default's key is the
-    # one keyed before the choice existed
-    ctx6, _ = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2", "profiler.comm_recv_work=bytes_when_idle")
-    stage_comm(ctx6, cluster)
-    assert not ctx6.hits["comm"] and len(seen) == 4
-    ctx7, _ = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2", "profiler.comm_recv_work=in_consumer")
-    stage_comm(ctx7, cluster)
-    assert ctx7.hits["comm"] and len(seen) == 4
+    for override, hit in (
+        ("+runtime.threads=2", False),  # another thread count is another fit
+        # another profile trial fits again (MeasuredProfiler.trial); trial 0 is the fit keyed before trials
+        ("profiler.trial=2", False),
+        ("profiler.trial=0", True),
+        # costs fitted under another model of where a receive's time goes are another fit; the default's key is
+        # the one keyed before the choice existed
+        ("profiler.comm_recv_work=bytes_when_idle", False),
+        ("profiler.comm_recv_work=in_consumer", True),
+    ):
+        fits = len(seen)
+        ctx_n, _ = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2", override)
+        stage_comm(ctx_n, cluster)
+        assert ctx_n.hits["comm"] == hit and len(seen) == fits + (not hit), override
 
 
 # ----------------------------------------------------------------------------------------- simulate
