@@ -67,9 +67,10 @@ Model
   ``"bytes_when_idle"`` reads only the per-byte part that way (the copy of the payload, the transport thread's
   own work) and leaves the per-message part with the first consumer (the worker's wake-up and bookkeeping for a
   message it waits for); a message without bytes reaches its consumers on arrival. The PyTorch workers' fit and
-  prediction use it (`backends.torch.calibrate.recv_work_for`; docs/fidelity.md, session 42: on default-size
-  GNMT on cpu4, whose message-heavy placements move 0.3-0.6 GB per step in 1-4 MB messages, the consumer model
-  over-predicted them by 26-51 %; reading the whole receive in idle time made the tiny models' cpu2 sweep worse).
+  prediction take the model from `profiler.comm_recv_work`, ``"in_consumer"`` by default: two tests decided
+  before their sweeps kept it (docs/fidelity.md, session 42: ``"when_idle"`` 13.9 % against 8.3 % on cpu2,
+  ``"bytes_when_idle"`` 12.5 % against 9.3 % on cpu4, the four tiny models, each fitted on the same calibration
+  runs), though both idle models predicted default-size GNMT's message-heavy cpu4 placements better.
 * Receives posted or pulled (``recv_requests``): by default a receive is posted before its tensor is ready, so
   a transfer leaves when its producer ends (``"posted"``: gloo's ``irecv`` posted at the step's start, and the
   placers' model). TensorFlow's receives are pulled: the receiving executor's ``_Recv`` kernel sends the
@@ -199,7 +200,7 @@ def simulate(
     if recv_work not in RECV_WORK:
         raise InvalidCluster(f"recv_work must be one of {list(RECV_WORK)}, got {recv_work!r}")
     if recv_work != "in_consumer" and shared_core_reads == "when_idle":
-        raise InvalidCluster("recv_work='when_idle' reads every message when its core idles; leave shared_core_reads")
+        raise InvalidCluster(f"recv_work={recv_work!r} reads messages when their core idles; leave shared_core_reads")
     if recv_requests not in RECV_REQUESTS:
         raise InvalidCluster(f"recv_requests must be one of {list(RECV_REQUESTS)}, got {recv_requests!r}")
     if recv_buffers is None:
@@ -481,8 +482,9 @@ def simulate(
                 alloc(d, temp[i] + outb[i], t, i)
             heapq.heappush(events, (e, _FINISH, i, 0))
 
-    # reads by idle-class transport threads (recv_work="when_idle"): arrived messages per device, first in first out
-    unread: list[collections.deque[int]] = [collections.deque() for _ in range(nd)]
+    # reads by idle-class transport threads (recv_work): arrived messages and their read times per device, first
+    # in first out
+    unread: list[collections.deque[tuple[int, float]]] = [collections.deque() for _ in range(nd)]
     n_unread = 0
 
     def start_reads(t: float) -> None:
@@ -493,8 +495,7 @@ def simulate(
                 continue
             if core_sets is not None and any(core_free[c] > t for c in core_sets[d]):
                 continue
-            i = unread[d].popleft()
-            w = read_msg_s * ntens[i] + read_byte_s * remote[i][d][0]
+            i, w = unread[d].popleft()
             e = t + w
             busy_until[d] = e
             busy_s[d] += w
@@ -589,8 +590,9 @@ def simulate(
                 read(a, b, t)
             else:
                 i, dj = a, b
-                if idle_reads and read_msg_s * ntens[i] + read_byte_s * remote[i][dj][0] > 0:
-                    unread[dj].append(i)
+                w = read_msg_s * ntens[i] + read_byte_s * remote[i][dj][0] if idle_reads else 0.0
+                if w > 0:
+                    unread[dj].append((i, w))
                     n_unread += 1
                     continue
                 if deferred_reads[dj] and any(core_free[c] > t for c in core_sets[dj]):  # type: ignore[index]
