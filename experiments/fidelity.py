@@ -730,6 +730,8 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from algorithms.simulator import RECV_WORK
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=MODELS)
     ap.add_argument("--placers", nargs="+", default=PLACERS)
@@ -780,7 +782,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--recv-work",
-        choices=["in_consumer", "when_idle", "bytes_when_idle"],
+        choices=list(RECV_WORK),
         default="in_consumer",
         help="where the simulator spends a receive's processor time (algorithms.simulator, recv_work); the other "
         "model is refitted on the same calibration runs and printed beside it",

@@ -28,7 +28,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-RECV_WORK = ["in_consumer", "when_idle", "bytes_when_idle"]
+from algorithms.simulator import RECV_WORK  # noqa: E402  (after the repository root is on the path)
+
 COSTS = ("send_overhead_s", "recv_overhead_s", "send_byte_s", "recv_byte_s")
 
 
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sweeps", nargs="+", type=Path, help="multirun folders (hydra.sweep.dir) or run folders")
     ap.add_argument("--cache", type=Path, required=True, help="the stage cache the runs used (LAB_CACHE_DIR)")
-    ap.add_argument("--recv-work", nargs="+", choices=RECV_WORK, default=RECV_WORK)
+    ap.add_argument("--recv-work", nargs="+", choices=RECV_WORK, default=list(RECV_WORK))
     ap.add_argument("--comm", type=Path, default=None, help="a comm.json whose costs are tried too")
     args = ap.parse_args(argv)
     other = json.loads(args.comm.read_text()) if args.comm else None
