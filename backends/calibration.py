@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,9 @@ class InStepCalibration:
     recv_byte_s: float = 0.0
     byte_placements: list[dict[str, Any]] = field(default_factory=list)
     rel_rms_bytes: float = math.nan
+    # the wide program's single-device step in the workers' setting (median over the rounds; NaN where it was not
+    # run): the machine's speed when the costs were measured, which `rescale_factor` compares with the profile's
+    speed_reference_s: float = math.nan
     # what was measured, for a fit under another execution model (`fit_calibration`)
     measured: CalibrationRuns | None = field(default=None, repr=False, compare=False)
 
@@ -91,6 +95,7 @@ class CalibrationRuns:
     profile_step_s: list[float]
     wide_profile: OpGraph | None = None
     wide_runs: list[tuple[int, dict[str, str], dict[str, list[str]], float]] = field(default_factory=list)
+    wide_step_s: list[float] = field(default_factory=list)  # the wide program's single-device step per round
 
 
 #: (cluster with the latency tried, placement, schedule, send s, receive s) -> predicted step seconds; a
@@ -323,7 +328,6 @@ def calibrate(
     per-message costs kept (`fit_byte_costs`). Cost: rounds x (one profile + len(blocks) runs) per program, and the
     fits' simulations."""
     import random
-    import statistics
 
     from backends.profilers import mean_profile
 
@@ -341,6 +345,7 @@ def calibrate(
     rng = random.Random(seed)
     profiles: list[list[OpGraph]] = [[] for _ in programs]
     steps: list[float] = []
+    wide_steps: list[float] = []
     times: list[dict[int, list[float]]] = [{b: [] for b, _, _ in cs} for cs in cases]
     for _ in range(rounds):
         for k, (_, prof_fn, run_fn) in enumerate(programs):
@@ -348,6 +353,8 @@ def calibrate(
             profiles[k].append(g)
             if k == 0:
                 steps.append(step)
+            else:
+                wide_steps.append(step)
             for b, p, o in rng.sample(cases[k], len(cases[k])):
                 times[k][b].extend(run_fn(g, p, o))
     data = CalibrationRuns(
@@ -359,6 +366,7 @@ def calibrate(
     if wide is not None:
         data.wide_profile = mean_profile(profiles[1])
         data.wide_runs = [(b, p, o, statistics.median(times[1][b])) for b, p, o in cases[1]]
+        data.wide_step_s = wide_steps
     return fit_calibration(
         data,
         make_predictor,
@@ -474,8 +482,27 @@ def fit_calibration(
         recv_byte_s=recv_b,
         byte_placements=byte_rows,
         rel_rms_bytes=rms_bytes,
+        speed_reference_s=statistics.median(data.wide_step_s) if data.wide_step_s else math.nan,
         measured=data,
     )
+
+
+def rescale_factor(profile_reference_s: float | None, calibration_reference_s: float | None) -> float | None:
+    """The factor the in-step message costs are multiplied by so that they belong to the hour the model was
+    profiled in rather than the hour they were calibrated in: the wide calibration program's single-device step in
+    the workers' setting when the model was profiled, over the same step when the costs were calibrated
+    (`InStepCalibration.speed_reference_s`). A slow hour slows a message's processor time as it slows the ops: over
+    nine consumer-model fits of sessions 41-42 the per-byte time (1.25-1.91 ns, coefficient of variation 17 %)
+    followed that step (47.9-92.4 ms, correlation 0.88); per millisecond of it, it varied 10 % (docs/fidelity.md).
+    None where either reference is missing or not a positive finite number (a profile or fit from before the
+    references were measured, a GPU or TensorFlow fit): the costs are then used as calibrated. O(1)."""
+    try:
+        p, c = float(profile_reference_s), float(calibration_reference_s)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    if not (math.isfinite(p) and math.isfinite(c) and p > 0 and c > 0):
+        return None
+    return p / c
 
 
 __all__ = [
@@ -491,6 +518,7 @@ __all__ = [
     "fit_byte_costs",
     "fit_message_costs",
     "gloo_predictor",
+    "rescale_factor",
     "topo_schedule",
     "two_devices",
 ]

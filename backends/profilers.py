@@ -106,6 +106,13 @@ class MeasuredProfiler(Profiler):
     (``"when_idle"``, ``"bytes_when_idle"``); session 42's pre-declared tests kept the default
     (conf/profiler/measured.yaml).
 
+    `comm_rescale`: ``"reference"`` multiplies the in-step per-message and per-byte costs by the machine's speed
+    when the model was profiled over its speed when the costs were calibrated, each the wide calibration
+    program's single-device step in the workers' setting (`backends.calibration.rescale_factor`: the profile's
+    `speed_reference_s` over comm.json's), so that a fit cached from a slow hour does not charge a profile taken in
+    a fast one; ``"none"`` uses the costs as calibrated. PyTorch's CPU workers measure the references; elsewhere
+    nothing is rescaled.
+
     `trial`: the index of an independent repetition of the whole measurement (0 by default). The profile and the
     communication fit are cached per trial, so that trials 0, 1, 2 are three measurements of the same model on
     the same machine, and a comparison of placers can be checked against their spread (`orchestrator.reproduce`
@@ -116,6 +123,7 @@ class MeasuredProfiler(Profiler):
     supports_workers: bool = False
     SETTINGS = ("auto", "worker", "process")
     CALIBRATIONS = ("benchmark", "in_step", "auto")
+    RESCALES = ("none", "reference")
     #: Whether the backend's workers' runtime has an in-step calibration of its message costs.
     has_in_step_calibration: bool = False
 
@@ -132,6 +140,7 @@ class MeasuredProfiler(Profiler):
         comm_shared_core_slowdown: float = 0.0,
         trial: int = 0,
         comm_recv_work: str = "in_consumer",
+        comm_rescale: str = "none",
     ):
         if int(steps) < 1 or int(warmup) < 0:
             raise ConfigError(f"profiler.steps must be >= 1 and profiler.warmup >= 0, got {steps} and {warmup}")
@@ -154,6 +163,9 @@ class MeasuredProfiler(Profiler):
         if comm_recv_work not in RECV_WORK:
             raise ConfigError(f"profiler.comm_recv_work {comm_recv_work!r} is not one of {list(RECV_WORK)}")
         self.comm_recv_work = str(comm_recv_work)
+        if comm_rescale not in self.RESCALES:
+            raise ConfigError(f"profiler.comm_rescale {comm_rescale!r} is not one of {list(self.RESCALES)}")
+        self.comm_rescale = str(comm_rescale)
         try:
             whole = not isinstance(trial, bool) and int(trial) == trial >= 0
         except (TypeError, ValueError):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import statistics
 import sys
@@ -254,6 +255,7 @@ def run(
     shared_core_slowdown: float = 0.0,
     cuda_graph: bool = False,
     recv_work: str = "in_consumer",
+    comm_from: dict[str, Any] | None = None,
 ) -> list:
     """The sweep (see the module docstring). With ``rounds`` > 1 the model is profiled again in every round and
     every placement runs once per round, in a new random order each round: this machine's speed drifts by tens
@@ -279,7 +281,15 @@ def run(
     `shared_core_slowdown`: the simulator's charge for time-sharing a core (`algorithms.simulator`), used by the
     in-step calibration's fit and by the predictions; each row also has the prediction without it
     (``predicted_no_slowdown_s``, the same message costs). `cuda_graph`: GPU clusters only, the runs replay the
-    step as a CUDA graph and the profile times ops in a graph (`backends.torch.cudagraph`)."""
+    step as a CUDA graph and the profile times ops in a graph (`backends.torch.cudagraph`).
+
+    The machine's speed at each profile and at the calibration (session 43): after every profile round the wide
+    calibration program's single-device step is timed in the calibration's workers' setting
+    (`backends.torch.calibrate.speed_reference`); each row gets the in-step costs rescaled by the mean of those
+    over the calibration's own (`backends.calibration.rescale_factor`, ``profiler.comm_rescale=reference``) and
+    the prediction with them (``predicted_rescaled_s``). `comm_from`: {cluster: {"comm_fit": [...], "speed_reference_s":
+    ...}} of an earlier sweep (`load_comm_from`): its in-step costs are used instead of calibrating again (the
+    ping-pong still runs, for the benchmark's rows), so a sweep can be predicted with another hour's fit."""
     import random
 
     import hydra.utils
@@ -289,10 +299,10 @@ def run(
     from algorithms.cluster import Cluster, oversubscription
     from algorithms.errors import ConfigError
     from algorithms.simulator import simulate
-    from backends.calibration import fit_calibration, gloo_predictor
+    from backends.calibration import fit_calibration, gloo_predictor, rescale_factor
     from backends.profilers import mean_profile
     from backends.torch import TorchBackend
-    from backends.torch.calibrate import calibrate_in_step
+    from backends.torch.calibrate import calibrate_in_step, speed_reference
     from backends.torch.comm import comm_benchmark_distributed
     from backends.torch.distributed import TorchDistributedRuntime, iqr, uses_cuda
     from backends.torch.profiler import profile_graph, profile_in_worker, worker_setting
@@ -318,7 +328,25 @@ def run(
         work = recv_work if message_costs == "in_step" and not cuda else "in_consumer"
         other_work = "in_consumer" if work != "in_consumer" else "bytes_when_idle"
         other_fit: tuple[Any, tuple[float, ...]] | None = None
-        if message_costs == "in_step" and not cuda and len(cluster.devices) > 1:
+        cal_reference = math.nan  # the wide program's single-device step at the calibration
+        if comm_from is not None and message_costs == "in_step" and not cuda and len(cluster.devices) > 1:
+            if cl_name not in comm_from:
+                raise ConfigError(f"--comm-from has no fit of cluster {cl_name!r} (it has {sorted(comm_from)})")
+            lat0, _, send_s, recv_s, *bc = comm_from[cl_name]["comm_fit"]
+            byte_costs = (float(bc[0]), float(bc[1])) if len(bc) >= 2 else (0.0, 0.0)
+            cal_reference = float(comm_from[cl_name].get("speed_reference_s") or math.nan)
+            cluster = cluster.with_comm(float(lat0), fit.bytes_per_s)
+            calibration = {
+                "from": comm_from[cl_name].get("source"),
+                "speed_reference_s": cal_reference if math.isfinite(cal_reference) else None,
+            }
+            print(
+                f"{cl_name}: in-step costs from {calibration['from']}: hop latency {lat0 * 1e3:.3g} ms, send "
+                f"{send_s * 1e6:.1f} us, receive {recv_s * 1e6:.1f} us per message, {byte_costs[0] * 1e9:.2f} / "
+                f"{byte_costs[1] * 1e9:.2f} ns per byte; wide program's step then {cal_reference * 1e3:.4g} ms",
+                flush=True,
+            )
+        elif message_costs == "in_step" and not cuda and len(cluster.devices) > 1:
             total = fit.send_overhead_s + fit.recv_overhead_s
             cal = calibrate_in_step(
                 cluster,
@@ -352,7 +380,10 @@ def run(
                 )
             send_s, recv_s = cal.send_overhead_s, cal.recv_overhead_s
             byte_costs = (cal.send_byte_s, cal.recv_byte_s)
+            cal_reference = cal.speed_reference_s
             calibration = {
+                "speed_reference_s": cal.speed_reference_s,
+                "wide_step_s": cal.measured.wide_step_s if cal.measured is not None else [],
                 "rel_rms": cal.rel_rms,
                 "placements": cal.placements,
                 "latency_s": cal.latency_s,
@@ -426,12 +457,15 @@ def run(
             results: dict[str, list[Any]] = {}
             probe_cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
             probes_profile: list[float | None] = []
+            references: list[float] = []  # the wide program's single-device step after each profile round
             probes_run: dict[str, list[float | None]] = {}
             for rnd in range(rounds):
                 probes_profile.append(host_speed_probe(probe_cores))
                 g, check = profile_in_worker(model, graph, setting=setting, warmup=warmup, steps=steps)
                 profiled.append(g)
                 checks.append(check)
+                if math.isfinite(cal_reference):
+                    references.append(speed_reference(cluster, warmup=warmup, steps=steps, timeout_s=timeout_s))
                 log.info(
                     "%s round %d profile check: sum of ops %.4g s, single-device step %.4g s",
                     model_name,
@@ -469,6 +503,8 @@ def run(
             buffers = "arrival" if cuda else "step_start"
             # messages read on arrival; the other rule (read when a shared core idles) printed beside it
             reads = "at_arrival"
+            # the in-step costs rescaled to the profiles' speed (profiler.comm_rescale=reference)
+            scale = rescale_factor(statistics.fmean(references), cal_reference) if references else None
             for placer_name, placement in placements.items():
                 sched = order_for(mean_graph, cluster, placement)
                 at = (mean_graph, placement.assignment, sched, None if cuda else host, buffers)
@@ -482,6 +518,11 @@ def run(
                 sim = predict(*at, cluster, costs, reads, **slow)
                 sim_plain = predict(*at, cluster, costs, reads, record_memory=False, recv_work=work)
                 sim_no_bytes = predict(*at, cluster, (send_s, recv_s), reads, record_memory=False, **slow)
+                sim_rescaled = (
+                    predict(*at, cluster, tuple(scale * c for c in costs), reads, record_memory=False, **slow)
+                    if scale is not None
+                    else None
+                )
                 sim_bench = predict(*at, bench_cluster, bench_costs, reads, record_memory=False, **slow)
                 sim_fixed = predict(*at, bench_cluster, fixed_costs, reads, record_memory=False, **slow)
                 # shared cores: the other reading rule, for comparison (the same as `sim` when no core is shared;
@@ -535,6 +576,10 @@ def run(
                         "shared_core_slowdown": shared_core_slowdown,
                         "predicted_no_slowdown_s": sim_plain.makespan,
                         "predicted_no_byte_costs_s": sim_no_bytes.makespan,
+                        "speed_reference_profile_s": references,
+                        "speed_reference_calibration_s": cal_reference if math.isfinite(cal_reference) else None,
+                        "rescale": scale,
+                        "predicted_rescaled_s": sim_rescaled.makespan if sim_rescaled is not None else None,
                         "probe_profile_s": probes_profile,
                         "probe_run_s": probes_run.get(placer_name, []),
                         "host_speed_ratio": drift,
@@ -611,6 +656,12 @@ def run(
                         if drift
                         else ""
                     )
+                    + (
+                        f"[costs rescaled x{scale:.3f}: "
+                        f"err={100 * (r['predicted_rescaled_s'] / r['measured_s'] - 1):+6.1f}%]  "
+                        if scale is not None
+                        else ""
+                    )
                     + f"msgs={r['transfers']}  "
                     f"mem pred/meas={r['predicted_peak']:.3g}/{r['measured_peak']:.3g} B  correct={r['correct']}  "
                     f"others' share of the cores {_shares(r['interference'])}"
@@ -626,10 +677,12 @@ def run(
                 )
             steps_ms = ", ".join(f"{1e3 * c['step_s']:.3g}" for c in checks)
             probe_ms = ", ".join("-" if p is None else f"{1e3 * p:.3f}" for p in probes_profile)
+            ref_ms = ", ".join(f"{1e3 * x:.4g}" for x in references) or "-"
             print(
                 f"{model_name:18s} {cl_name:5s} profiled single-device step per round: {steps_ms} ms (others' share "
                 f"of the cores {_shares([c.get('host_interference') for c in checks])}; "
-                f"host-speed probe {probe_ms} ms)",
+                f"host-speed probe {probe_ms} ms; wide program's step {ref_ms} ms, at the calibration "
+                f"{1e3 * cal_reference:.4g} ms)",
                 flush=True,
             )
     return rows
@@ -729,6 +782,23 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def load_comm_from(path: Path) -> dict[str, Any]:
+    """Per cluster, the in-step fit an earlier sweep's --json recorded (its rows' ``comm_fit``: latency, bandwidth,
+    send, receive, send and receive per byte) and the wide program's step at its calibration
+    (``calibration.speed_reference_s``; None in sweeps before session 43), for `run(comm_from=...)`."""
+    data = json.loads(Path(path).read_text())
+    out: dict[str, Any] = {}
+    for r in data.get("rows", []):
+        cal = r.get("calibration") or {}
+        out.setdefault(
+            r["cluster"],
+            {"comm_fit": r["comm_fit"], "speed_reference_s": cal.get("speed_reference_s"), "source": str(path)},
+        )
+    if not out:
+        raise SystemExit(f"--comm-from {path}: no rows")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from algorithms.simulator import RECV_WORK
 
@@ -787,6 +857,13 @@ def main(argv: list[str] | None = None) -> int:
         help="where the simulator spends a receive's processor time (algorithms.simulator, recv_work); the other "
         "model is refitted on the same calibration runs and printed beside it",
     )
+    ap.add_argument(
+        "--comm-from",
+        type=Path,
+        default=None,
+        help="an earlier sweep's --json: use its in-step costs (and the speed they were measured at) instead of "
+        "calibrating again",
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     if args.autogroup_nice is not None:
@@ -824,6 +901,7 @@ def main(argv: list[str] | None = None) -> int:
         save_cases=args.save_cases,
         cuda_graph=args.cuda_graph,
         recv_work=args.recv_work,
+        comm_from=load_comm_from(args.comm_from) if args.comm_from else None,
     )
     summary = summarise(rows)
     print(
@@ -864,6 +942,10 @@ def main(argv: list[str] | None = None) -> int:
         if all(r.get("predicted_other_recv_work_s") for r in rs):
             other = statistics.median(abs(r["predicted_other_recv_work_s"] / r["measured_s"] - 1) for r in rs)
             line += f"; the other model, refitted on the same calibration runs: {100 * other:.1f}%"
+        if all(r.get("predicted_rescaled_s") for r in rs):
+            resc = statistics.median(abs(r["predicted_rescaled_s"] / r["measured_s"] - 1) for r in rs)
+            factors = sorted({round(r["rescale"], 3) for r in rs})
+            line += f"; costs rescaled to the profiles' speed (x{factors[0]}-{factors[-1]}): {100 * resc:.1f}%"
         print(line)
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     if args.json:

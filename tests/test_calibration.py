@@ -167,3 +167,39 @@ def test_tensorflow_refit_keeps_a_given_hop_and_fits_the_message_times():
     assert kept.rel_rms < 0.01
     with pytest.raises(ConfigError, match="kept its measurements"):
         refit(dataclasses.replace(cal, measured=None), step_overhead_s=5e-4, recv_requests="posted")
+
+
+def test_calibration_records_the_wide_programs_step_as_the_speed_reference():
+    """`calibrate` keeps the wide program's single-device step of each round (the machine's speed while the costs
+    were measured) and the fit's `speed_reference_s` is their median; without the wide program there is none.
+    `rescale_factor` is the profile's reference over it, and None where either is missing or not positive."""
+    import math
+
+    from backends.calibration import WideProgram, calibrate, rescale_factor
+
+    g = chain_with_variables(30, 7)
+    c = uniform_cluster(2, latency_s=40e-6, bytes_per_s=1e9)
+
+    def make(prof: OpGraph):
+        def pred(cl, p, o, s, r, send_byte_s=0.0, recv_byte_s=0.0):
+            return simulate(
+                prof, cl, p, send_overhead_s=s, recv_overhead_s=r, send_byte_s=send_byte_s, recv_byte_s=recv_byte_s,
+                record_memory=False,
+            ).makespan  # fmt: skip
+
+        return pred
+
+    def run(prof, p, o):
+        return [make(prof)(c, p, o, 20e-6, 30e-6)]
+
+    wide_steps = iter([0.050, 0.090, 0.060])
+    wide = WideProgram(g, lambda: (g, next(wide_steps)), run)
+    cal = calibrate(g, c, (1, 3), lambda: (g, 0.01), run, make, rounds=3, wide=wide)
+    assert cal.measured is not None and cal.measured.wide_step_s == [0.050, 0.090, 0.060]
+    assert cal.speed_reference_s == pytest.approx(0.060)
+    narrow = calibrate(g, c, (1, 3), lambda: (g, 0.01), run, make, rounds=1)
+    assert math.isnan(narrow.speed_reference_s)
+
+    assert rescale_factor(0.048, cal.speed_reference_s) == pytest.approx(0.8)
+    for prof, calib in ((None, 0.06), (0.05, None), (0.05, math.nan), (0.0, 0.06), (0.05, -1.0), ("x", 0.06)):
+        assert rescale_factor(prof, calib) is None, (prof, calib)

@@ -154,6 +154,30 @@ def test_profile_is_cached_by_worker_setting(tmp_path, monkeypatch):
             key("runtime=real", "cluster=cpu2", f"profiler.trial={bad}")
 
 
+def test_a_cpu_worker_profile_with_in_step_costs_measures_the_speed_reference(tmp_path, monkeypatch):
+    """PyTorch's CPU worker profile reports the wide calibration program's single-device step beside it (the
+    numerator of the costs' rescaling) where the costs are calibrated in-step, and not with the benchmark's."""
+    pytest.importorskip("torch")
+    import backends.torch.calibrate as calibrate_mod
+    import backends.torch.profiler as profiler_mod
+    from backends.torch import TorchBackend, TorchMeasuredProfiler
+
+    refs: list[str] = []
+    monkeypatch.setattr(profiler_mod, "profile_in_worker", lambda model, graph, **kw: (graph, {"step_s": 0.01}))
+    monkeypatch.setattr(calibrate_mod, "speed_reference", lambda cluster: refs.append(cluster.name) or 0.055)
+    cluster = uniform_cluster(2, latency_s=0.0, bytes_per_s=1e9)
+    g = _tiny_graph()
+    for calibration, want in (
+        ("in_step", {"step_s": 0.01, "speed_reference_s": 0.055}),
+        ("benchmark", {"step_s": 0.01}),
+    ):
+        prof = TorchMeasuredProfiler(comm_calibration=calibration)
+        prof.use_workers({"device": "cpu", "cores": 1, "threads": 1})
+        _, report = prof.profile_in_workers(TorchBackend(threads=1), None, g, cluster)
+        assert report == want, calibration
+    assert len(refs) == 1
+
+
 # ----------------------------------------------------------------------------------------- comm.json
 def test_comm_json_residual_overheads_and_extras():
     from dataclasses import dataclass
@@ -191,6 +215,13 @@ def test_comm_json_names_the_receive_model_its_costs_were_fitted_under():
     assert TorchMeasuredProfiler(comm_recv_work="when_idle").comm_recv_work == "when_idle"
     with pytest.raises(ConfigError, match="comm_recv_work"):
         TorchMeasuredProfiler(comm_recv_work="later")
+    # the machine's speed when the in-step costs were measured, for their rescaling (profiler.comm_rescale)
+    assert "speed_reference_s" not in comm_json(fit, "worker")
+    fit.speed_reference_s = 0.052
+    assert comm_json(fit, "worker")["speed_reference_s"] == 0.052
+    assert TorchMeasuredProfiler().comm_rescale == "none"
+    with pytest.raises(ConfigError, match="comm_rescale"):
+        TorchMeasuredProfiler(comm_rescale="always")
 
 
 def test_comm_stage_writes_the_overheads_and_keys_the_setting(tmp_path, monkeypatch):
@@ -278,6 +309,22 @@ def test_simulate_gets_host_cores_and_overheads_on_an_oversubscribed_host(tmp_pa
     ctx.comm = {"send_overhead_s": 1e-4, "recv_work": "when_idle"}  # no receive cost: nothing to place
     simulate_stage.stage_simulate(ctx, g, cpu4, assign, None, "skey2c", {})
     assert "recv_work" not in got[-1]
+
+    # profiler.comm_rescale=reference: the processor times scaled by the profile's speed reference over the fit's
+    ctx, cpu4 = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu4", "profiler.comm_rescale=reference")
+    costs = {"send_overhead_s": 1e-4, "recv_overhead_s": 2e-4, "send_byte_s": 1e-9, "recv_byte_s": 2e-9}
+    ctx.comm = {**costs, "speed_reference_s": 0.080}
+    ctx.profile = {"speed_reference_s": 0.060}
+    simulate_stage.stage_simulate(ctx, g, cpu4, assign, None, "skey2d", {})
+    assert {k: got[-1][k] for k in costs} == pytest.approx({k: 0.75 * v for k, v in costs.items()})
+    assert ctx.metrics["comm.rescale"] == pytest.approx(0.75)
+    ctx.profile = {}  # a profile without a reference (cached before it was measured): the costs as calibrated
+    simulate_stage.stage_simulate(ctx, g, cpu4, assign, None, "skey2e", {})
+    assert {k: got[-1][k] for k in costs} == costs
+    ctx, cpu4 = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu4")  # the default: none
+    ctx.comm, ctx.profile = {**costs, "speed_reference_s": 0.080}, {"speed_reference_s": 0.060}
+    simulate_stage.stage_simulate(ctx, g, cpu4, assign, None, "skey2f", {})
+    assert {k: got[-1][k] for k in costs} == costs and "comm.rescale" not in ctx.metrics
 
     ctx, cpu2 = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2")
     ctx.comm = {"shared_core_slowdown": 0.35}  # no core shared: the charge does not apply

@@ -303,8 +303,12 @@ class TorchMeasuredProfiler(MeasuredProfiler):
     loop (`profiler.profile_in_worker`, its scaled-median statistic); the communication model fitted from two
     such workers' isend/irecv, with the processor time per message (`comm.comm_benchmark_distributed`). On a
     cluster of GPUs (with CUDA present) the worker is a GPU worker timing ops with CUDA events and the fit comes
-    from NCCL round trips; a cluster mixing GPUs and CPUs is profiled in this process. Cost: one worker start and
-    warmup + steps steps; the fit: len(sizes) x (repeats + 1) round trips and two worker starts."""
+    from NCCL round trips; a cluster mixing GPUs and CPUs is profiled in this process. Where the costs are
+    calibrated in-step on CPU workers, the profile's report also holds `speed_reference_s`, the wide calibration
+    program's single-device step just after the profile (`calibrate.speed_reference`), which
+    `profiler.comm_rescale=reference` compares with the calibration's. Cost: one worker start and warmup + steps
+    steps (plus a few seconds for the reference); the fit: len(sizes) x (repeats + 1) round trips and two worker
+    starts."""
 
     supports_workers = True
     has_in_step_calibration = True
@@ -343,7 +347,7 @@ class TorchMeasuredProfiler(MeasuredProfiler):
 
         if not isinstance(backend, TorchBackend):
             raise ConfigError(f"{type(self).__name__} needs backend=torch, got {backend.name!r}")
-        return profile_in_worker(
+        g, report = profile_in_worker(
             model,
             graph,
             granularity=backend.granularity,
@@ -352,6 +356,12 @@ class TorchMeasuredProfiler(MeasuredProfiler):
             steps=self.steps,
             batch_size=self.batch_size,
         )
+        if (self.workers or {}).get("device") != "cuda" and self.calibration() == "in_step":
+            # the machine's speed at this profile, for the in-step costs' rescaling (`profiler.comm_rescale`)
+            from .calibrate import speed_reference
+
+            report = {**report, "speed_reference_s": speed_reference(cluster)}
+        return g, report
 
     def comm_in_workers(self, backend: Backend, cluster: Cluster) -> CommFit:
         from .comm import comm_benchmark_distributed

@@ -120,6 +120,37 @@ def calibration_cluster(cluster: Cluster, host_cores: int, devices: str = "auto"
     return two_devices(cluster) if devices == "pair" else cluster
 
 
+def speed_reference(
+    cluster: Cluster,
+    *,
+    host_cores: int | None = None,
+    devices: str = "auto",
+    warmup: int = 3,
+    steps: int = 10,
+    timeout_s: float = 600.0,
+) -> float:
+    """The machine's speed now, as the in-step calibration measures it: the wide calibration program's
+    (`WIDE_CALIBRATION_MODEL`) median single-device step in the setting of the calibration's workers
+    (`calibration_cluster` of `cluster`, `worker_setting`), through `profile_in_worker` as each calibration round
+    profiles it. Taken when a model is profiled, it is the numerator of `backends.calibration.rescale_factor`; the
+    calibration's own rounds give the denominator (`InStepCalibration.speed_reference_s`). Cost: one worker start
+    and warmup + 2 x steps steps of the wide program (about 50 ms each on the lab's VM): a few seconds."""
+    import os
+
+    from . import TorchBackend
+    from .profiler import profile_in_worker, worker_setting
+
+    if host_cores is None:
+        host_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    pair = calibration_cluster(cluster, host_cores, devices)
+    backend = TorchBackend(threads=1)
+    model = backend.build(WIDE_CALIBRATION_MODEL)
+    _, chk = profile_in_worker(
+        model, backend.capture(model), setting=worker_setting(pair), warmup=warmup, steps=steps, timeout_s=timeout_s
+    )
+    return float(chk["step_s"])
+
+
 def calibrate_in_step(
     cluster: Cluster,
     *,
@@ -214,5 +245,6 @@ __all__ = [
     "calibrate_in_step",
     "calibration_cluster",
     "fit_message_costs",
+    "speed_reference",
     "topo_schedule",
 ]

@@ -127,6 +127,10 @@ class DistributedCommFit(CommFit):
     #: Where the simulator spends a receive's processor time (`simulate(recv_work=...)`): the model the in-step
     #: costs were fitted under, which the predictions must use with them ("in_consumer" without that fit).
     recv_work: str = "in_consumer"
+    #: The wide calibration program's single-device step when the in-step costs were measured (NaN without that
+    #: fit): the machine's speed then, against which a profile's own reference rescales them
+    #: (`backends.calibration.rescale_factor`).
+    speed_reference_s: float = math.nan
 
 
 def fit_linear_relative(samples: Sequence[tuple[float, float]], stat: str = "median") -> tuple[float, float]:
@@ -270,12 +274,15 @@ def comm_benchmark_distributed(
         pingpong = lat
         lat, send_s, recv_s = cal.latency_s, cal.send_overhead_s, cal.recv_overhead_s
         send_b, recv_b = cal.send_byte_s, cal.recv_byte_s
+        reference = cal.speed_reference_s
     else:
         pingpong = math.nan
         send_b = recv_b = 0.0
+        reference = math.nan
     a, c = cluster.names[0], cluster.names[1]
     fit = DistributedCommFit(lat, bw, {}, [(a, c, b, t) for b, t in raw], send_s, recv_s, pingpong)
     fit.shared_core_slowdown = float(shared_core_slowdown)
     fit.send_byte_s, fit.recv_byte_s = float(send_b), float(recv_b)
     fit.recv_work = recv_work if in_step else "in_consumer"
+    fit.speed_reference_s = float(reference)
     return fit

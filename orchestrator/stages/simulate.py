@@ -125,7 +125,8 @@ def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | No
     (comm.json), and `send_byte_s` / `recv_byte_s`, per byte of a message, when measured (non-zero);
     `shared_core_slowdown`, the charge for time-sharing a core that the fit carries (comm.json), where devices
     share cores and it is non-zero; `recv_work`, where a receive's processor time goes, as the fit was made
-    (comm.json, where not the default); and `recv_buffers="step_start"` when the job's runtime holds every receive
+    (comm.json, where not the default); the processor times multiplied by `comm_rescale`'s factor where
+    ``profiler.comm_rescale=reference``; and `recv_buffers="step_start"` when the job's runtime holds every receive
     buffer from the step's start on CPU devices (`Capabilities.receives_up_front`). Empty for any other job: a
     simulation of an abstract cluster, or of the paper's machine in the papers' regime (`predicts_this_host`),
     does not depend on the host it runs on."""
@@ -141,8 +142,9 @@ def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | No
             sum(d.cores for d in cluster.devices),
             n,
         )
+    scale = comm_rescale(ctx, cluster)
     for k in ("send_overhead_s", "recv_overhead_s", "send_byte_s", "recv_byte_s"):
-        v = float(ctx.comm.get(k) or 0.0)
+        v = float(ctx.comm.get(k) or 0.0) * (scale or 1.0)
         if v > 0:
             opts[k] = v
     slowdown = float(ctx.comm.get("shared_core_slowdown") or 0.0)
@@ -154,6 +156,35 @@ def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | No
     if runtime_recv_buffers(ctx, cluster) == "step_start":
         opts["recv_buffers"] = "step_start"
     return opts
+
+
+def comm_rescale(ctx: JobContext, cluster: Cluster) -> float | None:
+    """The factor the workers' in-step message costs are multiplied by under ``profiler.comm_rescale=reference``
+    (`backends.calibration.rescale_factor`: the profile's `speed_reference_s` over comm.json's), or None where the
+    option is off or a reference is missing (logged; the costs are then used as calibrated). Recorded as the
+    MLflow metric `comm.rescale`."""
+    from backends.calibration import rescale_factor
+
+    profiler = job_profiler(ctx, cluster)
+    if not isinstance(profiler, MeasuredProfiler) or profiler.comm_rescale != "reference":
+        return None
+    prof_ref, cal_ref = ctx.profile.get("speed_reference_s"), ctx.comm.get("speed_reference_s")
+    factor = rescale_factor(prof_ref, cal_ref)
+    if factor is None:
+        log.warning(
+            "profiler.comm_rescale=reference: no speed reference in the %s; the message costs are used as calibrated",
+            "profile" if rescale_factor(prof_ref, 1.0) is None else "communication fit",
+        )
+        return None
+    log.info(
+        "message costs rescaled by %.3f: the wide calibration program's single-device step %.4g s at the profile, "
+        "%.4g s at the calibration",
+        factor,
+        float(prof_ref),  # type: ignore[arg-type]
+        float(cal_ref),  # type: ignore[arg-type]
+    )
+    ctx.metrics["comm.rescale"] = factor
+    return factor
 
 
 def runtime_recv_buffers(ctx: JobContext, cluster: Cluster) -> str:
