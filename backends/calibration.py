@@ -491,9 +491,11 @@ def rescale_factor(profile_reference_s: float | None, calibration_reference_s: f
     """The factor the in-step message costs are multiplied by so that they belong to the hour the model was
     profiled in rather than the hour they were calibrated in: the wide calibration program's single-device step in
     the workers' setting when the model was profiled, over the same step when the costs were calibrated
-    (`InStepCalibration.speed_reference_s`). A slow hour slows a message's processor time as it slows the ops: over
-    nine consumer-model fits of sessions 41-42 the per-byte time (1.25-1.91 ns, coefficient of variation 17 %)
-    followed that step (47.9-92.4 ms, correlation 0.88); per millisecond of it, it varied 10 % (docs/fidelity.md).
+    (`InStepCalibration.speed_reference_s`). The hypothesis behind it: a slow hour slows a message's processor
+    time as it slows the ops (over nine consumer-model fits of sessions 41-42 the per-byte time, 1.25-1.91 ns,
+    followed that step, 47.9-92.4 ms, with correlation 0.88). Session 43's pre-declared test across hours did not
+    bear it out (costs from an hour whose step was 20 % slower predicted 6.2 % as fitted, 7.7 % rescaled;
+    docs/fidelity.md), so `profiler.comm_rescale` defaults to ``none``.
     None where either reference is missing or not a positive finite number (a profile or fit from before the
     references were measured, a GPU or TensorFlow fit): the costs are then used as calibrated. O(1)."""
     try:

@@ -110,8 +110,9 @@ class MeasuredProfiler(Profiler):
     when the model was profiled over its speed when the costs were calibrated, each the wide calibration
     program's single-device step in the workers' setting (`backends.calibration.rescale_factor`: the profile's
     `speed_reference_s` over comm.json's), so that a fit cached from a slow hour does not charge a profile taken in
-    a fast one; ``"none"`` uses the costs as calibrated. PyTorch's CPU workers measure the references; elsewhere
-    nothing is rescaled.
+    a fast one; ``"none"`` (the default) uses the costs as calibrated: session 43's pre-declared cross-hour test
+    failed (costs from an hour whose wide program ran 20 % slower predicted 6.2 % as fitted, 7.7 % rescaled;
+    conf/profiler/measured.yaml). PyTorch's CPU workers measure the references; elsewhere nothing is rescaled.
 
     `trial`: the index of an independent repetition of the whole measurement (0 by default). The profile and the
     communication fit are cached per trial, so that trials 0, 1, 2 are three measurements of the same model on

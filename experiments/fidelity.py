@@ -782,17 +782,22 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def load_comm_from(path: Path) -> dict[str, Any]:
+def load_comm_from(path: Path, reference_s: float | None = None) -> dict[str, Any]:
     """Per cluster, the in-step fit an earlier sweep's --json recorded (its rows' ``comm_fit``: latency, bandwidth,
     send, receive, send and receive per byte) and the wide program's step at its calibration
-    (``calibration.speed_reference_s``; None in sweeps before session 43), for `run(comm_from=...)`."""
+    (``calibration.speed_reference_s``; None in sweeps before session 43; `reference_s` replaces it), for
+    `run(comm_from=...)`."""
     data = json.loads(Path(path).read_text())
     out: dict[str, Any] = {}
     for r in data.get("rows", []):
         cal = r.get("calibration") or {}
         out.setdefault(
             r["cluster"],
-            {"comm_fit": r["comm_fit"], "speed_reference_s": cal.get("speed_reference_s"), "source": str(path)},
+            {
+                "comm_fit": r["comm_fit"],
+                "speed_reference_s": reference_s if reference_s is not None else cal.get("speed_reference_s"),
+                "source": str(path),
+            },
         )
     if not out:
         raise SystemExit(f"--comm-from {path}: no rows")
@@ -864,6 +869,13 @@ def main(argv: list[str] | None = None) -> int:
         help="an earlier sweep's --json: use its in-step costs (and the speed they were measured at) instead of "
         "calibrating again",
     )
+    ap.add_argument(
+        "--comm-from-reference",
+        type=float,
+        default=None,
+        help="seconds: the wide program's single-device step to take as --comm-from's calibration reference, for "
+        "sweeps made before it was recorded (e.g. estimated from their calibration's one-device placement)",
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     if args.autogroup_nice is not None:
@@ -901,7 +913,7 @@ def main(argv: list[str] | None = None) -> int:
         save_cases=args.save_cases,
         cuda_graph=args.cuda_graph,
         recv_work=args.recv_work,
-        comm_from=load_comm_from(args.comm_from) if args.comm_from else None,
+        comm_from=load_comm_from(args.comm_from, args.comm_from_reference) if args.comm_from else None,
     )
     summary = summarise(rows)
     print(
