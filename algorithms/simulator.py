@@ -71,6 +71,14 @@ Model
   before their sweeps kept it (docs/fidelity.md, session 42: ``"when_idle"`` 13.9 % against 8.3 % on cpu2,
   ``"bytes_when_idle"`` 12.5 % against 9.3 % on cpu4, the four tiny models, each fitted on the same calibration
   runs), though both idle models predicted default-size GNMT's message-heavy cpu4 placements better.
+* Waking a receiver (``send_wake_s``, session 43): a gloo send of a small message writes to its socket from
+  the sender's thread, and when the receiving worker's core is idle its vCPU has halted and the write wakes it:
+  on the lab's VM an ``isend`` of 1 KB held the sender 46-48 us to a receiver blocked in ``wait()`` and 13-14
+  us to one computing (`experiments/send_wake.py`). With ``send_wake_s`` a sender pays that much more per
+  message to a device whose cores all idle when the producing op ends (and share none with the sender, whose
+  own core is awake); its cores are held that long after the op, and each message leaves after the wake-ups
+  before it. The state is read when the op ends, not when the message lands (a choice: the small messages this
+  concerns land within microseconds).
 * Receives posted or pulled (``recv_requests``): by default a receive is posted before its tensor is ready, so
   a transfer leaves when its producer ends (``"posted"``: gloo's ``irecv`` posted at the step's start, and the
   placers' model). TensorFlow's receives are pulled: the receiving executor's ``_Recv`` kernel sends the
@@ -131,7 +139,7 @@ from .graph import OpGraph, gc_paused
 from .placement import Placement, Schedule, check_schedule
 from .sim_result import OOMEvent, SimResult
 
-_FINISH, _ARRIVE, _READ = 0, 1, 2
+_FINISH, _ARRIVE, _READ, _WAKE = 0, 1, 2, 3
 #: when a message to a device on a shared host core is read (`simulate(shared_core_reads=...)`)
 SHARED_CORE_READS = ("when_idle", "at_arrival")
 #: when a device asks for the tensors it receives (`simulate(recv_requests=...)`)
@@ -175,6 +183,7 @@ def simulate(
     recv_byte_s: float = 0.0,
     recv_requests: str = "posted",
     recv_work: str = "in_consumer",
+    send_wake_s: float = 0.0,
 ) -> SimResult:
     """Simulate one training step of `graph` placed by `placement` on `cluster`.
 
@@ -195,7 +204,10 @@ def simulate(
     module docstring). `recv_work`: where a receive's processor time (`recv_overhead_s`, `recv_byte_s`) is
     spent, ``"in_consumer"`` (its first consumer runs that much longer), ``"when_idle"`` (read by an idle-class
     transport thread when the receiver's cores idle) or ``"bytes_when_idle"`` (the per-byte part read so, the
-    per-message part in the consumer); module docstring.
+    per-message part in the consumer); module docstring. `send_wake_s`: processor time a sender spends per
+    message, beyond `send_overhead_s`, when every core of the receiving device is idle as the producing op ends
+    (none shared with the sender): its write wakes a halted core (module docstring); the sender's cores are held
+    that long after the op and the message leaves after it.
     """
     if recv_work not in RECV_WORK:
         raise InvalidCluster(f"recv_work must be one of {list(RECV_WORK)}, got {recv_work!r}")
@@ -215,7 +227,9 @@ def simulate(
         raise InvalidCluster(f"message overheads must be >= 0, got {send_overhead_s!r}, {recv_overhead_s!r}")
     if not (send_byte_s >= 0 and recv_byte_s >= 0):
         raise InvalidCluster(f"per-byte message overheads must be >= 0, got {send_byte_s!r}, {recv_byte_s!r}")
-    charged = bool(send_overhead_s or recv_overhead_s or send_byte_s or recv_byte_s)
+    if not send_wake_s >= 0:
+        raise InvalidCluster(f"send_wake_s must be >= 0, got {send_wake_s!r}")
+    charged = bool(send_overhead_s or recv_overhead_s or send_byte_s or recv_byte_s or send_wake_s)
     # the part of a receive's processor time an idle-class thread reads when the receiver's cores idle; the rest
     # is its first consumer's
     read_msg_s = recv_overhead_s if recv_work == "when_idle" else 0.0
@@ -538,6 +552,14 @@ def simulate(
                 transfer(i, src, d, dt, t + lat[d][src])
             parked[d] = []
 
+    def asleep(dj: int, d: int, t: float) -> bool:
+        """Whether every core of device dj idles at t and none is the sending device d's (`send_wake_s`)."""
+        if running[dj] or busy_until[dj] > t:
+            return False
+        if core_sets is None:
+            return True
+        return not set(core_sets[dj]) & set(core_sets[d]) and all(core_free[c] <= t for c in core_sets[dj])
+
     def dispatch_and_request(t: float) -> None:
         dispatch(t)
         if pulled:
@@ -579,15 +601,27 @@ def simulate(
                         missing[j] -= 1  # input_arrived, inlined on this hot path
                         if missing[j] == 0:
                             make_ready(j, t)
+                t_send = t  # when the next message leaves: after the wake-ups of those before it
                 for dj, (nbytes, _cons) in remote[i].items():
                     dt = lat[d][dj] * ntens[i] + nbytes / bw[d][dj]
                     if requested_at[dj] > t:  # not asked for yet: the tensor waits on its sender
                         parked[dj].append((i, d, dt))
                         continue
-                    transfer(i, d, dj, dt, t)
+                    if send_wake_s and asleep(dj, d, t):
+                        t_send += send_wake_s * ntens[i]
+                    transfer(i, d, dj, dt, t_send)
+                if t_send > t:  # the sender's cores are held by the wake-ups
+                    busy_until[d] = t_send
+                    busy_s[d] += t_send - t
+                    if core_sets is not None:
+                        for c in core_sets[d]:
+                            core_free[c] = t_send
+                    heapq.heappush(events, (t_send, _WAKE, i, d))
             elif kind == _READ:
                 n_unread -= 1
                 read(a, b, t)
+            elif kind == _WAKE:  # a sender's wake-ups are over: its device may dispatch again
+                pass
             else:
                 i, dj = a, b
                 w = read_msg_s * ntens[i] + read_byte_s * remote[i][dj][0] if idle_reads else 0.0

@@ -143,11 +143,16 @@ def two_devices(cluster: Cluster) -> Cluster:
 
 
 def gloo_predictor(
-    graph: OpGraph, host_cores: int | None, shared_core_slowdown: float = 0.0, recv_work: str = "in_consumer"
+    graph: OpGraph,
+    host_cores: int | None,
+    shared_core_slowdown: float = 0.0,
+    recv_work: str = "in_consumer",
+    send_wake_s: float = 0.0,
 ) -> Predictor:
     """The simulator's step in the PyTorch workers' setting: every receive posted at the step's start (gloo),
     devices sharing `host_cores` cores (at `shared_core_slowdown`, `algorithms.simulator`), each receive's
-    processor time spent as `recv_work` says (`simulate(recv_work=...)`)."""
+    processor time spent as `recv_work` says (`simulate(recv_work=...)`), a send to an idle receiver costing
+    `send_wake_s` more (`simulate(send_wake_s=...)`)."""
 
     def pred(
         cl: Cluster,
@@ -172,6 +177,7 @@ def gloo_predictor(
             record_memory=False,
             shared_core_slowdown=shared_core_slowdown,
             recv_work=recv_work,
+            send_wake_s=send_wake_s,
         ).makespan
 
     return pred

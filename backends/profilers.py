@@ -114,6 +114,11 @@ class MeasuredProfiler(Profiler):
     failed (costs from an hour whose wide program ran 20 % slower predicted 6.2 % as fitted, 7.7 % rescaled;
     conf/profiler/measured.yaml). PyTorch's CPU workers measure the references; elsewhere nothing is rescaled.
 
+    `comm_send_wake`: PyTorch's CPU workers with the in-step costs: time an isend to an idle and to a computing
+    receiver and charge the difference per send to an idle receiver, in the fit and in the predictions
+    (`backends.torch.wake`, `simulate(send_wake_s=...)`; comm.json's ``send_wake_s``). On by default since session
+    43's pre-declared test (median error 5.0 to 4.5 % on cpu2, 11.1 to 7.0 % on cpu4; docs/fidelity.md).
+
     `trial`: the index of an independent repetition of the whole measurement (0 by default). The profile and the
     communication fit are cached per trial, so that trials 0, 1, 2 are three measurements of the same model on
     the same machine, and a comparison of placers can be checked against their spread (`orchestrator.reproduce`
@@ -142,6 +147,7 @@ class MeasuredProfiler(Profiler):
         trial: int = 0,
         comm_recv_work: str = "in_consumer",
         comm_rescale: str = "none",
+        comm_send_wake: bool = True,
     ):
         if int(steps) < 1 or int(warmup) < 0:
             raise ConfigError(f"profiler.steps must be >= 1 and profiler.warmup >= 0, got {steps} and {warmup}")
@@ -167,6 +173,9 @@ class MeasuredProfiler(Profiler):
         if comm_rescale not in self.RESCALES:
             raise ConfigError(f"profiler.comm_rescale {comm_rescale!r} is not one of {list(self.RESCALES)}")
         self.comm_rescale = str(comm_rescale)
+        if not isinstance(comm_send_wake, bool):
+            raise ConfigError(f"profiler.comm_send_wake must be true or false, got {comm_send_wake!r}")
+        self.comm_send_wake = comm_send_wake
         try:
             whole = not isinstance(trial, bool) and int(trial) == trial >= 0
         except (TypeError, ValueError):

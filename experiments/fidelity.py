@@ -256,6 +256,7 @@ def run(
     cuda_graph: bool = False,
     recv_work: str = "in_consumer",
     comm_from: dict[str, Any] | None = None,
+    send_wake: bool = True,
 ) -> list:
     """The sweep (see the module docstring). With ``rounds`` > 1 the model is profiled again in every round and
     every placement runs once per round, in a new random order each round: this machine's speed drifts by tens
@@ -289,7 +290,14 @@ def run(
     over the calibration's own (`backends.calibration.rescale_factor`, ``profiler.comm_rescale=reference``) and
     the prediction with them (``predicted_rescaled_s``). `comm_from`: {cluster: {"comm_fit": [...], "speed_reference_s":
     ...}} of an earlier sweep (`load_comm_from`): its in-step costs are used instead of calibrating again (the
-    ping-pong still runs, for the benchmark's rows), so a sweep can be predicted with another hour's fit."""
+    ping-pong still runs, for the benchmark's rows), so a sweep can be predicted with another hour's fit.
+    `send_wake` (the default, as `profiler.comm_send_wake` since session 43): after the calibration, time a send to
+    an idle and to a computing receiver (`backends.torch.wake.send_wake_cost`), refit the in-step message costs on
+    the same calibration runs with the difference charged per message to an idle receiver
+    (`simulate(send_wake_s=...)`), and make that the row's prediction (``predicted_s``, ``error``,
+    ``predicted_wake_s``); the fit without it stays beside (``predicted_no_wake_s``), and the rows' other variants
+    (benchmark costs, ping-pong latency, receive models, rescaled, no per-byte costs, no slowdown) are of that
+    fit."""
     import random
 
     import hydra.utils
@@ -329,6 +337,7 @@ def run(
         other_work = "in_consumer" if work != "in_consumer" else "bytes_when_idle"
         other_fit: tuple[Any, tuple[float, ...]] | None = None
         cal_reference = math.nan  # the wide program's single-device step at the calibration
+        wake_fit: tuple[Any, tuple[float, ...], float] | None = None  # (cluster, costs, send_wake_s)
         if comm_from is not None and message_costs == "in_step" and not cuda and len(cluster.devices) > 1:
             if cl_name not in comm_from:
                 raise ConfigError(f"--comm-from has no fit of cluster {cl_name!r} (it has {sorted(comm_from)})")
@@ -376,6 +385,32 @@ def run(
                     f"send {alt.send_overhead_s * 1e6:.1f} us, receive {alt.recv_overhead_s * 1e6:.1f} us per "
                     f"message, {alt.send_byte_s * 1e9:.2f} / {alt.recv_byte_s * 1e9:.2f} ns per byte; calibration "
                     f"relative RMS {100 * alt.rel_rms:.1f}%, wide program {100 * alt.rel_rms_bytes:.1f}%",
+                    flush=True,
+                )
+            if send_wake and cal.measured is not None:
+                from backends.torch.wake import send_wake_cost
+
+                to_idle, to_busy = send_wake_cost()
+                wake_s = max(0.0, to_idle - to_busy)
+                wk = fit_calibration(
+                    cal.measured,
+                    lambda prof, w=wake_s, rw=work: gloo_predictor(prof, host, shared_core_slowdown, rw, w),
+                    send_share=fit.send_overhead_s / total if total > 0 else 0.5,
+                    keep_latency=oversubscription(cluster, host) > 1,
+                    what=f", a send to an idle receiver {wake_s * 1e6:.1f} us more",
+                )
+                wake_fit = (
+                    cluster.with_comm(wk.latency_s, fit.bytes_per_s),
+                    (wk.send_overhead_s, wk.recv_overhead_s, wk.send_byte_s, wk.recv_byte_s),
+                    wake_s,
+                )
+                print(
+                    f"{cl_name}: isend of 1 KB to an idle receiver {to_idle * 1e6:.1f} us, to a computing one "
+                    f"{to_busy * 1e6:.1f} us; refitted with {wake_s * 1e6:.1f} us per send to an idle receiver: hop "
+                    f"latency {wk.latency_s * 1e3:.3g} ms, send {wk.send_overhead_s * 1e6:.1f} us, receive "
+                    f"{wk.recv_overhead_s * 1e6:.1f} us per message, {wk.send_byte_s * 1e9:.2f} / "
+                    f"{wk.recv_byte_s * 1e9:.2f} ns per byte; calibration relative RMS {100 * wk.rel_rms:.1f}%, wide "
+                    f"program {100 * wk.rel_rms_bytes:.1f}%",
                     flush=True,
                 )
             send_s, recv_s = cal.send_overhead_s, cal.recv_overhead_s
@@ -518,6 +553,11 @@ def run(
                 sim = predict(*at, cluster, costs, reads, **slow)
                 sim_plain = predict(*at, cluster, costs, reads, record_memory=False, recv_work=work)
                 sim_no_bytes = predict(*at, cluster, (send_s, recv_s), reads, record_memory=False, **slow)
+                sim_wake = (
+                    predict(*at, wake_fit[0], wake_fit[1], reads, record_memory=False, send_wake_s=wake_fit[2], **slow)
+                    if wake_fit is not None
+                    else None
+                )
                 sim_rescaled = (
                     predict(*at, cluster, tuple(scale * c for c in costs), reads, record_memory=False, **slow)
                     if scale is not None
@@ -580,6 +620,10 @@ def run(
                         "speed_reference_calibration_s": cal_reference if math.isfinite(cal_reference) else None,
                         "rescale": scale,
                         "predicted_rescaled_s": sim_rescaled.makespan if sim_rescaled is not None else None,
+                        "send_wake_s": wake_fit[2] if wake_fit is not None else None,
+                        "wake_costs": list(wake_fit[1]) + [wake_fit[0].latency_s] if wake_fit is not None else None,
+                        "predicted_wake_s": sim_wake.makespan if sim_wake is not None else None,
+                        "predicted_no_wake_s": sim.makespan,
                         "probe_profile_s": probes_profile,
                         "probe_run_s": probes_run.get(placer_name, []),
                         "host_speed_ratio": drift,
@@ -627,6 +671,9 @@ def run(
                     }
                 )
                 r = rows[-1]
+                if sim_wake is not None:  # the lab's default prediction is the headline
+                    r["predicted_s"] = sim_wake.makespan
+                    r["error"] = (sim_wake.makespan - measured) / measured
                 print(
                     f"{model_name:18s} {cl_name:5s} {placer_name:10s} dev={r['devices_used']} "
                     f"pred={r['predicted_s'] * 1e3:8.3f} ms  meas={r['measured_s'] * 1e3:8.3f} ms "
@@ -660,6 +707,11 @@ def run(
                         f"[costs rescaled x{scale:.3f}: "
                         f"err={100 * (r['predicted_rescaled_s'] / r['measured_s'] - 1):+6.1f}%]  "
                         if scale is not None
+                        else ""
+                    )
+                    + (
+                        f"[no wake-up charge: err={100 * (r['predicted_no_wake_s'] / r['measured_s'] - 1):+6.1f}%]  "
+                        if r["predicted_wake_s"]
                         else ""
                     )
                     + f"msgs={r['transfers']}  "
@@ -876,6 +928,14 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds: the wide program's single-device step to take as --comm-from's calibration reference, for "
         "sweeps made before it was recorded (e.g. estimated from their calibration's one-device placement)",
     )
+    ap.add_argument(
+        "--send-wake",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="time a send to an idle and to a computing receiver, refit the in-step costs with the difference "
+        "charged per send to an idle receiver and predict with it, the fit without it beside (backends.torch.wake; "
+        "the profiler's default since session 43)",
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     if args.autogroup_nice is not None:
@@ -914,6 +974,7 @@ def main(argv: list[str] | None = None) -> int:
         cuda_graph=args.cuda_graph,
         recv_work=args.recv_work,
         comm_from=load_comm_from(args.comm_from, args.comm_from_reference) if args.comm_from else None,
+        send_wake=args.send_wake,
     )
     summary = summarise(rows)
     print(
@@ -951,14 +1012,28 @@ def main(argv: list[str] | None = None) -> int:
         rs = [r for r in rows if r["cluster"] == cl]
         line = f"{cl}: median |err| over all {len(rs)} runs {100 * statistics.median(abs(r['error']) for r in rs):.1f}%"
         line += f" (receives read {rs[0].get('recv_work', 'in_consumer')})"
+        per_model: list[str] = []
         if all(r.get("predicted_other_recv_work_s") for r in rs):
             other = statistics.median(abs(r["predicted_other_recv_work_s"] / r["measured_s"] - 1) for r in rs)
             line += f"; the other model, refitted on the same calibration runs: {100 * other:.1f}%"
+        if all(r.get("predicted_wake_s") for r in rs):
+            nw = statistics.median(abs(r["predicted_no_wake_s"] / r["measured_s"] - 1) for r in rs)
+            line += (
+                f"; with idle receivers woken ({1e6 * rs[0]['send_wake_s']:.1f} us per send), the fit without it: "
+                f"{100 * nw:.1f}%"
+            )
+            for m in sorted({r["model"] for r in rs}):
+                mr = [r for r in rs if r["model"] == m]
+                per_model.append(
+                    f"  {m}: {100 * statistics.median(abs(r['error']) for r in mr):.1f}% with the wake-ups, "
+                    f"{100 * statistics.median(abs(r['predicted_no_wake_s'] / r['measured_s'] - 1) for r in mr):.1f}% "
+                    "without"
+                )
         if all(r.get("predicted_rescaled_s") for r in rs):
             resc = statistics.median(abs(r["predicted_rescaled_s"] / r["measured_s"] - 1) for r in rs)
             factors = sorted({round(r["rescale"], 3) for r in rs})
             line += f"; costs rescaled to the profiles' speed (x{factors[0]}-{factors[-1]}): {100 * resc:.1f}%"
-        print(line)
+        print("\n".join([line, *per_model]))
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "summary": summary, "load_start": load}, indent=1))

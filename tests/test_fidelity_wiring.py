@@ -220,6 +220,10 @@ def test_comm_json_names_the_receive_model_its_costs_were_fitted_under():
     fit.speed_reference_s = 0.052
     assert comm_json(fit, "worker")["speed_reference_s"] == 0.052
     assert TorchMeasuredProfiler().comm_rescale == "none"
+    fit.send_wake_s, fit.send_to_idle_s, fit.send_to_busy_s = 3.4e-5, 4.8e-5, 1.4e-5
+    assert comm_json(fit, "worker")["send_wake_s"] == 3.4e-5 and comm_json(fit, "worker")["send_to_idle_s"] == 4.8e-5
+    with pytest.raises(ConfigError, match="comm_send_wake"):
+        TorchMeasuredProfiler(comm_send_wake="yes")
     with pytest.raises(ConfigError, match="comm_rescale"):
         TorchMeasuredProfiler(comm_rescale="always")
 
@@ -259,6 +263,9 @@ def test_comm_stage_writes_the_overheads_and_keys_the_setting(tmp_path, monkeypa
         # the one keyed before the choice existed
         ("profiler.comm_recv_work=bytes_when_idle", False),
         ("profiler.comm_recv_work=in_consumer", True),
+        # costs fitted without the charge for waking an idle receiver (on by default) are another fit
+        ("profiler.comm_send_wake=false", False),
+        ("profiler.comm_send_wake=true", True),
     ):
         fits = len(seen)
         ctx_n, _ = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2", override)
@@ -306,6 +313,10 @@ def test_simulate_gets_host_cores_and_overheads_on_an_oversubscribed_host(tmp_pa
     ctx.comm = {"send_overhead_s": 1e-4, "recv_overhead_s": 2e-4, "recv_work": "when_idle"}
     simulate_stage.stage_simulate(ctx, g, cpu4, assign, None, "skey2b", {})
     assert got[-1] == {**want, "recv_work": "when_idle"}
+    # a fit made with sends to idle receivers charged more is predicted with the same charge
+    ctx.comm = {"send_overhead_s": 1e-4, "recv_overhead_s": 2e-4, "send_wake_s": 3e-5}
+    simulate_stage.stage_simulate(ctx, g, cpu4, assign, None, "skey2g", {})
+    assert got[-1] == {**want, "send_wake_s": 3e-5}
     ctx.comm = {"send_overhead_s": 1e-4, "recv_work": "when_idle"}  # no receive cost: nothing to place
     simulate_stage.stage_simulate(ctx, g, cpu4, assign, None, "skey2c", {})
     assert "recv_work" not in got[-1]

@@ -382,3 +382,74 @@ def _check_idle_reads(g, c, pl, r, base, host):
     for s in spans.values():
         s.sort()
         assert all(a[1] <= b[0] + 1e-12 for a, b in zip(s, s[1:]))
+
+
+# ------------------------------------------------------------------------------ a send that wakes its receiver
+def test_a_send_to_an_idle_receiver_holds_the_sender_and_delays_the_message():
+    """A ping-pong a (cpu0) -> b (cpu1) -> c (cpu0): each receiver waits idle, so each of the two sends pays the
+    wake-up; with the receiver busy when the value leaves, the send does not."""
+    g = OpGraph("pp")
+    for o in "abc":
+        g.add_op(o, compute_s=100e-6)
+    g.add_edge("a", "b", 0)
+    g.add_edge("b", "c", 0)
+    c = uniform_cluster(2, latency_s=0.0, bytes_per_s=1e12)
+    pl = {"a": "cpu0", "b": "cpu1", "c": "cpu0"}
+    base = simulate(g, c, pl, send_overhead_s=10e-6, record_memory=False)
+    woken = simulate(g, c, pl, send_overhead_s=10e-6, send_wake_s=30e-6, record_memory=False)
+    assert woken.makespan == pytest.approx(base.makespan + 60e-6)
+    assert woken.busy_s["cpu0"] == pytest.approx(base.busy_s["cpu0"] + 30e-6)  # a's send woke cpu1
+    assert woken.busy_s["cpu1"] == pytest.approx(base.busy_s["cpu1"] + 30e-6)  # b's send woke cpu0
+    arrive = {src: end for src, _, _, _, end, _ in woken.transfers}
+    assert arrive["a"] == pytest.approx(110e-6 + 30e-6)  # the message leaves after the wake-up
+    # cpu1 computing `side` when a's value leaves: that send wakes nobody; b's still wakes cpu0
+    g.add_op("side", compute_s=500e-6)
+    pl["side"] = "cpu1"
+    order = {"cpu0": ["a", "c"], "cpu1": ["side", "b"]}
+    base = simulate(g, c, pl, order, send_overhead_s=10e-6, record_memory=False)
+    woken = simulate(g, c, pl, order, send_overhead_s=10e-6, send_wake_s=30e-6, record_memory=False)
+    assert woken.makespan == pytest.approx(base.makespan + 30e-6)
+    assert woken.busy_s["cpu0"] == pytest.approx(base.busy_s["cpu0"])
+
+
+def test_a_send_to_a_device_on_the_senders_own_core_wakes_nobody():
+    """cpu4 on two host cores: cpu0 and cpu2 share core 0, so a send from cpu0 to an idle cpu2 is on an awake
+    core; to an idle cpu1 (core 1, idle) it pays the wake-up."""
+    g = OpGraph("shared")
+    g.add_op("a", compute_s=100e-6)
+    g.add_op("b", compute_s=100e-6)
+    g.add_edge("a", "b", 0)
+    c = uniform_cluster(4, latency_s=0.0, bytes_per_s=1e12)
+    assert worker_cores(c, range(2))[0] == worker_cores(c, range(2))[2]
+    same = simulate(g, c, {"a": "cpu0", "b": "cpu2"}, host_cores=2, send_wake_s=30e-6, record_memory=False)
+    assert same.makespan == pytest.approx(200e-6)
+    other = simulate(g, c, {"a": "cpu0", "b": "cpu1"}, host_cores=2, send_wake_s=30e-6, record_memory=False)
+    assert other.makespan == pytest.approx(230e-6)
+
+
+@pytest.mark.parametrize("bad", [-1e-6, float("nan")])
+def test_bad_send_wake(bad):
+    g, c, pl = _pair()
+    with pytest.raises(InvalidCluster, match="send_wake_s"):
+        simulate(g, c, pl, send_wake_s=bad)
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_dags(max_ops=16), st.integers(0, 2**16), st.sampled_from([None, 2, 4]))
+def test_send_wake_properties(g, seed, host):
+    """Random graphs and placements over four devices: with no wake-up cost the step is the plain one; with one,
+    the processor time grows by a whole number of wake-ups, at most one per message, every op still runs after
+    its inputs arrive, and no two ops overlap on a core."""
+    import random
+
+    rnd = random.Random(seed)
+    c = uniform_cluster(4, latency_s=1e-3, bytes_per_s=1e6)
+    pl = {op: f"cpu{rnd.randrange(4)}" for op in g.ops}
+    costs = {"send_overhead_s": 1e-3, "recv_overhead_s": 2e-3}
+    base = simulate(g, c, pl, host_cores=host, **costs)
+    assert simulate(g, c, pl, host_cores=host, send_wake_s=0.0, **costs).makespan == base.makespan
+    w = 0.25
+    r = simulate(g, c, pl, host_cores=host, send_wake_s=w, **costs)
+    k = (sum(r.busy_s.values()) - sum(base.busy_s.values())) / w
+    assert k == pytest.approx(round(k), abs=1e-6) and 0 <= round(k) <= len(r.transfers)
+    _check_idle_reads(g, c, pl, r, r, host or 4)

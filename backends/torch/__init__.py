@@ -375,6 +375,7 @@ class TorchMeasuredProfiler(MeasuredProfiler):
             cuda=(self.workers or {}).get("device") == "cuda",
             shared_core_slowdown=self.comm_shared_core_slowdown,
             recv_work=self.comm_recv_work,
+            send_wake=self.comm_send_wake and self.calibration() == "in_step",
         )
 
 

@@ -168,6 +168,7 @@ def calibrate_in_step(
     byte_costs: bool = True,
     keep_latency: bool | None = None,
     recv_work: str = "in_consumer",
+    send_wake_s: float = 0.0,
 ) -> InStepCalibration:
     """Fit the per-message send / receive processor time from the runtime's own placed steps (module docstring).
 
@@ -182,7 +183,8 @@ def calibrate_in_step(
     time with the ping-pong's hop latency kept rather than fitting the latency too; None (the default) keeps it
     where the workers share host cores (module docstring, "Which latency"). `recv_work`: the simulator's model of
     where a receive's processor time goes (`simulate(recv_work=...)`, `algorithms.simulator`'s module docstring),
-    under which the costs are fitted and must be used."""
+    under which the costs are fitted and must be used. `send_wake_s`: the extra time a send to an idle receiver
+    holds its sender (`simulate(send_wake_s=...)`, `backends.torch.wake`), charged in the fit's predictions."""
     import os
 
     from . import TorchBackend
@@ -228,11 +230,12 @@ def calibrate_in_step(
         blocks,
         profile,
         run,
-        lambda prof: gloo_predictor(prof, host_cores, shared_core_slowdown, recv_work),
+        lambda prof: gloo_predictor(prof, host_cores, shared_core_slowdown, recv_work, send_wake_s),
         rounds=rounds,
         seed=seed,
         send_share=send_share,
-        what=f", transport {transport_policy}, receives read {recv_work}",
+        what=f", transport {transport_policy}, receives read {recv_work}"
+        + (f", a send to an idle receiver {send_wake_s * 1e6:.1f} us more" if send_wake_s else ""),
         wide=wide,
         keep_latency=keep_latency,
     )

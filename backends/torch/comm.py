@@ -131,6 +131,12 @@ class DistributedCommFit(CommFit):
     #: fit): the machine's speed then, against which a profile's own reference rescales them
     #: (`backends.calibration.rescale_factor`).
     speed_reference_s: float = math.nan
+    #: With `send_wake`: the median isend of 1 KB to a receiver blocked in wait() and to a computing one
+    #: (`wake.send_wake_cost`), and their difference, which the in-step fit charged per send to an idle receiver
+    #: and the predictions charge with these costs (`simulate(send_wake_s=...)`); NaN / 0 without.
+    send_to_idle_s: float = math.nan
+    send_to_busy_s: float = math.nan
+    send_wake_s: float = 0.0
 
 
 def fit_linear_relative(samples: Sequence[tuple[float, float]], stat: str = "median") -> tuple[float, float]:
@@ -206,6 +212,7 @@ def comm_benchmark_distributed(
     cuda: bool = False,
     shared_core_slowdown: float = 0.0,
     recv_work: str = "in_consumer",
+    send_wake: bool = False,
 ) -> DistributedCommFit:
     """Fit ``latency + bytes / bandwidth`` from the process-per-device runtime's own send/recv (issue 16).
 
@@ -237,7 +244,10 @@ def comm_benchmark_distributed(
     cluster's workers share cores; the in-step fit is made with it, and the fit carries it to the predictions
     (comm.json's ``shared_core_slowdown``). `recv_work`: likewise the simulator's model of where a receive's
     processor time goes (`simulate(recv_work=...)`), kept in the fit (comm.json's ``recv_work``) with the in-step
-    costs; without the in-step fit the costs are the benchmark's, paid in the consumer.
+    costs; without the in-step fit the costs are the benchmark's, paid in the consumer. `send_wake` (with
+    `in_step`): first time an isend to an idle and to a computing receiver (`wake.send_wake_cost`, a few seconds)
+    and fit the in-step costs with the difference charged per send to an idle receiver (comm.json's
+    ``send_wake_s``, ``send_to_idle_s``, ``send_to_busy_s``).
     """
     import os
 
@@ -262,6 +272,20 @@ def comm_benchmark_distributed(
         from .calibrate import calibrate_in_step
 
         total = send_s + recv_s
+        to_idle = to_busy = math.nan
+        wake_s = 0.0
+        if send_wake:
+            from .wake import send_wake_cost
+
+            to_idle, to_busy = send_wake_cost([c[0] for c in cores], timeout_s=timeout_s)
+            wake_s = max(0.0, to_idle - to_busy)
+            log.info(
+                "isend of 1 KB: %.3g s to an idle receiver, %.3g s to a computing one; %.3g s charged per send to an "
+                "idle receiver",
+                to_idle,
+                to_busy,
+                wake_s,
+            )
         cal = calibrate_in_step(
             cluster.with_comm(lat, bw),
             transport_policy=transport_policy,
@@ -270,6 +294,7 @@ def comm_benchmark_distributed(
             send_share=send_s / total if total > 0 else 0.5,
             shared_core_slowdown=shared_core_slowdown,
             recv_work=recv_work,
+            send_wake_s=wake_s,
         )
         pingpong = lat
         lat, send_s, recv_s = cal.latency_s, cal.send_overhead_s, cal.recv_overhead_s
@@ -279,10 +304,13 @@ def comm_benchmark_distributed(
         pingpong = math.nan
         send_b = recv_b = 0.0
         reference = math.nan
+        to_idle = to_busy = math.nan
+        wake_s = 0.0
     a, c = cluster.names[0], cluster.names[1]
     fit = DistributedCommFit(lat, bw, {}, [(a, c, b, t) for b, t in raw], send_s, recv_s, pingpong)
     fit.shared_core_slowdown = float(shared_core_slowdown)
     fit.send_byte_s, fit.recv_byte_s = float(send_b), float(recv_b)
     fit.recv_work = recv_work if in_step else "in_consumer"
     fit.speed_reference_s = float(reference)
+    fit.send_to_idle_s, fit.send_to_busy_s, fit.send_wake_s = float(to_idle), float(to_busy), float(wake_s)
     return fit

@@ -173,6 +173,8 @@ def stage_comm(ctx: JobContext, cluster: Cluster) -> Cluster:
                 # since session 35 PyTorch's CPU workers wait at a barrier after each step too (the calibration's
                 # placed steps on shared cores measure shorter): entries fitted before are not reused
                 cfg["step_barriers"] = "before_and_after"
+        if workers is not None and profiler.comm_send_wake and profiler.calibration() == "in_step":
+            cfg["send_wake"] = True  # the in-step costs fitted with sends to idle receivers charged more
         if workers is not None and profiler.comm_recv_work != "in_consumer":
             cfg["recv_work"] = profiler.comm_recv_work  # the simulator's model the in-step costs are fitted under
         if profiler.trial:  # another independent measurement (MeasuredProfiler.trial)

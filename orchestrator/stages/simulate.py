@@ -125,7 +125,8 @@ def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | No
     (comm.json), and `send_byte_s` / `recv_byte_s`, per byte of a message, when measured (non-zero);
     `shared_core_slowdown`, the charge for time-sharing a core that the fit carries (comm.json), where devices
     share cores and it is non-zero; `recv_work`, where a receive's processor time goes, as the fit was made
-    (comm.json, where not the default); the processor times multiplied by `comm_rescale`'s factor where
+    (comm.json, where not the default); `send_wake_s`, the extra time of a send to an idle receiver that the fit
+    was made with (comm.json, where non-zero); the processor times multiplied by `comm_rescale`'s factor where
     ``profiler.comm_rescale=reference``; and `recv_buffers="step_start"` when the job's runtime holds every receive
     buffer from the step's start on CPU devices (`Capabilities.receives_up_front`). Empty for any other job: a
     simulation of an abstract cluster, or of the paper's machine in the papers' regime (`predicts_this_host`),
@@ -150,6 +151,9 @@ def worker_sim_options(ctx: JobContext, cluster: Cluster, n_host_cores: int | No
     slowdown = float(ctx.comm.get("shared_core_slowdown") or 0.0)
     if "host_cores" in opts and slowdown > 0:
         opts["shared_core_slowdown"] = slowdown
+    wake = float(ctx.comm.get("send_wake_s") or 0.0) * (scale or 1.0)
+    if wake > 0:
+        opts["send_wake_s"] = wake
     recv_work = ctx.comm.get("recv_work") or "in_consumer"
     if recv_work != "in_consumer" and ("recv_overhead_s" in opts or "recv_byte_s" in opts):
         opts["recv_work"] = recv_work
