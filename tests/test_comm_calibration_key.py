@@ -41,11 +41,13 @@ def test_torch_workers_fit_asks_for_the_in_step_calibration_under_the_runtimes_t
         "cuda": False,
         "shared_core_slowdown": 0.35,  # the in-step fit is made with the charge the predictions use
         "recv_work": "in_consumer",  # and under the model of receives they use
+        "send_wake": True,  # and with a send to an idle receiver charged its wake-up (profiler.comm_send_wake)
     }
 
     seen.clear()
     TorchMeasuredProfiler(comm_repeats=3).comm_in_workers(object(), object())  # type: ignore[arg-type]
     assert seen["in_step"] is False and seen["transport_policy"] == "idle"
+    assert seen["send_wake"] is False  # the benchmark's costs were not fitted with it
 
 
 def test_auto_is_in_step_only_in_the_workers_setting_of_a_backend_that_has_one():
