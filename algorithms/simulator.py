@@ -78,7 +78,8 @@ Model
   message to a device whose cores all idle when the producing op ends (and share none with the sender, whose
   own core is awake); its cores are held that long after the op, and each message leaves after the wake-ups
   before it. The state is read when the op ends, not when the message lands (a choice: the small messages this
-  concerns land within microseconds).
+  concerns land within microseconds). The PyTorch workers' fit charges it only with ``profiler.comm_send_wake``, off
+  by default: the in-step calibration cannot separate it from the per-message costs (docs/fidelity.md, session 43).
 * Receives posted or pulled (``recv_requests``): by default a receive is posted before its tensor is ready, so
   a transfer leaves when its producer ends (``"posted"``: gloo's ``irecv`` posted at the step's start, and the
   placers' model). TensorFlow's receives are pulled: the receiving executor's ``_Recv`` kernel sends the

@@ -256,7 +256,7 @@ def run(
     cuda_graph: bool = False,
     recv_work: str = "in_consumer",
     comm_from: dict[str, Any] | None = None,
-    send_wake: bool = True,
+    send_wake: bool = False,
 ) -> list:
     """The sweep (see the module docstring). With ``rounds`` > 1 the model is profiled again in every round and
     every placement runs once per round, in a new random order each round: this machine's speed drifts by tens
@@ -291,7 +291,7 @@ def run(
     the prediction with them (``predicted_rescaled_s``). `comm_from`: {cluster: {"comm_fit": [...], "speed_reference_s":
     ...}} of an earlier sweep (`load_comm_from`): its in-step costs are used instead of calibrating again (the
     ping-pong still runs, for the benchmark's rows), so a sweep can be predicted with another hour's fit.
-    `send_wake` (the default, as `profiler.comm_send_wake` since session 43): after the calibration, time a send to
+    `send_wake` (`profiler.comm_send_wake`; off by default, session 43): after the calibration, time a send to
     an idle and to a computing receiver (`backends.torch.wake.send_wake_cost`), refit the in-step message costs on
     the same calibration runs with the difference charged per message to an idle receiver
     (`simulate(send_wake_s=...)`), and make that the row's prediction (``predicted_s``, ``error``,
@@ -931,10 +931,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--send-wake",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=False,
         help="time a send to an idle and to a computing receiver, refit the in-step costs with the difference "
-        "charged per send to an idle receiver and predict with it, the fit without it beside (backends.torch.wake; "
-        "the profiler's default since session 43)",
+        "charged per send to an idle receiver and predict with it, the fit without it beside (backends.torch.wake, "
+        "profiler.comm_send_wake; off by default since session 43's replicate)",
     )
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)

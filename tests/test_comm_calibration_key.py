@@ -29,7 +29,9 @@ def test_torch_workers_fit_asks_for_the_in_step_calibration_under_the_runtimes_t
         return "fit"
 
     monkeypatch.setattr(comm, "comm_benchmark_distributed", fake)
-    prof = TorchMeasuredProfiler(comm_calibration="in_step", comm_repeats=3, comm_shared_core_slowdown=0.35)
+    prof = TorchMeasuredProfiler(
+        comm_calibration="in_step", comm_repeats=3, comm_shared_core_slowdown=0.35, comm_send_wake=True
+    )
     prof.use_workers({"runtime": "torch_distributed", "cores": 1})
     prof.transport_policy = "nice"
     assert prof.fit_comm(object(), object()) == "fit"  # type: ignore[arg-type]
@@ -41,7 +43,7 @@ def test_torch_workers_fit_asks_for_the_in_step_calibration_under_the_runtimes_t
         "cuda": False,
         "shared_core_slowdown": 0.35,  # the in-step fit is made with the charge the predictions use
         "recv_work": "in_consumer",  # and under the model of receives they use
-        "send_wake": True,  # and with a send to an idle receiver charged its wake-up (profiler.comm_send_wake)
+        "send_wake": True,  # and, when asked, with a send to an idle receiver charged its wake-up
     }
 
     seen.clear()

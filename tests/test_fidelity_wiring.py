@@ -263,9 +263,9 @@ def test_comm_stage_writes_the_overheads_and_keys_the_setting(tmp_path, monkeypa
         # the one keyed before the choice existed
         ("profiler.comm_recv_work=bytes_when_idle", False),
         ("profiler.comm_recv_work=in_consumer", True),
-        # costs fitted without the charge for waking an idle receiver (on by default) are another fit
-        ("profiler.comm_send_wake=false", False),
-        ("profiler.comm_send_wake=true", True),
+        # costs fitted with the charge for waking an idle receiver are another fit; off is the key from before
+        ("profiler.comm_send_wake=true", False),
+        ("profiler.comm_send_wake=false", True),
     ):
         fits = len(seen)
         ctx_n, _ = _ctx(tmp_path, cache, *TORCH, "runtime=real", "cluster=cpu2", override)
