@@ -43,6 +43,33 @@ MODELS = ["mlp_tiny", "gnmt_tiny", "transformer_tiny", "inception_v3_tiny"]
 PLACERS = ["single", "expert", "m_topo", "m_etf", "m_sct", "celeritas", "heft"]
 
 
+def refit(
+    measured: Any,
+    cluster: Any,
+    bytes_per_s: float,
+    host: int,
+    shared_core_slowdown: float,
+    send_share: float,
+    recv_work: str,
+    send_wake_s: float,
+) -> tuple[Any, Any, tuple[float, ...]]:
+    """A calibration's runs (`InStepCalibration.measured`) fitted again under another model of the workers
+    (`recv_work`, `send_wake_s`): the fit, `cluster` with its latency and `bytes_per_s`, and its (send, receive,
+    send per byte, receive per byte) costs."""
+    from algorithms.cluster import oversubscription
+    from backends.calibration import fit_calibration, gloo_predictor
+
+    f2 = fit_calibration(
+        measured,
+        lambda prof: gloo_predictor(prof, host, shared_core_slowdown, recv_work, send_wake_s),
+        send_share=send_share,
+        keep_latency=oversubscription(cluster, host) > 1,
+        what=f", receives read {recv_work}" + (f", {send_wake_s * 1e6:.1f} us per wake-up" if send_wake_s else ""),
+    )
+    costs = (f2.send_overhead_s, f2.recv_overhead_s, f2.send_byte_s, f2.recv_byte_s)
+    return f2, cluster.with_comm(f2.latency_s, bytes_per_s), costs
+
+
 def predict(
     graph: Any,
     assignment: dict[str, str],
@@ -304,10 +331,10 @@ def run(
     import torch
     from omegaconf import OmegaConf
 
-    from algorithms.cluster import Cluster, oversubscription
+    from algorithms.cluster import Cluster
     from algorithms.errors import ConfigError
     from algorithms.simulator import simulate
-    from backends.calibration import fit_calibration, gloo_predictor, rescale_factor
+    from backends.calibration import rescale_factor
     from backends.profilers import mean_profile
     from backends.torch import TorchBackend
     from backends.torch.calibrate import calibrate_in_step, speed_reference
@@ -368,18 +395,12 @@ def run(
                 shared_core_slowdown=shared_core_slowdown,
                 recv_work=work,
             )
+            share = fit.send_overhead_s / total if total > 0 else 0.5
             if cal.measured is not None:
-                alt = fit_calibration(
-                    cal.measured,
-                    lambda prof, w=other_work: gloo_predictor(prof, host, shared_core_slowdown, w),
-                    send_share=fit.send_overhead_s / total if total > 0 else 0.5,
-                    keep_latency=oversubscription(cluster, host) > 1,
-                    what=f", receives read {other_work}",
+                alt, alt_cluster, alt_costs = refit(
+                    cal.measured, cluster, fit.bytes_per_s, host, shared_core_slowdown, share, other_work, 0.0
                 )
-                other_fit = (
-                    cluster.with_comm(alt.latency_s, fit.bytes_per_s),
-                    (alt.send_overhead_s, alt.recv_overhead_s, alt.send_byte_s, alt.recv_byte_s),
-                )
+                other_fit = (alt_cluster, alt_costs)
                 print(
                     f"{cl_name}: refitted with receives read {other_work}: hop latency {alt.latency_s * 1e3:.3g} ms, "
                     f"send {alt.send_overhead_s * 1e6:.1f} us, receive {alt.recv_overhead_s * 1e6:.1f} us per "
@@ -392,18 +413,10 @@ def run(
 
                 to_idle, to_busy = send_wake_cost()
                 wake_s = max(0.0, to_idle - to_busy)
-                wk = fit_calibration(
-                    cal.measured,
-                    lambda prof, w=wake_s, rw=work: gloo_predictor(prof, host, shared_core_slowdown, rw, w),
-                    send_share=fit.send_overhead_s / total if total > 0 else 0.5,
-                    keep_latency=oversubscription(cluster, host) > 1,
-                    what=f", a send to an idle receiver {wake_s * 1e6:.1f} us more",
+                wk, wk_cluster, wk_costs = refit(
+                    cal.measured, cluster, fit.bytes_per_s, host, shared_core_slowdown, share, work, wake_s
                 )
-                wake_fit = (
-                    cluster.with_comm(wk.latency_s, fit.bytes_per_s),
-                    (wk.send_overhead_s, wk.recv_overhead_s, wk.send_byte_s, wk.recv_byte_s),
-                    wake_s,
-                )
+                wake_fit = (wk_cluster, wk_costs, wake_s)
                 print(
                     f"{cl_name}: isend of 1 KB to an idle receiver {to_idle * 1e6:.1f} us, to a computing one "
                     f"{to_busy * 1e6:.1f} us; refitted with {wake_s * 1e6:.1f} us per send to an idle receiver: hop "
