@@ -73,13 +73,14 @@ Model
   runs), though both idle models predicted default-size GNMT's message-heavy cpu4 placements better.
 * Waking a receiver (``send_wake_s``, session 43): a gloo send of a small message writes to its socket from
   the sender's thread, and when the receiving worker's core is idle its vCPU has halted and the write wakes it:
-  on the lab's VM an ``isend`` of 1 KB held the sender 46-48 us to a receiver blocked in ``wait()`` and 13-14
-  us to one computing (`experiments/send_wake.py`). With ``send_wake_s`` a sender pays that much more per
-  message to a device whose cores all idle when the producing op ends (and share none with the sender, whose
-  own core is awake); its cores are held that long after the op, and each message leaves after the wake-ups
-  before it. The state is read when the op ends, not when the message lands (a choice: the small messages this
-  concerns land within microseconds). The PyTorch workers' fit charges it only with ``profiler.comm_send_wake``, off
-  by default: the in-step calibration cannot separate it from the per-message costs (docs/fidelity.md, session 43).
+  on the lab's VM an ``isend`` of 1 KB held the sender 46-54 us to a receiver blocked in ``wait()`` and 13-18
+  us to one computing (nine measurements, session 43; `experiments/send_wake.py`). With ``send_wake_s`` a sender
+  pays that much more per message to a device whose cores all idle when the producing op ends (and share none
+  with the sender, whose own core is awake); its cores are held that long after the op, and each message leaves
+  after the wake-ups before it. The state is read when the op ends, not when the message lands (a choice: the
+  small messages this concerns land within microseconds). The PyTorch workers' fit charges it only with
+  ``profiler.comm_send_wake``, off by default: the in-step calibration cannot separate it from the per-message
+  costs (docs/fidelity.md, session 43).
 * Receives posted or pulled (``recv_requests``): by default a receive is posted before its tensor is ready, so
   a transfer leaves when its producer ends (``"posted"``: gloo's ``irecv`` posted at the step's start, and the
   placers' model). TensorFlow's receives are pulled: the receiving executor's ``_Recv`` kernel sends the
@@ -621,8 +622,8 @@ def simulate(
             elif kind == _READ:
                 n_unread -= 1
                 read(a, b, t)
-            elif kind == _WAKE:  # a sender's wake-ups are over: its device may dispatch again
-                pass
+            elif kind == _WAKE:  # a sender's wake-ups are over: only the dispatch after this time's events acts
+                continue
             else:
                 i, dj = a, b
                 w = read_msg_s * ntens[i] + read_byte_s * remote[i][dj][0] if idle_reads else 0.0

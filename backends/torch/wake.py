@@ -3,8 +3,10 @@
 A gloo ``isend`` writes its payload to the pair's socket from the caller's thread (once the receiver has
 announced the receive). On a virtual machine whose guest halts an idle vCPU at once (the lab's VM:
 ``guest_halt_poll_ns`` = 0), the write's wake-up of a receiver blocked in ``wait()`` reaches a halted vCPU, and the
-sender's thread pays for it: on the lab's VM (30 Nov 2026) an ``isend`` of 1 KB took 46-48 us when the receiver was
-blocked in ``wait()`` and 13-14 us when it was computing, its receives posted (2 x 200 sends each). Traced placed
+sender's thread pays for it: on the lab's VM (30 Nov 2026) an ``isend`` of 1 KB took 46-54 us when the receiver was
+blocked in ``wait()`` and 13-18 us when it was computing, its receives posted (nine measurements of 200 sends each).
+Off in the profiler by default (`profiler.comm_send_wake`): the in-step calibration cannot separate the charge from
+the per-message costs (docs/fidelity.md, session 43). Traced placed
 steps agree: 39-55 us per send on latency-bound placements (gnmt_tiny's expert, mlp_tiny's m-TOPO), 24-27 us on
 message-heavy ones. `send_wake_cost` measures the two medians between two workers pinned as the runtime's are; the
 simulator charges the difference per message sent to an idle device (`simulate(send_wake_s=...)`).
