@@ -52,6 +52,7 @@ from typing import Any
 
 from fidelity import save_case
 from predicted_vs_measured_tf import load_cluster, placers
+from tf_message_kinds import message_kinds
 
 from algorithms.cluster import Link
 from algorithms.placement import check_placement
@@ -108,6 +109,14 @@ def summary_lines(
                 "rel_error_rule_hop_kept",
             )
         )
+    variants.append(
+        (
+            " (the message throughput bound, serial_ms: the larger of cal_ms and the single-device step plus the "
+            "calibration's step per non-constant message for each)",
+            "predicted_step_serial_s",
+            "rel_error_serial",
+        )
+    )
     variants.append((" (sequential sends, burst latency)", "predicted_step_sequential_s", "rel_error_sequential"))
     variants.append(
         (" (pulled receives, requested when idle; benchmark costs)", "predicted_step_pulled_s", "rel_error_pulled")
@@ -147,6 +156,24 @@ def summary_lines(
 
 
 COST_KEYS = ("send_overhead_s", "recv_overhead_s", "send_byte_s", "recv_byte_s")
+
+
+def non_constant_messages(graph: Any, placement: dict[str, str]) -> int:
+    """The messages of `placement` (one per producing op and device) that do not carry a constant's value."""
+    kinds = message_kinds(graph, placement)
+    return sum(kinds.values()) - kinds["const"]
+
+
+def serial_message_cost(cal: Any) -> tuple[float, int] | None:
+    """The message throughput bound's cost (docs/fidelity.md, session 44): the calibration program's measured step
+    on its block placement with the most non-constant messages, less its single-device step (the profile's, the
+    median over rounds), per non-constant message; with that count. None without the calibration's measurements."""
+    data = getattr(cal, "measured", None)
+    if data is None or not data.runs or not data.profile_step_s:
+        return None
+    single = statistics.median(data.profile_step_s)
+    n, step = max((non_constant_messages(data.profile, p), t) for _, p, _, t in data.runs)
+    return ((step - single) / n, n) if n > 0 else None
 
 
 def anatomy_line(an: dict[str, Any]) -> str:
@@ -382,6 +409,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             f"{100 * cal.rel_rms:.1f}%), wide program {100 * pull.rel_rms_bytes:.1f}% (posted: "
             f"{100 * cal.rel_rms_bytes:.1f}%)"
         )
+    serial = serial_message_cost(cal)
+    if serial is not None:
+        print(
+            f"message throughput bound: {serial[0] * 1e6:.1f} us of step per non-constant message (the calibration "
+            f"program's placement with the most, {serial[1]})"
+        )
     runtime = TFDistributedRuntime(warmup=args.warmup, steps=args.steps, check_correctness=True, order=args.order)
     rows: list[dict[str, Any]] = []
     rng = random.Random(args.seed)
@@ -424,6 +457,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 done = runtime.run(backend, model, g, assigns[label], scheds.get(label, {}), cluster)
                 runs.setdefault(label, []).append(done)
         graph = mean_profile(profiles)
+        # the single-device step the message throughput bound starts from (its placement's prediction)
+        one = {op: cluster.names[0] for op in graph.nx.nodes}
+        sim_one = simulate(graph, cal_cluster, one, record_memory=False, **cal_costs)
+        pred_one = predicted_step(sim_one.makespan, graph, {2: fit.step_overhead_s}, 1)
         info = infos[0]
         mcal_cluster, mcal_costs = None, {}
         hop_cluster, hop_costs = None, {}
@@ -472,6 +509,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             sim_cal = simulate(graph, cal_cluster, assign, schedule=sched, record_memory=False, **cal_costs)
             pred_cal = predicted_step(sim_cal.makespan, graph, {2: fit.step_overhead_s}, used)
             err_cal = (pred_cal - res.measured_step_s) / res.measured_step_s
+            # the message throughput bound (docs/fidelity.md, session 44): the single-device step plus the
+            # calibration's step per non-constant message for each, where that is longer than cal_ms
+            n_nc = non_constant_messages(graph, assign)
+            pred_serial = pred_cal if serial is None or used == 1 else max(pred_cal, pred_one + serial[0] * n_nc)
             # the same without the per-byte processor time (the wide program's), for comparison
             no_bytes = {k: v for k, v in cal_costs.items() if not k.endswith("_byte_s")}
             sim_nb = simulate(graph, cal_cluster, assign, schedule=sched, record_memory=False, **no_bytes)
@@ -543,6 +584,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 "rel_error_pulled": (pred_pull - res.measured_step_s) / res.measured_step_s,
                 "predicted_step_pulled_calibrated_s": pred_pull_cal,
                 "rel_error_pulled_calibrated": (pred_pull_cal - res.measured_step_s) / res.measured_step_s,
+                "nonconstant_messages": n_nc,
+                "predicted_step_serial_s": pred_serial,
+                "rel_error_serial": (pred_serial - res.measured_step_s) / res.measured_step_s,
                 "predicted_step_no_byte_costs_s": pred_nb,
                 "rel_error_no_byte_costs": (pred_nb - res.measured_step_s) / res.measured_step_s,
                 "message_costs": args.message_costs,

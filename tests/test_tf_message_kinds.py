@@ -52,3 +52,28 @@ def test_worker_cpu_is_the_median_over_rounds_of_the_workers_sum():
     assert worker_cpu(row) == 0.003
     assert worker_cpu({"worker_cpu_per_step_s": []}) is None
     assert worker_cpu({}) is None
+
+
+def test_the_throughput_bound_takes_the_calibration_placement_with_most_non_constant_messages(monkeypatch):
+    """`fidelity_tf.serial_message_cost`: the calibration's measured step less its single-device step, per
+    non-constant message, on the block placement that has the most of them; None without measurements."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from algorithms import uniform_cluster
+    from backends.calibration import CalibrationRuns
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "experiments"))
+    from experiments.fidelity_tf import non_constant_messages, serial_message_cost
+
+    g = graph()
+    pair = uniform_cluster(2, 8e9)
+    split = {"c": "d0", "v": "d0", "a": "d1", "b": "d0", "x": "d0", "u": "d1"}  # 3 non-constant messages
+    consts_only = {"c": "d0", "v": "d1", "a": "d1", "b": "d1", "x": "d1", "u": "d1"}  # c -> d1: 1 constant
+    assert non_constant_messages(g, split) == 3 and non_constant_messages(g, consts_only) == 0
+    runs = [(2, split, {}, 0.004), (8, consts_only, {}, 0.009)]
+    cal = SimpleNamespace(measured=CalibrationRuns(pair, g, runs, [0.001, 0.003]))
+    cost, n = serial_message_cost(cal)
+    assert n == 3 and cost == (0.004 - 0.002) / 3
+    assert serial_message_cost(SimpleNamespace(measured=None)) is None
+    assert serial_message_cost(SimpleNamespace(measured=CalibrationRuns(pair, g, [runs[1]], [0.001]))) is None
