@@ -52,7 +52,7 @@ from typing import Any
 
 from fidelity import save_case
 from predicted_vs_measured_tf import load_cluster, placers
-from tf_message_kinds import message_kinds
+from tf_message_kinds import non_constant_messages
 
 from algorithms.cluster import Link
 from algorithms.placement import check_placement
@@ -156,12 +156,6 @@ def summary_lines(
 
 
 COST_KEYS = ("send_overhead_s", "recv_overhead_s", "send_byte_s", "recv_byte_s")
-
-
-def non_constant_messages(graph: Any, placement: dict[str, str]) -> int:
-    """The messages of `placement` (one per producing op and device) that do not carry a constant's value."""
-    kinds = message_kinds(graph, placement)
-    return sum(kinds.values()) - kinds["const"]
 
 
 def serial_message_cost(cal: Any) -> tuple[float, int] | None:

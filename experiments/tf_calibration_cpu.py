@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:
 
 from backends.calibration import CALIBRATION_MODEL, block_placement, two_devices  # noqa: E402
 from experiments.predicted_vs_measured_tf import load_cluster  # noqa: E402
-from experiments.tf_message_kinds import message_kinds  # noqa: E402
+from experiments.tf_message_kinds import message_kinds, non_constant  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         placement = block_placement(graph, names, block)
         res = runtime.run(backend, model, graph, placement, {}, pair)
         kinds = message_kinds(graph, placement)
-        non_const = sum(kinds.values()) - kinds["const"]
+        non_const = non_constant(kinds)
         extra = cpu(res) - cpu1
         points.append((non_const, extra))
         print(

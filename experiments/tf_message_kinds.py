@@ -72,6 +72,16 @@ def message_kinds(graph: OpGraph, placement: dict[str, str]) -> Counter[str]:
     return out
 
 
+def non_constant(kinds: Counter[str]) -> int:
+    """How many of the counted messages (`message_kinds`) do not carry a constant's value."""
+    return sum(kinds.values()) - kinds["const"]
+
+
+def non_constant_messages(graph: OpGraph, placement: dict[str, str]) -> int:
+    """The messages of `placement` (one per producing op and device) that do not carry a constant's value."""
+    return non_constant(message_kinds(graph, placement))
+
+
 def worker_cpu(row: dict[str, Any]) -> float | None:
     """Both workers' processor time per step of a run (`fidelity_tf.py`'s ``worker_cpu_per_step_s``, one
     {device: s} per round): the median over its rounds of the sum; None where it was not read."""
@@ -118,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     for r, case, kinds in runs:
         extra = r["measured_step_s"] - single[r["model"]]
         n = sum(kinds.values())
-        non_const = n - kinds["const"]
+        non_const = non_constant(kinds)
         err = (predicted(case, graphs[r["model"]]) - r["measured_step_s"]) / r["measured_step_s"]
         print(
             f"{r['model']:<18}{r['placer']:<14}" + "".join(f"{kinds[k]:>9}" for k in KINDS)
@@ -158,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             part = [(r, k) for r, k in sel if name is None or r["model"] == name]
             if len(part) < 3:
                 continue
-            a = np.array([[k["const"], sum(k.values()) - k["const"], 1.0] for _, k in part])
+            a = np.array([[k["const"], non_constant(k), 1.0] for _, k in part])
             y = np.array([worker_cpu(r) - cpu1[r["model"]] for r, _ in part])
             c, *_ = np.linalg.lstsq(a, y, rcond=None)
             print(

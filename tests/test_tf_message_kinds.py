@@ -4,7 +4,7 @@ processor time read from its rounds."""
 from __future__ import annotations
 
 from algorithms.graph import OpGraph
-from experiments.tf_message_kinds import message_kinds, worker_cpu
+from experiments.tf_message_kinds import message_kinds, non_constant_messages, worker_cpu
 
 
 def graph() -> OpGraph:
@@ -64,7 +64,7 @@ def test_the_throughput_bound_takes_the_calibration_placement_with_most_non_cons
     from backends.calibration import CalibrationRuns
 
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "experiments"))
-    from experiments.fidelity_tf import non_constant_messages, serial_message_cost
+    from experiments.fidelity_tf import serial_message_cost
 
     g = graph()
     pair = uniform_cluster(2, 8e9)
